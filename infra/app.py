@@ -1,0 +1,69 @@
+"""Build the CDK app from the registry: `app.py` and the tests both call `build_app`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from aws_cdk import App, Environment
+from aws_cdk import aws_logs as logs
+
+from infra.stack import LambdaJobsStack
+from shared.spec import registered_jobs
+from shared.settings import DEFAULT_STACK_NAME
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package.
+RUNTIME_PACKAGES = ("shared", "handlers")
+DEFAULT_POWERTOOLS_LAYER_VERSION = 27
+
+
+def stage_asset(out_dir: Path) -> Path:
+    """Copy the runtime packages (Python sources only) into `out_dir` for `Code.from_asset`."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    for package in RUNTIME_PACKAGES:
+        shutil.copytree(ROOT / package, out_dir / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return out_dir
+
+
+def build_app(outdir: str | None = None) -> tuple[App, LambdaJobsStack]:
+    import handlers  # noqa: F401  (declares every job)
+
+    app = App(outdir=outdir) if outdir else App()
+    stack_name = app.node.try_get_context("stack_name") or DEFAULT_STACK_NAME
+    layer_version = int(app.node.try_get_context("powertools_layer_version") or DEFAULT_POWERTOOLS_LAYER_VERSION)
+    retention_days = int(app.node.try_get_context("log_retention_days") or 30)
+    asset = stage_asset(ROOT / "build" / "lambda-asset")
+    stack = LambdaJobsStack(
+        app,
+        stack_name,
+        stack_name=stack_name,
+        jobs=registered_jobs(),
+        asset_dir=str(asset),
+        powertools_layer_version=layer_version,
+        log_retention=_retention(retention_days),
+        env=Environment(),  # account/region from the deploying profile
+        description="lambdajobs: background jobs on SQS + Lambda",
+    )
+    return app, stack
+
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    if days not in _RETENTION:
+        raise ValueError(f"cdk.json log_retention_days={days} is not supported; use one of {sorted(_RETENTION)}.")
+    return _RETENTION[days]

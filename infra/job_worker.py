@@ -1,0 +1,138 @@
+"""`JobWorker`: everything one job needs on AWS, derived from its `JobSpec`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+from shared.settings import (
+    ENV_JOB,
+    ENV_STACK,
+    ENV_TABLE,
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+    dlq_url_env,
+    manifest_parameter,
+)
+from shared.spec import JobSpec
+
+#: The DLQ keeps messages 14 days (the SQS maximum). On a standard queue a message keeps its original
+#: enqueue time when moved to the DLQ, so the DLQ must keep messages longer than the source queue.
+DLQ_RETENTION = Duration.days(14)
+QUEUE_RETENTION = Duration.days(4)
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+HANDLER = "handlers.entry.lambda_handler"
+
+
+def queue_name(stack_name: str, job: str) -> str:
+    """SQS names allow letters, digits, '-' and '_', at most 80 characters."""
+    return f"{stack_name}-{job}"[:80]
+
+
+class JobWorker(Construct):
+    """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job.
+
+    Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        spec: JobSpec,
+        table: dynamodb.ITable,
+        code: lambda_.Code,
+        layers: Sequence[lambda_.ILayerVersion] = (),
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        name = queue_name(stack.stack_name, spec.name)
+        # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
+        # while the source's redrive policy references the DLQ is a circular dependency in
+        # CloudFormation; a derived queue name and a formatted ARN break the cycle.
+        source_ref = sqs.Queue.from_queue_arn(
+            self, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
+        )
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            retention_period=DLQ_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            redrive_allow_policy=sqs.RedriveAllowPolicy(
+                redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
+            ),
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            queue_name=name,
+            visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
+            retention_period=QUEUE_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letter_queue, max_receive_count=spec.max_attempts
+            ),
+        )
+        log_group = logs.LogGroup(self, "Logs", retention=log_retention)
+        self.function = lambda_.Function(
+            self,
+            "Worker",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=HANDLER,
+            code=code,
+            layers=list(layers),
+            timeout=Duration.seconds(spec.timeout_seconds),
+            memory_size=spec.memory_mb,
+            log_group=log_group,
+            description=f"lambdajobs worker for job {spec.name}",
+            environment={
+                ENV_JOB: spec.name,
+                ENV_STACK: stack.stack_name,
+                ENV_TABLE: table.table_name,
+                dlq_url_env(spec.name): self.dead_letter_queue.queue_url,
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            },
+        )
+        window = spec.max_batching_window_seconds
+        self.event_source = sources.SqsEventSource(
+            self.queue,
+            batch_size=spec.batch_size,
+            max_batching_window=Duration.seconds(window) if window else None,
+            # Without ReportBatchItemFailures Lambda ignores the failure list and deletes every
+            # message of a "successful" batch: silent loss.
+            report_batch_item_failures=True,
+            max_concurrency=spec.max_concurrency,
+        )
+        self.function.add_event_source(self.event_source)  # grants consume on its own queue
+        self.dead_letter_queue.grant_send_messages(self.function)
+        # The job record: acquire/complete are UpdateItem, status reads are GetItem.
+        table.grant(self.function, "dynamodb:GetItem", "dynamodb:UpdateItem")
+
+        manifest = ssm.StringParameter(
+            self,
+            "Manifest",
+            parameter_name=manifest_parameter(stack.stack_name, spec.name),
+            string_value=stack.to_json_string(
+                {"queue_url": self.queue.queue_url, "dlq_url": self.dead_letter_queue.queue_url}
+            ),
+            description=f"lambdajobs manifest entry for job {spec.name}",
+        )
+        self.manifest = manifest
+        CfnOutput(self, "QueueUrl", value=self.queue.queue_url, description=f"queue of job {spec.name}")
+        CfnOutput(
+            self, "DeadLetterQueueUrl", value=self.dead_letter_queue.queue_url, description=f"DLQ of job {spec.name}"
+        )

@@ -1,0 +1,51 @@
+"""lambdajobs runtime: declare jobs, enqueue them, run them in Lambda, read their status.
+
+Ships inside every Lambda: imports only the standard library, pydantic and (lazily) boto3 here;
+Powertools is imported by the worker. Never imports aws_cdk, moto, rich or typer.
+"""
+
+from shared.context import JobContext
+from shared.errors import (
+    DeclarationError,
+    EnvelopeError,
+    LambdaJobsError,
+    PayloadTooLargeError,
+    PayloadValidationError,
+    PermanentError,
+    QueueNotFoundError,
+    UnknownJobError,
+)
+from shared.spec import Job, JobSpec, get_spec, job, registered_jobs
+
+__all__ = [
+    "DeclarationError",
+    "EnvelopeError",
+    "Job",
+    "JobContext",
+    "JobSpec",
+    "LambdaJobsError",
+    "PayloadTooLargeError",
+    "PayloadValidationError",
+    "PermanentError",
+    "QueueNotFoundError",
+    "UnknownJobError",
+    "enqueue",
+    "enqueue_many",
+    "get_spec",
+    "get_status",
+    "job",
+    "registered_jobs",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The producer and status readers pull in more modules; load them on first use only.
+    if name in ("enqueue", "enqueue_many"):
+        from shared import producer
+
+        return getattr(producer, name)
+    if name == "get_status":
+        from shared.records import get_status
+
+        return get_status
+    raise AttributeError(f"module 'shared' has no attribute {name!r}")

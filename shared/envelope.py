@@ -1,0 +1,74 @@
+"""Envelope v1: the JSON message body every producer sends, in any language.
+
+    {"v": 1, "job": "send_email", "id": "order-42", "payload": {...}, "enqueued_at": "2026-11-29T19:00:00Z"}
+
+`v` and `job` and `payload` are required; `id` is the job id (when absent the worker uses the SQS
+message id); `enqueued_at` is RFC 3339. Unknown fields are ignored, so later versions can add fields.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from shared.errors import EnvelopeError, PayloadTooLargeError
+
+#: SQS maximum message size (1 MiB since 2025; it was 256 KiB before).
+MAX_MESSAGE_BYTES = 1_048_576
+MAX_JOB_ID_LENGTH = 256
+
+
+class Envelope(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    v: Literal[1]
+    job: str = Field(min_length=1)
+    id: str | None = Field(default=None, min_length=1, max_length=MAX_JOB_ID_LENGTH)
+    payload: dict[str, Any]
+    enqueued_at: datetime | None = None
+
+
+def encode(job: str, payload: dict[str, Any], job_id: str, *, now: datetime | None = None) -> str:
+    """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
+    enqueued_at = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+    body = json.dumps(
+        {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    size = len(body.encode())
+    if size > MAX_MESSAGE_BYTES:
+        raise PayloadTooLargeError(
+            f"job '{job}' id '{job_id}': the message is {size} bytes, above the SQS limit of "
+            f"{MAX_MESSAGE_BYTES}; store large data in S3 and send its key in the payload."
+        )
+    return body
+
+
+def decode(body: str) -> Envelope:
+    """Parse a message body; raises EnvelopeError with a one-line reason."""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError) as exc:
+        raise EnvelopeError(f"message body is not JSON ({exc.__class__.__name__}: {exc})") from exc
+    if not isinstance(data, dict):
+        raise EnvelopeError(f"message body is a JSON {type(data).__name__}, not an envelope object")
+    try:
+        return Envelope.model_validate(data)
+    except ValidationError as exc:
+        raise EnvelopeError(f"invalid envelope: {_summary(exc)}") from exc
+
+
+def _summary(exc: ValidationError) -> str:
+    """A one-line, value-free summary of a pydantic error (values may hold personal data)."""
+    parts = []
+    for err in exc.errors(include_input=False, include_url=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+summarize_validation_error = _summary

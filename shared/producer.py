@@ -1,0 +1,215 @@
+"""The producer API: enqueue, enqueue_many.
+
+Payloads are validated against the job's model and size-checked before anything is sent: an invalid
+payload raises and sends nothing. Queues are found without hard-coded URLs: the environment variable
+CDK sets on the stack's own functions (`LAMBDAJOBS_QUEUE_URL_<JOB>`), else the stack's manifest in SSM
+Parameter Store (`/lambdajobs/<stack>/jobs/<job>`, stack from `LAMBDAJOBS_STACK`, default `lambdajobs`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from shared import aws
+from shared.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
+from shared.errors import PayloadValidationError, QueueNotFoundError
+from shared.settings import manifest_parameter, queue_url_env, stack_name
+from shared.spec import JobRef, JobSpec, get_spec
+
+logger = logging.getLogger(__name__)
+
+MAX_DELAY_SECONDS = 900  # SQS DelaySeconds maximum
+BATCH_MAX_ENTRIES = 10  # SendMessageBatch: at most 10 entries...
+BATCH_MAX_BYTES = MAX_MESSAGE_BYTES  # ...and 1 MiB in total
+
+_manifest_cache: dict[tuple[str, str], dict[str, str]] = {}
+_manifest_lock = threading.Lock()
+
+
+def _manifest_entry(job: str) -> dict[str, str]:
+    key = (stack_name(), job)
+    with _manifest_lock:
+        if key in _manifest_cache:
+            return _manifest_cache[key]
+    ssm = aws.client("ssm")
+    name = manifest_parameter(*key)
+    try:
+        value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    except ssm.exceptions.ParameterNotFound:
+        raise QueueNotFoundError(
+            f"no queue for job '{job}': parameter {name} does not exist. Deploy the stack "
+            f"(stack name from LAMBDAJOBS_STACK, now '{key[0]}') or set {queue_url_env(job)}."
+        ) from None
+    entry: dict[str, str] = json.loads(value)
+    with _manifest_lock:
+        _manifest_cache[key] = entry
+    return entry
+
+
+def queue_url(job: str) -> str:
+    """The URL of a job's queue: environment variable first, then the stack's manifest."""
+    return os.environ.get(queue_url_env(job)) or _manifest_entry(job)["queue_url"]
+
+
+def clear_manifest_cache() -> None:
+    with _manifest_lock:
+        _manifest_cache.clear()
+
+
+def validate_payload(spec: JobSpec, payload: Any) -> dict[str, Any]:
+    """The payload as JSON-ready data, validated by the job's model. Error messages hold no values."""
+    model = spec.payload_model
+    if isinstance(payload, BaseModel) and not isinstance(payload, model):
+        raise PayloadValidationError(
+            f"job '{spec.name}' takes a {model.__name__} payload, not a {type(payload).__name__}."
+        )
+    try:
+        instance = payload if isinstance(payload, model) else model.model_validate(payload)
+    except ValidationError as exc:
+        raise PayloadValidationError(
+            f"job '{spec.name}': invalid {model.__name__} payload: {summarize_validation_error(exc)}"
+        ) from exc
+    data: dict[str, Any] = instance.model_dump(mode="json")
+    return data
+
+
+def _check_delay(delay_seconds: int) -> None:
+    if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int):
+        raise ValueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
+    if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
+        raise ValueError(f"delay_seconds={delay_seconds} is out of range: SQS delays 0 to {MAX_DELAY_SECONDS} s.")
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID_LENGTH:
+        raise ValueError(f"job_id must be a string of 1 to {MAX_JOB_ID_LENGTH} characters, got {job_id!r}")
+    return job_id
+
+
+def _prepare(spec: JobSpec, payload: Any, job_id: str | None) -> tuple[str, str]:
+    data = validate_payload(spec, payload)
+    jid = _check_job_id(job_id) if job_id is not None else (spec.derive_job_id(data) or uuid.uuid4().hex)
+    return jid, encode(spec.name, data, jid)
+
+
+def enqueue(job: JobRef, payload: Any, *, job_id: str | None = None, delay_seconds: int = 0) -> str:
+    """Send one job; returns its job id (yours, derived from the job's idempotency_key, or a new uuid)."""
+    spec = get_spec(job)
+    _check_delay(delay_seconds)
+    jid, body = _prepare(spec, payload, job_id)
+    aws.client("sqs").send_message(QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay_seconds)
+    return jid
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """The outcome for one item of `enqueue_many`: a message id, or the error that stopped it."""
+
+    job_id: str
+    message_id: str | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class EnqueueResults(list[EnqueueResult]):
+    """Per-item results, in input order. Check `.failed`: nothing is dropped silently."""
+
+    @property
+    def failed(self) -> list[EnqueueResult]:
+        return [r for r in self if not r.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def job_ids(self) -> list[str]:
+        return [r.job_id for r in self]
+
+
+def _chunks(bodies: Sequence[tuple[int, str]]) -> Iterable[list[tuple[int, str]]]:
+    chunk: list[tuple[int, str]] = []
+    size = 0
+    for index, body in bodies:
+        n = len(body.encode())
+        if chunk and (len(chunk) == BATCH_MAX_ENTRIES or size + n > BATCH_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append((index, body))
+        size += n
+    if chunk:
+        yield chunk
+
+
+def enqueue_many(
+    job: JobRef,
+    payloads: Iterable[Any],
+    *,
+    job_ids: Sequence[str] | None = None,
+    delay_seconds: int = 0,
+    max_retries: int = 3,
+) -> EnqueueResults:
+    """Send many jobs in SendMessageBatch calls (at most 10 entries and 1 MiB each).
+
+    Every payload is validated first: one invalid payload raises and nothing is sent. Entries SQS
+    reports in `Failed` (it answers HTTP 200 for partial failures) are retried up to `max_retries`
+    times with a short backoff; what still fails is in the result's `.failed`, with its error.
+    """
+    spec = get_spec(job)
+    _check_delay(delay_seconds)
+    items = list(payloads)
+    if job_ids is not None and len(job_ids) != len(items):
+        raise ValueError(f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload.")
+    prepared = [_prepare(spec, p, job_ids[i] if job_ids else None) for i, p in enumerate(items)]
+    url = queue_url(spec.name)
+    sqs = aws.client("sqs")
+    outcome: dict[int, EnqueueResult] = {}
+
+    pending = list(enumerate(body for _, body in prepared))
+    for attempt in range(max_retries + 1):
+        if not pending:
+            break
+        if attempt:
+            time.sleep(min(0.1 * 2**attempt, 2.0))
+        retry: list[tuple[int, str]] = []
+        for chunk in _chunks(pending):
+            entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk]
+            try:
+                response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+            except Exception as exc:  # the whole call failed (network, throttling): retry the chunk
+                for i, body in chunk:
+                    outcome[i] = EnqueueResult(prepared[i][0], error=f"{type(exc).__name__}: {exc}")
+                retry.extend(chunk)
+                continue
+            for ok in response.get("Successful", []):
+                i = int(ok["Id"])
+                outcome[i] = EnqueueResult(prepared[i][0], message_id=ok["MessageId"])
+            bodies = dict(chunk)
+            for failed in response.get("Failed", []):
+                i = int(failed["Id"])
+                error = f"{failed.get('Code')}: {failed.get('Message', '')}".strip()
+                outcome[i] = EnqueueResult(prepared[i][0], error=error)
+                if not failed.get("SenderFault"):  # a sender fault will fail again: report it
+                    retry.append((i, bodies[i]))
+        pending = retry
+
+    missing = "SQS answered neither Successful nor Failed for this entry"
+    results = EnqueueResults(outcome.get(i, EnqueueResult(prepared[i][0], error=missing)) for i in range(len(prepared)))
+    if results.failed:
+        logger.warning(
+            "enqueue_many(%s): %d of %d jobs were not sent; see .failed", spec.name, len(results.failed), len(results)
+        )
+    return results

@@ -1,0 +1,57 @@
+"""Names and defaults that more than one layer needs, written once.
+
+CDK (infra/) sets these environment variables on every worker function, the producer and the worker
+read them, and the local stack sets them too. Change a name here and every layer follows.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+#: Names a job: lower-case letters, digits and underscores, starting with a letter. It becomes part
+#: of the queue name (SQS allows letters, digits, '-' and '_', at most 80 characters) and of an
+#: environment variable name.
+JOB_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+
+ENV_JOB = "LAMBDAJOBS_JOB"  # the job a worker function serves
+ENV_TABLE = "LAMBDAJOBS_TABLE"  # the job table
+ENV_STACK = "LAMBDAJOBS_STACK"  # the stack whose manifest producers read
+ENV_QUEUE_URL_PREFIX = "LAMBDAJOBS_QUEUE_URL_"  # + JOB_NAME upper-cased
+ENV_DLQ_URL_PREFIX = "LAMBDAJOBS_DLQ_URL_"  # + JOB_NAME upper-cased
+ENV_RECORD_TTL_DAYS = "LAMBDAJOBS_RECORD_TTL_DAYS"
+
+DEFAULT_STACK_NAME = "lambdajobs"
+DEFAULT_RECORD_TTL_DAYS = 7
+METRICS_NAMESPACE = "LambdaJobs"
+SERVICE_NAME = "lambdajobs"
+
+#: SSM parameter per job holding {"queue_url", "dlq_url"}: the manifest producers read.
+MANIFEST_PREFIX = "/lambdajobs/{stack}/jobs/"
+
+#: SQS message attributes the worker writes on a message it moves to the dead-letter queue.
+ATTR_ERROR_TYPE = "lambdajobs.error_type"
+ATTR_REASON = "lambdajobs.reason"
+ATTR_ATTEMPTS = "lambdajobs.attempts"
+ATTR_FAILED_AT = "lambdajobs.failed_at"
+DLQ_ATTRIBUTES = (ATTR_ERROR_TYPE, ATTR_REASON, ATTR_ATTEMPTS, ATTR_FAILED_AT)
+
+
+def queue_url_env(job: str) -> str:
+    return ENV_QUEUE_URL_PREFIX + job.upper()
+
+
+def dlq_url_env(job: str) -> str:
+    return ENV_DLQ_URL_PREFIX + job.upper()
+
+
+def manifest_parameter(stack: str, job: str) -> str:
+    return MANIFEST_PREFIX.format(stack=stack) + job
+
+
+def stack_name() -> str:
+    return os.environ.get(ENV_STACK, DEFAULT_STACK_NAME)
+
+
+def record_ttl_seconds() -> int:
+    return int(os.environ.get(ENV_RECORD_TTL_DAYS, DEFAULT_RECORD_TTL_DAYS)) * 86_400

@@ -1,0 +1,259 @@
+"""Job declarations: `@job(...)` records a frozen `JobSpec` in the registry.
+
+One declaration drives everything: CDK reads the specs to build queues and workers, the worker reads
+them to run jobs, producers read them to validate payloads. Options carry their unit in their name;
+a bad declaration fails at import with an error naming the job and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import typing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from shared.errors import DeclarationError, UnknownJobError
+from shared.settings import JOB_NAME_RE
+
+# Limits from AWS (see ../shared/guide/AWS_FACTS.md).
+MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
+MAX_VISIBILITY_TIMEOUT_SECONDS = 12 * 3600  # SQS maximum visibility timeout
+MAX_BATCHING_WINDOW_SECONDS = 300  # event source mapping maximum batching window
+MAX_BATCH_SIZE = 10_000  # standard queues; above 10 a batching window >= 1 s is required
+MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000  # ScalingConfig.MaximumConcurrency
+MIN_MEMORY_MB, MAX_MEMORY_MB = 128, 10_240
+MAX_RECEIVE_COUNT = 1000  # SQS redrive maxReceiveCount
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything lambdajobs knows about one job. Built by `@job`, read by every layer."""
+
+    name: str
+    func: Callable[..., Any] = field(compare=False, repr=False)
+    payload_model: type[BaseModel] = field(repr=False)
+    #: Lambda timeout of the worker; the queue's visibility timeout is derived from it. Default 30.
+    timeout_seconds: int = 30
+    #: Receives before SQS moves a message to the DLQ (the queue's maxReceiveCount). Default 5,
+    #: as AWS recommends: throttles and crashes consume receives too.
+    max_attempts: int = 5
+    #: Records per Lambda invocation. Default 10.
+    batch_size: int = 10
+    #: How long the event source waits to fill a batch. Default 0.
+    max_batching_window_seconds: int = 0
+    #: Concurrent batches at most (event source MaximumConcurrency, 2..1000). Default 10.
+    max_concurrency: int = 10
+    #: Worker memory. Default 256.
+    memory_mb: int = 256
+    #: Payload fields whose values identify a job. When set, a job id is derived from them unless the
+    #: producer gives one, so the same values run once. Default: None (the producer's job id).
+    idempotency_key: tuple[str, ...] | None = None
+    #: Whether the job function takes a second `ctx` argument.
+    takes_context: bool = field(default=False, compare=False, repr=False)
+
+    @property
+    def visibility_timeout_seconds(self) -> int:
+        # AWS: visibility timeout >= 6 x function timeout + batching window, so a message is not
+        # handed to a second worker while the first one (or its retries of throttled invocations)
+        # may still run it.
+        return 6 * self.timeout_seconds + self.max_batching_window_seconds
+
+    def derive_job_id(self, payload: dict[str, Any]) -> str | None:
+        """The job id implied by `idempotency_key`, or None when the job declares none."""
+        if not self.idempotency_key:
+            return None
+        values = {name: payload.get(name) for name in self.idempotency_key}
+        digest = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+        return f"{self.name}-{digest[:32]}"
+
+
+_REGISTRY: dict[str, JobSpec] = {}
+
+
+def _check_range(job: str, option: str, value: int, low: int, high: int, why: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise DeclarationError(
+            f"job '{job}': {option}={value!r} is out of range; use an integer from {low} to {high} ({why})."
+        )
+
+
+def _payload_model(name: str, func: Callable[..., Any]) -> tuple[type[BaseModel], bool]:
+    params = list(inspect.signature(func).parameters.values())
+    if not params or len(params) > 2:
+        raise DeclarationError(
+            f"job '{name}': the function must take (payload) or (payload, ctx); "
+            f"it takes {len(params)} parameters."
+        )
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as exc:  # a forward reference that does not resolve
+        raise DeclarationError(f"job '{name}': cannot read its type annotations ({exc}).") from exc
+    model = hints.get(params[0].name)
+    if not (inspect.isclass(model) and issubclass(model, BaseModel)):
+        raise DeclarationError(
+            f"job '{name}': annotate its first parameter with a pydantic model, "
+            f"e.g. `def {func.__name__}({params[0].name}: MyPayload, ctx: JobContext)`."
+        )
+    return model, len(params) == 2
+
+
+def _validate(spec: JobSpec) -> None:
+    name = spec.name
+    if not JOB_NAME_RE.match(name):
+        raise DeclarationError(
+            f"job '{name}': a job name has lower-case letters, digits and underscores, starts with a "
+            f"letter and has at most 48 characters; pass name='...' to @job."
+        )
+    _check_range(name, "timeout_seconds", spec.timeout_seconds, 1, MAX_TIMEOUT_SECONDS, "Lambda maximum")
+    _check_range(name, "max_attempts", spec.max_attempts, 1, MAX_RECEIVE_COUNT, "SQS maxReceiveCount")
+    _check_range(name, "batch_size", spec.batch_size, 1, MAX_BATCH_SIZE, "SQS event source")
+    _check_range(
+        name,
+        "max_batching_window_seconds",
+        spec.max_batching_window_seconds,
+        0,
+        MAX_BATCHING_WINDOW_SECONDS,
+        "SQS event source",
+    )
+    _check_range(
+        name, "max_concurrency", spec.max_concurrency, MIN_CONCURRENCY, MAX_CONCURRENCY, "MaximumConcurrency"
+    )
+    _check_range(name, "memory_mb", spec.memory_mb, MIN_MEMORY_MB, MAX_MEMORY_MB, "Lambda memory")
+    if spec.batch_size > 10 and spec.max_batching_window_seconds < 1:
+        raise DeclarationError(
+            f"job '{name}': batch_size={spec.batch_size} needs max_batching_window_seconds >= 1 "
+            f"(Lambda requires a batching window for batches above 10)."
+        )
+    if spec.visibility_timeout_seconds > MAX_VISIBILITY_TIMEOUT_SECONDS:
+        raise DeclarationError(
+            f"job '{name}': 6 x timeout_seconds + max_batching_window_seconds = "
+            f"{spec.visibility_timeout_seconds} s exceeds the SQS visibility timeout maximum of "
+            f"{MAX_VISIBILITY_TIMEOUT_SECONDS} s; lower timeout_seconds."
+        )
+    if spec.idempotency_key is not None:
+        fields = spec.payload_model.model_fields
+        missing = [f for f in spec.idempotency_key if f not in fields]
+        if not spec.idempotency_key or missing:
+            raise DeclarationError(
+                f"job '{name}': idempotency_key names fields not in {spec.payload_model.__name__}: "
+                f"{missing or '(empty)'}; use field names of the payload model."
+            )
+
+
+def job(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    timeout_seconds: int = 30,
+    max_attempts: int = 5,
+    batch_size: int = 10,
+    max_batching_window_seconds: int = 0,
+    max_concurrency: int = 10,
+    memory_mb: int = 256,
+    idempotency_key: str | tuple[str, ...] | list[str] | None = None,
+) -> Any:
+    """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
+
+    The decorated function takes `(payload: Model)` or `(payload: Model, ctx: JobContext)`; its
+    return value (JSON-serializable, small) is stored as the job's result.
+    """
+
+    def register(fn: Callable[..., Any]) -> Job:
+        job_name = name or fn.__name__
+        model, takes_context = _payload_model(job_name, fn)
+        key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
+        spec = JobSpec(
+            name=job_name,
+            func=fn,
+            payload_model=model,
+            timeout_seconds=timeout_seconds,
+            max_attempts=max_attempts,
+            batch_size=batch_size,
+            max_batching_window_seconds=max_batching_window_seconds,
+            max_concurrency=max_concurrency,
+            memory_mb=memory_mb,
+            idempotency_key=tuple(key) if key is not None else None,
+            takes_context=takes_context,
+        )
+        _validate(spec)
+        existing = _REGISTRY.get(job_name)
+        if existing is not None and _origin(existing.func) != _origin(fn):
+            raise DeclarationError(
+                f"job '{job_name}' is declared twice ({_origin(existing.func)} and {_origin(fn)}); "
+                f"give one of them another name with @job(name='...')."
+            )
+        _REGISTRY[job_name] = spec
+        return Job(spec)
+
+    return register(func) if func is not None else register
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+class Job:
+    """What `@job` returns: still callable like the function, plus `.spec` and `.enqueue(...)`."""
+
+    def __init__(self, spec: JobSpec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.__wrapped__ = spec.func
+        self.__doc__ = spec.func.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.spec.func(*args, **kwargs)
+
+    def enqueue(self, payload: Any, **options: Any) -> str:
+        from shared.producer import enqueue
+
+        return enqueue(self, payload, **options)
+
+    def enqueue_many(self, payloads: Any, **options: Any) -> Any:
+        from shared.producer import enqueue_many
+
+        return enqueue_many(self, payloads, **options)
+
+    def __repr__(self) -> str:
+        return f"<Job {self.name}>"
+
+
+JobRef = str | Job | JobSpec
+
+
+def get_spec(job_ref: JobRef) -> JobSpec:
+    """The spec of a job given by name, `Job` or `JobSpec`."""
+    if isinstance(job_ref, JobSpec):
+        return job_ref
+    if isinstance(job_ref, Job):
+        return job_ref.spec
+    spec = _REGISTRY.get(job_ref)
+    if spec is None:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise UnknownJobError(
+            f"unknown job '{job_ref}' (declared jobs: {known}); import the module that declares it."
+        )
+    return spec
+
+
+def registered_jobs() -> list[JobSpec]:
+    """Every declared job, sorted by name (a stable order for CDK logical ids)."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+@contextmanager
+def isolated_registry() -> Iterator[dict[str, JobSpec]]:
+    """Declare jobs in a block without touching the process registry (for tests)."""
+    saved = dict(_REGISTRY)
+    _REGISTRY.clear()
+    try:
+        yield _REGISTRY
+    finally:
+        _REGISTRY.clear()
+        _REGISTRY.update(saved)

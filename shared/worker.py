@@ -1,0 +1,199 @@
+"""The worker pipeline: one Lambda entry point that runs any job from its SQS queue.
+
+Per record: decode the envelope, validate the payload, acquire the job record (idempotency lock,
+keyed on the job id), run the job, complete the record. Powertools' BatchProcessor reports failed
+records as batch item failures, so only they come back.
+
+A record that can never succeed (undecodable envelope, unknown job, invalid payload, `PermanentError`)
+and a failure on the last attempt go to the dead-letter queue at once, with the reason in message
+attributes; if that move fails, the record is reported failed and SQS redrive still catches it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from pydantic import BaseModel, ValidationError
+
+from shared import aws
+from shared.context import JobContext
+from shared.envelope import Envelope, decode, summarize_validation_error
+from shared.errors import EnvelopeError, LambdaJobsError, PayloadValidationError, UnknownJobError
+from shared.records import JobRecordStore, error_fields, is_final_failure
+from shared.settings import (
+    ATTR_ATTEMPTS,
+    ATTR_ERROR_TYPE,
+    ATTR_FAILED_AT,
+    ATTR_REASON,
+    DLQ_ATTRIBUTES,
+    ENV_JOB,
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+    dlq_url_env,
+    record_ttl_seconds,
+)
+from shared.spec import JobSpec, get_spec
+
+logger = Logger(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+
+MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
+
+
+class Worker:
+    """Runs the records of one job's queue. `job` defaults to the `LAMBDAJOBS_JOB` environment variable."""
+
+    def __init__(self, job: str | None = None, *, store: JobRecordStore | None = None) -> None:
+        self._job = job
+        self.store = store or JobRecordStore()
+        self.config = IdempotencyConfig(expires_after_seconds=record_ttl_seconds())
+        self._run_once = idempotent_function(
+            data_keyword_argument="run", persistence_store=self.store, config=self.config
+        )(self._execute)
+
+    @property
+    def spec(self) -> JobSpec:
+        name = self._job or os.environ.get(ENV_JOB)
+        if not name:
+            raise LambdaJobsError(f"{ENV_JOB} is not set: this worker does not know which job it serves.")
+        return get_spec(name)
+
+    @property
+    def dlq_url(self) -> str:
+        name = self.spec.name
+        url = os.environ.get(dlq_url_env(name))
+        if not url:
+            raise LambdaJobsError(f"{dlq_url_env(name)} is not set: cannot dead-letter job '{name}'.")
+        return url
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
+        spec = self.spec  # a misconfigured function fails the whole batch: nothing is deleted
+        self.config.register_lambda_context(context)
+        metrics.set_default_dimensions(job=spec.name)
+        # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
+        # instead of failing the invocation (same retries, clearer errors).
+        processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        try:
+            return process_partial_response(
+                event=event,
+                record_handler=lambda record: self._process(spec, record, context),
+                processor=processor,
+                context=context,
+            )
+        finally:
+            metrics.flush_metrics(raise_on_empty_metrics=False)
+
+    # -- one record ---------------------------------------------------------------------------------
+
+    def _process(self, spec: JobSpec, record: SQSRecord, context: Any) -> Any:
+        attempt = int(record.attributes.approximate_receive_count or 1)
+        try:
+            envelope = decode(record.body)
+            target = get_spec(envelope.job)
+            if target.name != spec.name:
+                raise UnknownJobError(
+                    f"job '{envelope.job}' was sent to the queue of job '{spec.name}'; "
+                    f"send it to the queue of '{envelope.job}'."
+                )
+        except (EnvelopeError, UnknownJobError) as exc:
+            return self._dead_letter(record, exc, attempt, job_id=None)
+
+        job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
+        logger.set_correlation_id(job_id)
+        logger.append_keys(job=spec.name, attempt=attempt)
+        try:
+            return self._run(spec, envelope, job_id, attempt, record, context)
+        finally:
+            logger.remove_keys(["job", "attempt"])
+            logger.set_correlation_id(None)
+
+    def _run(
+        self, spec: JobSpec, envelope: Envelope, job_id: str, attempt: int, record: SQSRecord, context: Any
+    ) -> Any:
+        try:
+            payload = spec.payload_model.model_validate(envelope.payload)
+        except ValidationError as exc:
+            error = PayloadValidationError(
+                f"invalid {spec.payload_model.__name__} payload: {summarize_validation_error(exc)}"
+            )
+            self.store.mark(job_id, spec.name, "dead", error)
+            return self._dead_letter(record, error, attempt, job_id=job_id)
+
+        run = {"job_id": job_id, "job": spec.name, "attempt": attempt, "max_attempts": spec.max_attempts}
+        ctx = JobContext(
+            job_id=job_id,
+            job=spec.name,
+            attempt=attempt,
+            max_attempts=spec.max_attempts,
+            logger=logger,
+            lambda_context=context,
+        )
+        started = time.perf_counter()
+        try:
+            result = self._run_once(run=run, spec=spec, payload=payload, ctx=ctx)
+        except IdempotencyAlreadyInProgressError:
+            # A duplicate delivery while another invocation runs this job: come back later.
+            logger.info("job already running elsewhere; will retry")
+            raise
+        except Exception as exc:
+            metrics.add_metric(name="JobFailed", unit=MetricUnit.Count, value=1)
+            if is_final_failure(run, exc):
+                logger.warning("job failed for good", extra={"error": error_fields(exc)})
+                return self._dead_letter(record, exc, attempt, job_id=job_id)
+            logger.warning("job failed; will retry", extra={"error": error_fields(exc)})
+            raise
+        finally:
+            metrics.add_metric(
+                name="JobDuration", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
+            )
+        metrics.add_metric(name="JobSucceeded", unit=MetricUnit.Count, value=1)
+        logger.info("job succeeded")
+        return result
+
+    @staticmethod
+    def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobContext) -> Any:
+        result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
+        if isinstance(result, BaseModel):
+            result = result.model_dump(mode="json")
+        return result
+
+    # -- dead letters -------------------------------------------------------------------------------
+
+    def _dead_letter(self, record: SQSRecord, exc: BaseException, attempt: int, job_id: str | None) -> None:
+        """Move a record to the DLQ now, with its reason. Raising here reports the record failed,
+        so the message stays in the queue and SQS redrive still catches it: never lost."""
+        err = error_fields(exc)
+        ours = {
+            ATTR_ERROR_TYPE: err["type"],
+            ATTR_REASON: err["message"] or err["type"],
+            ATTR_ATTEMPTS: str(attempt),
+            ATTR_FAILED_AT: datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        }
+        attributes: dict[str, Any] = {}
+        for name, value in (record.raw_event.get("messageAttributes") or {}).items():
+            if name in DLQ_ATTRIBUTES or len(attributes) >= MAX_SQS_ATTRIBUTES - len(ours):
+                continue
+            converted = {"DataType": value.get("dataType", "String")}
+            if value.get("stringValue") is not None:
+                converted["StringValue"] = value["stringValue"]
+            if value.get("binaryValue") is not None:
+                converted["BinaryValue"] = value["binaryValue"]
+            attributes[name] = converted
+        for name, text in ours.items():
+            attributes[name] = {"DataType": "String", "StringValue": text}
+        aws.client("sqs").send_message(QueueUrl=self.dlq_url, MessageBody=record.body, MessageAttributes=attributes)
+        metrics.add_metric(name="JobDeadLettered", unit=MetricUnit.Count, value=1)
+        logger.warning(
+            "moved to the dead-letter queue",
+            extra={"message_id": record.message_id, "job_id": job_id, "error": err},
+        )
