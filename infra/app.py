@@ -9,8 +9,8 @@ from aws_cdk import App, Environment
 from aws_cdk import aws_logs as logs
 
 from infra.stack import LambdaJobsStack
-from shared.spec import registered_jobs
 from shared.settings import DEFAULT_STACK_NAME
+from shared.spec import registered_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package.
@@ -23,7 +23,9 @@ def stage_asset(out_dir: Path) -> Path:
     if out_dir.exists():
         shutil.rmtree(out_dir)
     for package in RUNTIME_PACKAGES:
-        shutil.copytree(ROOT / package, out_dir / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / package, out_dir / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     return out_dir
 
 
@@ -32,7 +34,9 @@ def build_app(outdir: str | None = None) -> tuple[App, LambdaJobsStack]:
 
     app = App(outdir=outdir) if outdir else App()
     stack_name = app.node.try_get_context("stack_name") or DEFAULT_STACK_NAME
-    layer_version = int(app.node.try_get_context("powertools_layer_version") or DEFAULT_POWERTOOLS_LAYER_VERSION)
+    layer_version = int(
+        app.node.try_get_context("powertools_layer_version") or DEFAULT_POWERTOOLS_LAYER_VERSION
+    )
     retention_days = int(app.node.try_get_context("log_retention_days") or 30)
     asset = stage_asset(ROOT / "build" / "lambda-asset")
     stack = LambdaJobsStack(
@@ -65,5 +69,7 @@ _RETENTION = {
 
 def _retention(days: int) -> logs.RetentionDays:
     if days not in _RETENTION:
-        raise ValueError(f"cdk.json log_retention_days={days} is not supported; use one of {sorted(_RETENTION)}.")
+        raise ValueError(
+            f"cdk.json log_retention_days={days} is not supported; use one of {sorted(_RETENTION)}."
+        )
     return _RETENTION[days]

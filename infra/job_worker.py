@@ -14,27 +14,23 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from shared.settings import (
+    DLQ_RETENTION_SECONDS,
     ENV_JOB,
     ENV_STACK,
     ENV_TABLE,
     METRICS_NAMESPACE,
+    QUEUE_RETENTION_SECONDS,
     SERVICE_NAME,
     dlq_url_env,
     manifest_parameter,
+    queue_name,
 )
 from shared.spec import JobSpec
 
-#: The DLQ keeps messages 14 days (the SQS maximum). On a standard queue a message keeps its original
-#: enqueue time when moved to the DLQ, so the DLQ must keep messages longer than the source queue.
-DLQ_RETENTION = Duration.days(14)
-QUEUE_RETENTION = Duration.days(4)
+DLQ_RETENTION = Duration.seconds(DLQ_RETENTION_SECONDS)  # longer than the source: see settings
+QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 HANDLER = "handlers.entry.lambda_handler"
-
-
-def queue_name(stack_name: str, job: str) -> str:
-    """SQS names allow letters, digits, '-' and '_', at most 80 characters."""
-    return f"{stack_name}-{job}"[:80]
 
 
 class JobWorker(Construct):
@@ -134,5 +130,8 @@ class JobWorker(Construct):
         self.manifest = manifest
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url, description=f"queue of job {spec.name}")
         CfnOutput(
-            self, "DeadLetterQueueUrl", value=self.dead_letter_queue.queue_url, description=f"DLQ of job {spec.name}"
+            self,
+            "DeadLetterQueueUrl",
+            value=self.dead_letter_queue.queue_url,
+            description=f"DLQ of job {spec.name}",
         )

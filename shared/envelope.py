@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from shared.errors import EnvelopeError, PayloadTooLargeError
 
@@ -30,10 +30,19 @@ class Envelope(BaseModel):
     payload: dict[str, Any]
     enqueued_at: datetime | None = None
 
+    @field_validator("v", mode="before")
+    @classmethod
+    def _version_is_a_number(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # JSON `true` would otherwise pass as 1
+            raise ValueError("v must be the number 1")
+        return value
+
 
 def encode(job: str, payload: dict[str, Any], job_id: str, *, now: datetime | None = None) -> str:
     """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
-    enqueued_at = (now or datetime.now(UTC)).isoformat().replace("+00:00", "Z")
+    moment = now or datetime.now(UTC)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    enqueued_at = moment.isoformat().replace("+00:00", "Z")
     body = json.dumps(
         {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at},
         separators=(",", ":"),
@@ -63,11 +72,21 @@ def decode(body: str) -> Envelope:
 
 
 def _summary(exc: ValidationError) -> str:
-    """A one-line, value-free summary of a pydantic error (values may hold personal data)."""
+    """A one-line, value-free summary of a pydantic error: payload values may hold personal data.
+
+    Location parts after the first are kept only when they look like field names (dict keys are
+    data, e.g. an email address); a message that quotes the input is replaced by the error type.
+    """
     parts = []
-    for err in exc.errors(include_input=False, include_url=False):
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
+    for err in exc.errors(include_url=False):
+        loc = [str(p) for p in err["loc"]]
+        shown = [p if i == 0 or p.isidentifier() or p.isdigit() else "*" for i, p in enumerate(loc)]
+        value = err.get("input")
+        msg = err["msg"]
+        echoes_input = isinstance(value, str | int | float) and str(value) != "" and str(value) in msg
+        if echoes_input or err["type"] == "union_tag_invalid":  # the tag message quotes the bad tag
+            msg = err["type"]
+        parts.append(f"{'.'.join(shown) or '(root)'}: {msg}")
     return "; ".join(parts)
 
 

@@ -87,7 +87,9 @@ def _check_delay(delay_seconds: int) -> None:
     if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int):
         raise ValueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
     if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
-        raise ValueError(f"delay_seconds={delay_seconds} is out of range: SQS delays 0 to {MAX_DELAY_SECONDS} s.")
+        raise ValueError(
+            f"delay_seconds={delay_seconds} is out of range: SQS delays 0 to {MAX_DELAY_SECONDS} s."
+        )
 
 
 def _check_job_id(job_id: str) -> str:
@@ -107,7 +109,9 @@ def enqueue(job: JobRef, payload: Any, *, job_id: str | None = None, delay_secon
     spec = get_spec(job)
     _check_delay(delay_seconds)
     jid, body = _prepare(spec, payload, job_id)
-    aws.client("sqs").send_message(QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay_seconds)
+    aws.client("sqs").send_message(
+        QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay_seconds
+    )
     return jid
 
 
@@ -172,7 +176,9 @@ def enqueue_many(
     _check_delay(delay_seconds)
     items = list(payloads)
     if job_ids is not None and len(job_ids) != len(items):
-        raise ValueError(f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload.")
+        raise ValueError(
+            f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload."
+        )
     prepared = [_prepare(spec, p, job_ids[i] if job_ids else None) for i, p in enumerate(items)]
     url = queue_url(spec.name)
     sqs = aws.client("sqs")
@@ -186,11 +192,13 @@ def enqueue_many(
             time.sleep(min(0.1 * 2**attempt, 2.0))
         retry: list[tuple[int, str]] = []
         for chunk in _chunks(pending):
-            entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk]
+            entries = [
+                {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk
+            ]
             try:
                 response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
             except Exception as exc:  # the whole call failed (network, throttling): retry the chunk
-                for i, body in chunk:
+                for i, _body in chunk:
                     outcome[i] = EnqueueResult(prepared[i][0], error=f"{type(exc).__name__}: {exc}")
                 retry.extend(chunk)
                 continue
@@ -207,9 +215,14 @@ def enqueue_many(
         pending = retry
 
     missing = "SQS answered neither Successful nor Failed for this entry"
-    results = EnqueueResults(outcome.get(i, EnqueueResult(prepared[i][0], error=missing)) for i in range(len(prepared)))
+    results = EnqueueResults(
+        outcome.get(i, EnqueueResult(prepared[i][0], error=missing)) for i in range(len(prepared))
+    )
     if results.failed:
         logger.warning(
-            "enqueue_many(%s): %d of %d jobs were not sent; see .failed", spec.name, len(results.failed), len(results)
+            "enqueue_many(%s): %d of %d jobs were not sent; see .failed",
+            spec.name,
+            len(results.failed),
+            len(results),
         )
     return results

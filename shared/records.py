@@ -175,7 +175,7 @@ class JobRecordStore(BasePersistenceLayer):
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
         # Powertools deletes the lock when the job raises. We keep the item (it is the job's status)
         # and release the lock by moving it to `retrying`, or to `dead` when the failure is final.
-        state = "dead" if is_final_failure(data, exception) else "retrying"
+        state: State = "dead" if is_final_failure(data, exception) else "retrying"
         self.mark(str(data["job_id"]), str(data["job"]), state, exception, lock_released=True)
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record

@@ -37,6 +37,18 @@ ATTR_FAILED_AT = "lambdajobs.failed_at"
 DLQ_ATTRIBUTES = (ATTR_ERROR_TYPE, ATTR_REASON, ATTR_ATTEMPTS, ATTR_FAILED_AT)
 
 
+#: Source queues keep messages 4 days (the SQS default); dead-letter queues 14 days, the SQS maximum:
+#: on a standard queue a message keeps its original enqueue time when moved to the DLQ, so the DLQ
+#: must keep messages longer than its source.
+QUEUE_RETENTION_SECONDS = 4 * 86_400
+DLQ_RETENTION_SECONDS = 14 * 86_400
+
+
+def queue_name(stack: str, job: str) -> str:
+    """A job's queue name. SQS names allow letters, digits, '-' and '_', at most 80 characters."""
+    return f"{stack}-{job}"[:80]
+
+
 def queue_url_env(job: str) -> str:
     return ENV_QUEUE_URL_PREFIX + job.upper()
 

@@ -105,7 +105,7 @@ def _payload_model(name: str, func: Callable[..., Any]) -> tuple[type[BaseModel]
 
 def _validate(spec: JobSpec) -> None:
     name = spec.name
-    if not JOB_NAME_RE.match(name):
+    if not JOB_NAME_RE.fullmatch(name):
         raise DeclarationError(
             f"job '{name}': a job name has lower-case letters, digits and underscores, starts with a "
             f"letter and has at most 48 characters; pass name='...' to @job."

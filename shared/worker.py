@@ -84,12 +84,13 @@ class Worker:
         # instead of failing the invocation (same retries, clearer errors).
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         try:
-            return process_partial_response(
+            response: dict[str, Any] = process_partial_response(  # type: ignore[assignment]
                 event=event,
                 record_handler=lambda record: self._process(spec, record, context),
                 processor=processor,
                 context=context,
             )
+            return response
         finally:
             metrics.flush_metrics(raise_on_empty_metrics=False)
 
@@ -191,7 +192,9 @@ class Worker:
             attributes[name] = converted
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}
-        aws.client("sqs").send_message(QueueUrl=self.dlq_url, MessageBody=record.body, MessageAttributes=attributes)
+        aws.client("sqs").send_message(
+            QueueUrl=self.dlq_url, MessageBody=record.body, MessageAttributes=attributes
+        )
         metrics.add_metric(name="JobDeadLettered", unit=MetricUnit.Count, value=1)
         logger.warning(
             "moved to the dead-letter queue",

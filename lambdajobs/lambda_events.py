@@ -1,0 +1,55 @@
+"""Lambda's SQS event and context, built the way Lambda builds them, for calling the real handler."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+
+def _attribute(value: dict[str, Any]) -> dict[str, Any]:
+    # ReceiveMessage answers StringValue/BinaryValue/DataType; Lambda's event uses lower camel case.
+    return {
+        "stringValue": value.get("StringValue"),
+        "binaryValue": value.get("BinaryValue"),
+        "stringListValues": value.get("StringListValues", []),
+        "binaryListValues": value.get("BinaryListValues", []),
+        "dataType": value.get("DataType", "String"),
+    }
+
+
+def sqs_record(message: dict[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
+    """One record of Lambda's SQS event from one ReceiveMessage message (received with all
+    attributes and message attributes)."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": dict(message.get("Attributes", {})),
+        "messageAttributes": {k: _attribute(v) for k, v in message.get("MessageAttributes", {}).items()},
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+def sqs_event(messages: list[dict[str, Any]], *, queue_arn: str, region: str) -> dict[str, Any]:
+    return {"Records": [sqs_record(m, queue_arn=queue_arn, region=region) for m in messages]}
+
+
+class LambdaContext:
+    """A Lambda context whose remaining time counts down from the function timeout."""
+
+    def __init__(self, function_name: str, timeout_seconds: float, memory_mb: int = 256) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{function_name}"
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))

@@ -1,0 +1,23 @@
+"""Shared fixtures. Every AWS call in tests goes to moto in-process; never to real AWS."""
+
+from __future__ import annotations
+
+import pytest
+
+FAKE_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in FAKE_AWS_ENV.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    # Powertools idempotency is on; keep its logs quiet and its metrics namespace fixed.
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LambdaJobs")

@@ -1,0 +1,127 @@
+"""The producer on moto: validation before sending, batches with partial failures, the manifest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from handlers.emails import SendEmail
+from shared import PayloadTooLargeError, PayloadValidationError, QueueNotFoundError, aws
+from shared.envelope import MAX_MESSAGE_BYTES
+from shared.producer import clear_manifest_cache, enqueue, enqueue_many
+
+
+def email(i: int) -> SendEmail:
+    return SendEmail(to=f"user{i}@example.com", subject="News", body="Hello")
+
+
+def all_bodies(url: str) -> list[dict]:
+    sqs, bodies = aws.client("sqs"), []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300)
+        if not got.get("Messages"):
+            return bodies
+        bodies += [json.loads(m["Body"]) for m in got["Messages"]]
+
+
+class FailSomeEntries:
+    """Wraps the SQS client: the first SendMessageBatch call drops `drop` entries and reports them in
+    `Failed` (as SQS does, with HTTP 200); every other call passes through."""
+
+    def __init__(self, real, drop: int) -> None:
+        self.real, self.drop, self.calls = real, drop, 0
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def send_message_batch(self, QueueUrl, Entries):
+        self.calls += 1
+        if self.calls > 1 or not self.drop:
+            return self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries)
+        kept, dropped = Entries[self.drop :], Entries[: self.drop]
+        response = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=kept)
+        response["Failed"] = [
+            {"Id": e["Id"], "SenderFault": False, "Code": "InternalError", "Message": "try again"}
+            for e in dropped
+        ]
+        return response
+
+
+def test_enqueue_many_delivers_all_despite_partially_failed_batch(stack):
+    # GIVEN an SQS client whose first batch call reports 3 entries as Failed
+    flaky = FailSomeEntries(aws.client("sqs"), drop=3)
+    aws.set_client("sqs", flaky)
+    # WHEN 25 jobs are enqueued
+    results = enqueue_many("send_email", [email(i) for i in range(25)])
+    # THEN every item is reported sent and all 25 are on the queue exactly once
+    assert results.ok and len(results) == 25 and flaky.calls == 4  # 3 chunks + 1 retry
+    bodies = all_bodies(stack.queues["send_email"].queue_url)
+    assert sorted(b["id"] for b in bodies) == sorted(results.job_ids)
+    assert len(set(results.job_ids)) == 25
+
+
+def test_enqueue_many_reports_entries_that_keep_failing(stack):
+    # GIVEN entries SQS rejects as the sender's fault (not retried)
+    class SenderFault(FailSomeEntries):
+        def send_message_batch(self, QueueUrl, Entries):
+            response = self.real.send_message_batch(QueueUrl=QueueUrl, Entries=Entries[1:])
+            response["Failed"] = [
+                {"Id": Entries[0]["Id"], "SenderFault": True, "Code": "InvalidParameterValue"}
+            ]
+            return response
+
+    aws.set_client("sqs", SenderFault(aws.client("sqs"), drop=1))
+    # WHEN 12 jobs are enqueued (two chunks)
+    results = enqueue_many("send_email", [email(i) for i in range(12)])
+    # THEN the first entry of each chunk is reported failed with its code, the others sent
+    assert [r.job_id for r in results.failed] == [results[0].job_id, results[10].job_id]
+    assert all("InvalidParameterValue" in r.error for r in results.failed)
+    assert len(all_bodies(stack.queues["send_email"].queue_url)) == 10
+
+
+def test_invalid_payload_sends_nothing(stack):
+    # GIVEN a batch where one payload is invalid
+    payloads = [email(0).model_dump(), {"to": "x@example.com"}, email(2).model_dump()]
+    # WHEN it is enqueued THEN it raises, naming the job, and the queue stays empty
+    with pytest.raises(PayloadValidationError, match="send_email"):
+        enqueue_many("send_email", payloads)
+    with pytest.raises(PayloadValidationError):
+        enqueue("send_email", {"to": 42})
+    assert all_bodies(stack.queues["send_email"].queue_url) == []
+
+
+def test_oversized_payload_is_refused_before_sending(stack):
+    big = SendEmail(to="a@example.com", subject="big", body="x" * MAX_MESSAGE_BYTES)
+    with pytest.raises(PayloadTooLargeError, match="S3"):
+        enqueue("send_email", big)
+    assert all_bodies(stack.queues["send_email"].queue_url) == []
+
+
+def test_enqueue_many_splits_by_size(stack):
+    # GIVEN five payloads of ~400 KB: at most two fit in one 1 MiB batch
+    calls: list[int] = []
+    aws.client("sqs").meta.events.register(
+        "provide-client-params.sqs.SendMessageBatch", lambda params, **_: calls.append(len(params["Entries"]))
+    )
+    big = [SendEmail(to=f"u{i}@example.com", subject="s", body="x" * 400_000) for i in range(5)]
+    results = enqueue_many("send_email", big)
+    assert results.ok and calls == [2, 2, 1]
+
+
+def test_queue_is_found_through_the_stack_manifest(stack, monkeypatch):
+    # GIVEN a producer with no queue URL in its environment (outside the stack's functions)
+    monkeypatch.delenv("LAMBDAJOBS_QUEUE_URL_SEND_EMAIL")
+    # WHEN it enqueues THEN the URL comes from the manifest the stack published in SSM
+    job_id = enqueue("send_email", email(1))
+    assert [b["id"] for b in all_bodies(stack.queues["send_email"].queue_url)] == [job_id]
+    # AND an unknown stack gives a clear error
+    monkeypatch.setenv("LAMBDAJOBS_STACK", "other")
+    clear_manifest_cache()
+    with pytest.raises(QueueNotFoundError, match="LAMBDAJOBS_QUEUE_URL_SEND_EMAIL"):
+        enqueue("send_email", email(2))
+
+
+def test_job_id_is_returned_and_sent(stack):
+    assert enqueue("send_email", email(1), job_id="order-42") == "order-42"
+    assert all_bodies(stack.queues["send_email"].queue_url)[0]["id"] == "order-42"

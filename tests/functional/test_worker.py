@@ -1,0 +1,181 @@
+"""The worker end to end on moto: enqueue -> SQS -> Lambda SQS event -> the real handler -> SQS."""
+
+from __future__ import annotations
+
+import json
+
+from handlers.emails import SendEmail
+from lambdajobs.lambda_events import LambdaContext, sqs_event
+from shared import aws
+from shared.producer import enqueue
+from shared.records import get_status
+from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON
+
+
+def email(to: str = "ada@example.com") -> SendEmail:
+    return SendEmail(to=to, subject="Spring sale", body="20% off", campaign_id="spring")
+
+
+def receive_all(url: str) -> list[dict]:
+    got = aws.client("sqs").receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )
+    return list(got.get("Messages", []))
+
+
+def test_enqueued_jobs_run_once_and_read_succeeded(emails_runner, sender, clock):
+    # GIVEN three jobs on the queue
+    ids = [enqueue("send_email", email(f"user{i}@example.com")) for i in range(3)]
+    # WHEN the event source delivers them to the worker
+    outcome = emails_runner.poll()
+    # THEN all succeed, are deleted, and their records say so
+    assert outcome.failed_ids == [] and len(outcome.message_ids) == 3
+    assert sorted(sender.sent) == [f"user{i}@example.com" for i in range(3)]
+    assert emails_runner.depth() == 0
+    for job_id in ids:
+        status = get_status(job_id)
+        assert status.state == "succeeded"
+        assert status.attempts == 1
+        assert status.result["provider_id"].startswith("provider-")
+        assert status.finished_at is not None
+
+
+def test_partial_failure_is_reported_by_message_id(emails_runner, sender, clock):
+    # GIVEN a batch of three where the provider fails for one recipient
+    sender.flaky = {"flaky@example.com": 1}
+    for to in ("a@example.com", "flaky@example.com", "b@example.com"):
+        enqueue("send_email", email(to))
+    messages = receive_all(emails_runner.queues.queue_url)
+    flaky_id = next(m["MessageId"] for m in messages if "flaky@" in m["Body"])
+    event = sqs_event(messages, queue_arn=emails_runner.queues.queue_arn, region="us-east-1")
+    # WHEN the real handler runs the batch
+    response = emails_runner.handler(event, LambdaContext("test", 30))
+    # THEN only the failed record is reported, by its message id
+    assert response == {"batchItemFailures": [{"itemIdentifier": flaky_id}]}
+    assert sorted(sender.sent) == ["a@example.com", "b@example.com"]
+
+
+def test_failed_record_is_retried_and_succeeds(emails_runner, sender, clock):
+    # GIVEN a job whose first send fails transiently
+    sender.flaky = {"flaky@example.com": 1}
+    job_id = enqueue("send_email", email("flaky@example.com"))
+    # WHEN it is delivered, fails, and comes back after the visibility timeout
+    first = emails_runner.poll()
+    assert first.failed_ids == first.message_ids
+    retrying = get_status(job_id)
+    assert retrying.state == "retrying"
+    assert retrying.error == {"type": "TransientSendError", "message": "provider timed out"}
+    assert emails_runner.poll() is None  # still invisible
+    clock.shift(emails_runner.spec.visibility_timeout_seconds + 1)
+    second = emails_runner.poll()
+    # THEN the second attempt succeeds and the record counts two attempts
+    assert second.failed_ids == []
+    status = get_status(job_id)
+    assert (status.state, status.attempts) == ("succeeded", 2)
+    assert sender.sent == ["flaky@example.com"]
+
+
+def test_same_job_id_sent_twice_has_one_side_effect(emails_runner, sender, clock):
+    # GIVEN the same job id sent twice (a producer retry), in one batch and again later
+    enqueue("send_email", email(), job_id="welcome-ada")
+    enqueue("send_email", email(), job_id="welcome-ada")
+    emails_runner.drain()
+    enqueue("send_email", email(), job_id="welcome-ada")
+    emails_runner.drain()
+    # THEN the email went out once, every message is gone, and the record shows one run
+    assert sender.sent == ["ada@example.com"]
+    assert emails_runner.depth() == 0 and emails_runner.depth(dlq=True) == 0
+    status = get_status("welcome-ada")
+    assert (status.state, status.attempts) == ("succeeded", 1)
+
+
+def test_permanent_error_goes_to_dlq_after_one_receive_with_reason(emails_runner, sender, clock):
+    # GIVEN a job whose recipient address is invalid (the job raises PermanentError)
+    job_id = enqueue("send_email", email("not-an-address"))
+    # WHEN it is delivered once
+    outcome = emails_runner.poll()
+    # THEN it is not retried: gone from the queue, in the DLQ with its reason, the record dead
+    assert outcome.failed_ids == []
+    assert emails_runner.depth() == 0
+    [dead] = emails_runner.dlq_messages()
+    attrs = {k: v["StringValue"] for k, v in dead["MessageAttributes"].items()}
+    assert attrs[ATTR_ERROR_TYPE] == "PermanentError"
+    assert "invalid recipient address" in attrs[ATTR_REASON]
+    assert "not-an-address" not in attrs[ATTR_REASON]  # the reason never echoes the address
+    assert attrs[ATTR_ATTEMPTS] == "1"
+    assert json.loads(dead["Body"])["id"] == job_id  # the body is kept for redrive
+    status = get_status(job_id)
+    assert status.state == "dead" and status.error["type"] == "PermanentError"
+    assert sender.sent == []
+
+
+def test_records_that_can_never_succeed_are_dead_lettered_at_once(emails_runner, sender, clock):
+    # GIVEN an undecodable body, an unknown job, an envelope of another job and an invalid payload
+    sqs, url = aws.client("sqs"), emails_runner.queues.queue_url
+    bodies = {
+        "EnvelopeError": "this is not json",
+        "UnknownJobError": json.dumps({"v": 1, "job": "no_such_job", "payload": {}}),
+        "PayloadValidationError": json.dumps(
+            {"v": 1, "job": "send_email", "id": "bad-1", "payload": {"to": 7}}
+        ),
+    }
+    for body in bodies.values():
+        sqs.send_message(QueueUrl=url, MessageBody=body)
+    # WHEN they are delivered once
+    outcome = emails_runner.poll()
+    # THEN none is retried: all are in the DLQ with the reason's type
+    assert outcome.failed_ids == []
+    assert emails_runner.depth() == 0
+    got = {
+        m["Body"]: m["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"]
+        for m in emails_runner.dlq_messages()
+    }
+    assert got == {body: error for error, body in bodies.items()}
+    assert get_status("bad-1").state == "dead"
+
+
+def test_failed_dlq_move_reports_the_record_failed(emails_runner, sender, clock, monkeypatch):
+    # GIVEN a permanent failure while the DLQ cannot be written
+    monkeypatch.setenv("LAMBDAJOBS_DLQ_URL_SEND_EMAIL", emails_runner.queues.queue_url + "-missing")
+    enqueue("send_email", email("not-an-address"))
+    # WHEN it is delivered
+    outcome = emails_runner.poll()
+    # THEN the record is reported failed, so it stays on the queue for SQS redrive: not lost
+    assert outcome.failed_ids == outcome.message_ids
+    assert emails_runner.depth() == 1
+
+
+def test_last_attempt_failure_is_dead_lettered_with_reason(emails_runner, sender, clock):
+    # GIVEN a job whose provider always fails
+    sender.flaky = {"down@example.com": 99}
+    job_id = enqueue("send_email", email("down@example.com"))
+    # WHEN it is delivered max_attempts times
+    for attempt in range(1, emails_runner.spec.max_attempts + 1):
+        outcome = emails_runner.poll()
+        assert outcome is not None, f"attempt {attempt} was not delivered"
+        clock.shift(emails_runner.spec.visibility_timeout_seconds + 1)
+    # THEN the last failure moves it to the DLQ with the reason, and the record is dead
+    assert outcome.failed_ids == []
+    assert emails_runner.depth() == 0
+    [dead] = emails_runner.dlq_messages()
+    assert dead["MessageAttributes"][ATTR_ATTEMPTS]["StringValue"] == "5"
+    assert dead["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "TransientSendError"
+    status = get_status(job_id)
+    assert (status.state, status.attempts) == ("dead", 5)
+    assert status.error["type"] == "TransientSendError"
+
+
+def test_envelope_without_id_uses_the_message_id(emails_runner, sender, clock):
+    # GIVEN a producer in another language that sends an envelope without an id
+    body = json.dumps({"v": 1, "job": "send_email", "payload": email().model_dump()})
+    message_id = aws.client("sqs").send_message(QueueUrl=emails_runner.queues.queue_url, MessageBody=body)[
+        "MessageId"
+    ]
+    # WHEN it runs
+    emails_runner.poll()
+    # THEN its status is readable by the SQS message id
+    assert get_status(message_id).state == "succeeded"
+
+
+def test_unknown_job_id_reads_pending(stack):
+    assert get_status("never-sent").state == "pending"
