@@ -1,0 +1,30 @@
+"""Synthesize the CDK app once per test session (jsii start-up and synthesis take seconds)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Any]:
+    from infra.app import build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app, stack = build_app(outdir=str(outdir))
+    assembly = app.synth()
+    template = json.loads(Path(assembly.get_stack_by_name(stack.stack_name).template_full_path).read_text())
+    return template, outdir, stack
+
+
+@pytest.fixture(scope="session")
+def template(synthesized) -> dict[str, Any]:
+    return synthesized[0]
+
+
+@pytest.fixture(scope="session")
+def stack(synthesized):
+    return synthesized[2]
