@@ -24,6 +24,7 @@ from shared.settings import (
     dlq_url_env,
     manifest_parameter,
     queue_name,
+    queue_url_env,
 )
 from shared.spec import JobSpec
 
@@ -98,6 +99,8 @@ class JobWorker(Construct):
                 ENV_JOB: spec.name,
                 ENV_STACK: stack.stack_name,
                 ENV_TABLE: table.table_name,
+                # its own queue: for retry delays (ChangeMessageVisibility) without a lookup
+                queue_url_env(spec.name): self.queue.queue_url,
                 dlq_url_env(spec.name): self.dead_letter_queue.queue_url,
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,

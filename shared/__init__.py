@@ -4,6 +4,7 @@ Ships inside every Lambda: imports only the standard library, pydantic and (lazi
 Powertools is imported by the worker. Never imports aws_cdk, moto, rich or typer.
 """
 
+from shared.backoff import Backoff
 from shared.context import JobContext
 from shared.errors import (
     DeclarationError,
@@ -18,6 +19,7 @@ from shared.errors import (
 from shared.spec import Job, JobSpec, get_spec, job, registered_jobs
 
 __all__ = [
+    "Backoff",
     "DeclarationError",
     "EnvelopeError",
     "Job",
@@ -35,6 +37,7 @@ __all__ = [
     "get_status",
     "job",
     "registered_jobs",
+    "wait_for",
 ]
 
 
@@ -44,8 +47,8 @@ def __getattr__(name: str) -> object:
         from shared import producer
 
         return getattr(producer, name)
-    if name == "get_status":
-        from shared.records import get_status
+    if name in ("get_status", "wait_for"):
+        from shared import records
 
-        return get_status
+        return getattr(records, name)
     raise AttributeError(f"module 'shared' has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,8 @@ from typing import Any
 class JobContext:
     """What a running job knows about itself.
 
-    `remaining_seconds()` is the time left in the Lambda invocation; `logger` is bound to the job id.
+    `remaining_seconds()` is the time left in the Lambda invocation; `logger` is bound to the job id;
+    `progress(percent, message)` persists to the job record, readable through `get_status`.
     """
 
     job_id: str
@@ -19,6 +21,7 @@ class JobContext:
     max_attempts: int
     logger: Any = field(repr=False)
     lambda_context: Any = field(default=None, repr=False)
+    progress_sink: Callable[[str, float, str | None], None] | None = field(default=None, repr=False)
 
     @property
     def is_last_attempt(self) -> bool:
@@ -28,3 +31,11 @@ class JobContext:
         if self.lambda_context is None:
             return float("inf")
         return float(self.lambda_context.get_remaining_time_in_millis()) / 1000.0
+
+    def progress(self, percent: float, message: str | None = None) -> None:
+        """Record progress (0 to 100) and an optional short message. Each call is one DynamoDB write:
+        report per stage, not per byte."""
+        if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100:
+            raise ValueError(f"progress percent must be a number from 0 to 100, got {percent!r}")
+        if self.progress_sink is not None:
+            self.progress_sink(self.job_id, float(percent), message)

@@ -140,7 +140,11 @@ class JobRecordStore(BasePersistenceLayer):
             self.client.update_item(
                 TableName=self.table,
                 Key={"id": {"S": data_record.idempotency_key}},
-                UpdateExpression="SET " + ", ".join(sets) + " ADD attempts :one REMOVE finished_at",
+                UpdateExpression=(
+                    "SET "
+                    + ", ".join(sets)
+                    + " ADD attempts :one REMOVE finished_at, progress, progress_message"
+                ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues=values,
@@ -228,6 +232,20 @@ class JobRecordStore(BasePersistenceLayer):
             ExpressionAttributeValues=values,
         )
 
+    def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
+        """Persist a running job's progress (one UpdateItem)."""
+        sets = ["progress = :p", "updated_at = :now_iso"]
+        values: dict[str, Any] = {":p": {"N": repr(float(percent))}, ":now_iso": {"S": _iso(_now())}}
+        if message is not None:
+            sets.append("progress_message = :m")
+            values[":m"] = {"S": message[:MAX_ERROR_CHARS]}
+        self.client.update_item(
+            TableName=self.table,
+            Key={"id": {"S": job_id}},
+            UpdateExpression="SET " + ", ".join(sets),
+            ExpressionAttributeValues=values,
+        )
+
     def get_item(self, job_id: str) -> dict[str, Any] | None:
         response = self.client.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
         item: dict[str, Any] | None = response.get("Item")
@@ -262,6 +280,8 @@ class JobStatus:
     updated_at: str | None = None
     result: Any = None
     error: dict[str, str] | None = None
+    progress: float | None = None
+    progress_message: str | None = None
 
     @property
     def done(self) -> bool:
@@ -289,6 +309,8 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
         updated_at=s("updated_at"),
         result=json.loads(result_text) if result_text else None,
         error={k: v["S"] for k, v in err.items()} if err else None,
+        progress=float(item["progress"]["N"]) if "progress" in item else None,
+        progress_message=s("progress_message"),
     )
 
 
@@ -297,3 +319,35 @@ def get_status(job_id: str, *, store: JobRecordStore | None = None) -> JobStatus
     an unknown id: a job that has not started yet reads as `pending`."""
     store = store or JobRecordStore()
     return status_from_item(job_id, store.get_item(job_id))
+
+
+def wait_for(
+    job_id: str,
+    timeout_seconds: float = 60.0,
+    *,
+    poll_seconds: float = 1.0,
+    store: JobRecordStore | None = None,
+) -> JobStatus:
+    """Poll `get_status` until the job is `succeeded` or `dead`; raise WaitTimeoutError after
+    `timeout_seconds` (the error carries the last status seen)."""
+    store = store or JobRecordStore()
+    deadline = time.monotonic() + timeout_seconds
+    while True:
+        status = get_status(job_id, store=store)
+        if status.done:
+            return status
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeoutError(status, timeout_seconds)
+        time.sleep(min(poll_seconds, left))
+
+
+class WaitTimeoutError(LambdaJobsError, TimeoutError):
+    """`wait_for` gave up; `.status` is the last status seen."""
+
+    def __init__(self, status: JobStatus, timeout_seconds: float) -> None:
+        super().__init__(
+            f"job '{status.job_id}' is still {status.state} after {timeout_seconds:g} s; "
+            f"wait longer or check it with get_status."
+        )
+        self.status = status

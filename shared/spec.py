@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from shared.backoff import Backoff
 from shared.errors import DeclarationError, UnknownJobError
 from shared.settings import JOB_NAME_RE
 
@@ -54,6 +55,8 @@ class JobSpec:
     #: Payload fields whose values identify a job. When set, a job id is derived from them unless the
     #: producer gives one, so the same values run once. Default: None (the producer's job id).
     idempotency_key: tuple[str, ...] | None = None
+    #: Delay before each retry (exponential, full jitter by default: 10 s doubling up to 10 min).
+    backoff: Backoff = field(default_factory=Backoff)
     #: Whether the job function takes a second `ctx` argument.
     takes_context: bool = field(default=False, compare=False, repr=False)
 
@@ -136,6 +139,14 @@ def _validate(spec: JobSpec) -> None:
             f"{spec.visibility_timeout_seconds} s exceeds the SQS visibility timeout maximum of "
             f"{MAX_VISIBILITY_TIMEOUT_SECONDS} s; lower timeout_seconds."
         )
+    if not isinstance(spec.backoff, Backoff):
+        raise DeclarationError(
+            f"job '{name}': backoff={spec.backoff!r}; "
+            f"use Backoff(base_seconds=..., max_seconds=..., jitter=...)."
+        )
+    problem = spec.backoff.check(name)
+    if problem:
+        raise DeclarationError(problem)
     if spec.idempotency_key is not None:
         fields = spec.payload_model.model_fields
         missing = [f for f in spec.idempotency_key if f not in fields]
@@ -157,6 +168,7 @@ def job(
     max_concurrency: int = 10,
     memory_mb: int = 256,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
+    backoff: Backoff | None = None,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -179,6 +191,7 @@ def job(
             max_concurrency=max_concurrency,
             memory_mb=memory_mb,
             idempotency_key=tuple(key) if key is not None else None,
+            backoff=backoff if backoff is not None else Backoff(),
             takes_context=takes_context,
         )
         _validate(spec)
@@ -248,10 +261,12 @@ def registered_jobs() -> list[JobSpec]:
 
 
 @contextmanager
-def isolated_registry() -> Iterator[dict[str, JobSpec]]:
-    """Declare jobs in a block without touching the process registry (for tests)."""
+def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
+    """Declare jobs in a block without touching the process registry (for tests). With `keep=True`
+    the block starts with the jobs already declared; either way they are restored on exit."""
     saved = dict(_REGISTRY)
-    _REGISTRY.clear()
+    if not keep:
+        _REGISTRY.clear()
     try:
         yield _REGISTRY
     finally:

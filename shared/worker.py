@@ -12,6 +12,7 @@ attributes; if that move fails, the record is reported failed and SQS redrive st
 from __future__ import annotations
 
 import os
+import random
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +40,7 @@ from shared.settings import (
     METRICS_NAMESPACE,
     SERVICE_NAME,
     dlq_url_env,
+    queue_url_env,
     record_ttl_seconds,
 )
 from shared.spec import JobSpec, get_spec
@@ -49,6 +51,19 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
 
 
+class NotStartedError(LambdaJobsError):
+    """The invocation was too close to its deadline to start this record; it comes back at once."""
+
+
+def deadline_margin_ms(spec: JobSpec) -> float:
+    """Time kept free at the end of an invocation: 10% of the timeout, between 0.5 s and 5 s.
+
+    A Lambda timeout mid-batch redelivers the whole batch, so the worker does not start a record
+    unless the margin plus the longest run of this job seen in this container still fits.
+    """
+    return max(500.0, min(5000.0, spec.timeout_seconds * 100.0))
+
+
 class Worker:
     """Runs the records of one job's queue. `job` defaults to the `LAMBDAJOBS_JOB` environment variable."""
 
@@ -56,6 +71,9 @@ class Worker:
         self._job = job
         self.store = store or JobRecordStore()
         self.config = IdempotencyConfig(expires_after_seconds=record_ttl_seconds())
+        self.rng = random.Random()
+        self._longest_ms: dict[str, float] = {}
+        self._queue_urls: dict[str, str] = {}
         self._run_once = idempotent_function(
             data_keyword_argument="run", persistence_store=self.store, config=self.config
         )(self._execute)
@@ -79,7 +97,8 @@ class Worker:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
         spec = self.spec  # a misconfigured function fails the whole batch: nothing is deleted
         self.config.register_lambda_context(context)
-        metrics.set_default_dimensions(job=spec.name)
+        if metrics.default_dimensions.get("job") != spec.name:  # set once: a repeat warns
+            metrics.set_default_dimensions(job=spec.name)
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
         # instead of failing the invocation (same retries, clearer errors).
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -98,6 +117,13 @@ class Worker:
 
     def _process(self, spec: JobSpec, record: SQSRecord, context: Any) -> Any:
         attempt = int(record.attributes.approximate_receive_count or 1)
+        remaining_ms = context.get_remaining_time_in_millis() if context is not None else float("inf")
+        needed_ms = deadline_margin_ms(spec) + self._longest_ms.get(spec.name, 0.0)
+        if remaining_ms < needed_ms:
+            # Report it failed without running it, visible again at once for the next invocation.
+            self._retry_after(spec, record, 0)
+            metrics.add_metric(name="JobDeferred", unit=MetricUnit.Count, value=1)
+            raise NotStartedError(f"not started: {remaining_ms} ms left, {needed_ms:.0f} ms needed")
         try:
             envelope = decode(record.body)
             target = get_spec(envelope.job)
@@ -138,6 +164,7 @@ class Worker:
             max_attempts=spec.max_attempts,
             logger=logger,
             lambda_context=context,
+            progress_sink=self.store.set_progress,
         )
         started = time.perf_counter()
         try:
@@ -151,12 +178,16 @@ class Worker:
             if is_final_failure(run, exc):
                 logger.warning("job failed for good", extra={"error": error_fields(exc)})
                 return self._dead_letter(record, exc, attempt, job_id=job_id)
-            logger.warning("job failed; will retry", extra={"error": error_fields(exc)})
+            delay = spec.backoff.delay(attempt, self.rng)
+            logger.warning(
+                "job failed; will retry", extra={"error": error_fields(exc), "retry_in_seconds": delay}
+            )
+            self._retry_after(spec, record, delay)
             raise
         finally:
-            metrics.add_metric(
-                name="JobDuration", unit=MetricUnit.Milliseconds, value=(time.perf_counter() - started) * 1000
-            )
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self._longest_ms[spec.name] = max(self._longest_ms.get(spec.name, 0.0), elapsed_ms)
+            metrics.add_metric(name="JobDuration", unit=MetricUnit.Milliseconds, value=elapsed_ms)
         metrics.add_metric(name="JobSucceeded", unit=MetricUnit.Count, value=1)
         logger.info("job succeeded")
         return result
@@ -167,6 +198,31 @@ class Worker:
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         return result
+
+    # -- retries ------------------------------------------------------------------------------------
+
+    def _retry_after(self, spec: JobSpec, record: SQSRecord, seconds: int) -> None:
+        """Make a failed record visible again after `seconds` (its backoff delay). Best effort: if this
+        fails, the record is still reported failed and returns after the queue's visibility timeout."""
+        try:
+            aws.client("sqs").change_message_visibility(
+                QueueUrl=self._queue_url(spec, record),
+                ReceiptHandle=record.receipt_handle,
+                VisibilityTimeout=seconds,
+            )
+        except Exception as exc:
+            logger.warning(
+                "could not set the retry delay; the message returns after the queue's visibility timeout",
+                extra={"error": error_fields(exc)},
+            )
+
+    def _queue_url(self, spec: JobSpec, record: SQSRecord) -> str:
+        url = os.environ.get(queue_url_env(spec.name)) or self._queue_urls.get(record.event_source_arn)
+        if not url:  # arn:aws:sqs:<region>:<account>:<name>
+            *_, account, name = record.event_source_arn.split(":")
+            url = aws.client("sqs").get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+            self._queue_urls[record.event_source_arn] = url
+        return url
 
     # -- dead letters -------------------------------------------------------------------------------
 

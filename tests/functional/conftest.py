@@ -117,3 +117,26 @@ def clock() -> Iterator[time_machine.Coordinates]:
 @pytest.fixture
 def emails_runner(stack: Provisioned) -> Runner:
     return Runner(stack, "send_email")
+
+
+@pytest.fixture
+def declare(stack: Provisioned, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Declare test-only jobs for one test and provision their queues; the registry is restored after."""
+    from lambdajobs.provision import provision_queues
+    from shared.settings import dlq_url_env, queue_url_env
+    from shared.spec import isolated_registry, job
+
+    with isolated_registry(keep=True):
+
+        def declare_job(fn: Any = None, **options: Any) -> Any:
+            def register(f: Any) -> Runner:
+                spec = job(**options)(f).spec
+                queues = provision_queues(spec, stack.stack)
+                stack.queues[spec.name] = queues
+                monkeypatch.setenv(queue_url_env(spec.name), queues.queue_url)
+                monkeypatch.setenv(dlq_url_env(spec.name), queues.dlq_url)
+                return Runner(stack, spec.name)
+
+            return register(fn) if fn is not None else register
+
+        yield declare_job

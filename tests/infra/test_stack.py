@@ -106,6 +106,7 @@ def test_worker_function(template, stack, job):
     assert env["LAMBDAJOBS_JOB"] == job
     assert ref_ids(env["LAMBDAJOBS_TABLE"]) == {logical_id(stack, stack.table)}
     assert ref_ids(env[f"LAMBDAJOBS_DLQ_URL_{job.upper()}"]) == {logical_id(stack, worker.dead_letter_queue)}
+    assert ref_ids(env[f"LAMBDAJOBS_QUEUE_URL_{job.upper()}"]) == {logical_id(stack, worker.queue)}
     # Powertools (and pydantic) come from the official public layer: synth needs no network
     [layer] = fn["Layers"]
     assert "017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:" in json.dumps(layer)
