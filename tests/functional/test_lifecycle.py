@@ -214,3 +214,31 @@ def test_progress_outside_0_to_100_is_refused():
     for bad in (-1, 101, True, "50"):
         with pytest.raises(ValueError, match="0 to 100"):
             ctx.progress(bad)
+
+
+def test_a_retry_starts_with_fresh_progress(stack, clock):
+    # GIVEN a transcode whose 1080p stage fails once, after 720p reported 50%
+    from tests.functional.conftest import Runner
+
+    seen: list[float | None] = []
+    fail = {"1080p": 1}
+
+    class FailingOnce:
+        def encode(self, source_uri, fmt, duration_seconds, budget_seconds):
+            seen.append(get_status(job_id).progress)
+            if fail.get(fmt):
+                fail[fmt] -= 1
+                raise RuntimeError("encoder crashed")
+            return f"{source_uri}-{fmt}"
+
+    previous = video.set_encoder(FailingOnce())
+    try:
+        runner = Runner(stack, "transcode_video")
+        job_id = enqueue("transcode_video", TranscodeVideo(video_id="v3", source_uri="s", formats=["720p", "1080p"]))
+        assert runner.poll().failed_ids
+        clock.shift(runner.spec.backoff.ceiling(1) + 1)
+        assert runner.poll().failed_ids == []
+    finally:
+        video.set_encoder(previous)
+    # THEN the second attempt did not show the first attempt's progress when it started
+    assert seen == [None, 50.0, None, 50.0]
