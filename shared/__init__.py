@@ -16,7 +16,7 @@ from shared.errors import (
     QueueNotFoundError,
     UnknownJobError,
 )
-from shared.spec import Job, JobSpec, get_spec, job, registered_jobs
+from shared.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
 
 __all__ = [
     "Backoff",
@@ -31,6 +31,7 @@ __all__ = [
     "PermanentError",
     "QueueNotFoundError",
     "UnknownJobError",
+    "cron",
     "enqueue",
     "enqueue_many",
     "get_spec",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 
@@ -21,6 +22,8 @@ class JobContext:
     max_attempts: int
     logger: Any = field(repr=False)
     lambda_context: Any = field(default=None, repr=False)
+    #: For scheduled runs: the slot this run is for (Scheduler's scheduled time), else None.
+    scheduled_at: datetime | None = None
     progress_sink: Callable[[str, float, str | None], None] | None = field(default=None, repr=False)
 
     @property

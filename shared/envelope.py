@@ -3,7 +3,8 @@
     {"v": 1, "job": "send_email", "id": "order-42", "payload": {...}, "enqueued_at": "2026-11-29T19:00:00Z"}
 
 `v` and `job` and `payload` are required; `id` is the job id (when absent the worker uses the SQS
-message id); `enqueued_at` is RFC 3339. Unknown fields are ignored, so later versions can add fields.
+message id); `enqueued_at` is RFC 3339; `scheduled_at` (RFC 3339) is set on scheduled runs. Unknown
+fields are ignored, so later versions can add fields.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Envelope(BaseModel):
     id: str | None = Field(default=None, min_length=1, max_length=MAX_JOB_ID_LENGTH)
     payload: dict[str, Any]
     enqueued_at: datetime | None = None
+    scheduled_at: datetime | None = None
 
     @field_validator("v", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""The producer API: enqueue, enqueue_many.
+"""The producer API: enqueue, enqueue_many; later work with delay_seconds or run_at.
 
 Payloads are validated against the job's model and size-checked before anything is sent: an invalid
 payload raises and sends nothing. Queues are found without hard-coded URLs: the environment variable
@@ -8,14 +8,17 @@ Parameter Store (`/lambdajobs/<stack>/jobs/<job>`, stack from `LAMBDAJOBS_STACK`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import math
 import os
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -23,7 +26,16 @@ from pydantic import BaseModel, ValidationError
 from shared import aws
 from shared.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
 from shared.errors import PayloadValidationError, QueueNotFoundError
-from shared.settings import manifest_parameter, queue_url_env, stack_name
+from shared.settings import (
+    ENV_SCHEDULER_DLQ_ARN,
+    ENV_SCHEDULER_GROUP,
+    ENV_SCHEDULER_ROLE_ARN,
+    manifest_parameter,
+    queue_arn_env,
+    queue_url_env,
+    stack_manifest_parameter,
+    stack_name,
+)
 from shared.spec import JobRef, JobSpec, get_spec
 
 logger = logging.getLogger(__name__)
@@ -36,24 +48,33 @@ _manifest_cache: dict[tuple[str, str], dict[str, str]] = {}
 _manifest_lock = threading.Lock()
 
 
-def _manifest_entry(job: str) -> dict[str, str]:
-    key = (stack_name(), job)
+def _parameter(name: str, missing: str) -> dict[str, str]:
+    key = (stack_name(), name)
     with _manifest_lock:
         if key in _manifest_cache:
             return _manifest_cache[key]
     ssm = aws.client("ssm")
-    name = manifest_parameter(*key)
     try:
         value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
     except ssm.exceptions.ParameterNotFound:
         raise QueueNotFoundError(
-            f"no queue for job '{job}': parameter {name} does not exist. Deploy the stack "
-            f"(stack name from LAMBDAJOBS_STACK, now '{key[0]}') or set {queue_url_env(job)}."
+            f"{missing}: parameter {name} does not exist. Deploy the stack (stack name from "
+            f"LAMBDAJOBS_STACK, now '{key[0]}') or set the environment variables it would provide."
         ) from None
     entry: dict[str, str] = json.loads(value)
     with _manifest_lock:
         _manifest_cache[key] = entry
     return entry
+
+
+def _manifest_entry(job: str) -> dict[str, str]:
+    return _parameter(
+        manifest_parameter(stack_name(), job), f"no queue for job '{job}' (or set {queue_url_env(job)})"
+    )
+
+
+def _stack_entry() -> dict[str, str]:
+    return _parameter(stack_manifest_parameter(stack_name()), "no scheduler settings for one-time schedules")
 
 
 def queue_url(job: str) -> str:
@@ -83,13 +104,34 @@ def validate_payload(spec: JobSpec, payload: Any) -> dict[str, Any]:
     return data
 
 
-def _check_delay(delay_seconds: int) -> None:
+def _check_delay(delay_seconds: int, limit: int | None = MAX_DELAY_SECONDS) -> None:
     if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int):
         raise ValueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
-    if not 0 <= delay_seconds <= MAX_DELAY_SECONDS:
+    if delay_seconds < 0 or (limit is not None and delay_seconds > limit):
         raise ValueError(
-            f"delay_seconds={delay_seconds} is out of range: SQS delays 0 to {MAX_DELAY_SECONDS} s."
+            f"delay_seconds={delay_seconds} is out of range: 0 to {limit} s here; "
+            f"for later, use enqueue(..., run_at=...) per job."
         )
+
+
+def _when(delay_seconds: int, run_at: datetime | None) -> tuple[int, datetime | None]:
+    """(SQS delay in seconds, or the time for a one-time schedule when more than 15 minutes away)."""
+    _check_delay(delay_seconds, limit=None)
+    now = datetime.now(UTC)
+    if run_at is not None:
+        if delay_seconds:
+            raise ValueError("give run_at or delay_seconds, not both.")
+        if not isinstance(run_at, datetime) or run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise ValueError(
+                f"run_at={run_at!r} has no time zone, so the moment is ambiguous; pass an aware datetime, "
+                f"e.g. datetime(2026, 12, 1, 9, 0, tzinfo=ZoneInfo('America/New_York'))."
+            )
+        seconds = (run_at - now).total_seconds()
+    else:
+        seconds = float(delay_seconds)
+    if seconds <= MAX_DELAY_SECONDS:  # a time in the past runs now
+        return max(0, math.ceil(seconds)), None
+    return 0, now + timedelta(seconds=seconds)
 
 
 def _check_job_id(job_id: str) -> str:
@@ -104,15 +146,61 @@ def _prepare(spec: JobSpec, payload: Any, job_id: str | None) -> tuple[str, str]
     return jid, encode(spec.name, data, jid)
 
 
-def enqueue(job: JobRef, payload: Any, *, job_id: str | None = None, delay_seconds: int = 0) -> str:
-    """Send one job; returns its job id (yours, derived from the job's idempotency_key, or a new uuid)."""
+def enqueue(
+    job: JobRef,
+    payload: Any,
+    *,
+    job_id: str | None = None,
+    delay_seconds: int = 0,
+    run_at: datetime | None = None,
+) -> str:
+    """Send one job; returns its job id (yours, derived from the job's idempotency_key, or a new uuid).
+
+    Later work: `delay_seconds` or `run_at` (an aware datetime). Up to 15 minutes away the message
+    waits in SQS (`DelaySeconds`); further away a one-time EventBridge Scheduler schedule sends it at
+    that time and deletes itself. A time in the past runs now.
+    """
     spec = get_spec(job)
-    _check_delay(delay_seconds)
+    delay, at = _when(delay_seconds, run_at)
     jid, body = _prepare(spec, payload, job_id)
-    aws.client("sqs").send_message(
-        QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay_seconds
-    )
+    if at is None:
+        aws.client("sqs").send_message(QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay)
+    else:
+        _schedule_once(spec.name, jid, body, at)
     return jid
+
+
+def one_time_schedule_name(job: str, job_id: str) -> str:
+    """Scheduler names: at most 64 of [0-9a-zA-Z-_.]. One name per job id, so a re-send is a no-op."""
+    return f"{job[:40]}-{hashlib.sha256(job_id.encode()).hexdigest()[:23]}"
+
+
+def _schedule_once(job: str, job_id: str, body: str, at: datetime) -> None:
+    stack = None if os.environ.get(ENV_SCHEDULER_ROLE_ARN) else _stack_entry()
+    role_arn = os.environ.get(ENV_SCHEDULER_ROLE_ARN) or stack["scheduler_role_arn"]  # type: ignore[index]
+    group = os.environ.get(ENV_SCHEDULER_GROUP) or (stack or _stack_entry())["one_time_group"]
+    dlq_arn = os.environ.get(ENV_SCHEDULER_DLQ_ARN) or (stack or _stack_entry())["scheduler_dlq_arn"]
+    queue_arn = os.environ.get(queue_arn_env(job)) or _manifest_entry(job)["queue_arn"]
+    scheduler = aws.client("scheduler")
+    try:
+        scheduler.create_schedule(
+            Name=one_time_schedule_name(job, job_id),
+            GroupName=group,
+            ScheduleExpression=f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})",
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            ActionAfterCompletion="DELETE",  # a one-time schedule removes itself after it fires
+            Description=f"lambdajobs: job {job} id {job_id}"[:512],
+            Target={
+                "Arn": queue_arn,
+                "RoleArn": role_arn,
+                "Input": body,
+                "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400},
+                "DeadLetterConfig": {"Arn": dlq_arn},
+            },
+        )
+    except scheduler.exceptions.ConflictException:
+        logger.info("job %s id %s is already scheduled; not scheduling it twice", job, job_id)
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,26 @@ ENV_STACK = "LAMBDAJOBS_STACK"  # the stack whose manifest producers read
 ENV_QUEUE_URL_PREFIX = "LAMBDAJOBS_QUEUE_URL_"  # + JOB_NAME upper-cased
 ENV_DLQ_URL_PREFIX = "LAMBDAJOBS_DLQ_URL_"  # + JOB_NAME upper-cased
 ENV_RECORD_TTL_DAYS = "LAMBDAJOBS_RECORD_TTL_DAYS"
+ENV_BUCKET = "LAMBDAJOBS_BUCKET"  # the stack's data bucket, for jobs that declare uses=("bucket",)
+ENV_QUEUE_ARN_PREFIX = "LAMBDAJOBS_QUEUE_ARN_"  # + JOB_NAME upper-cased
+# For enqueue(run_at=...) beyond 15 minutes: a one-time EventBridge Scheduler schedule.
+ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
+ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
+ENV_SCHEDULER_DLQ_ARN = "LAMBDAJOBS_SCHEDULER_DLQ_ARN"
+
+#: Global secondary index of the job table: job records by job name and finish time (job_stats).
+JOB_STATS_INDEX = "by_job_finished"
 
 DEFAULT_STACK_NAME = "lambdajobs"
 DEFAULT_RECORD_TTL_DAYS = 7
 METRICS_NAMESPACE = "LambdaJobs"
 SERVICE_NAME = "lambdajobs"
 
-#: SSM parameter per job holding {"queue_url", "dlq_url"}: the manifest producers read.
+#: SSM parameter per job holding {"queue_url", "queue_arn", "dlq_url"}: the manifest producers read.
 MANIFEST_PREFIX = "/lambdajobs/{stack}/jobs/"
+#: SSM parameter per stack: {"table", "bucket", "scheduler_role_arn", "one_time_group", "cron_group",
+#: "scheduler_dlq_arn"}.
+STACK_MANIFEST = "/lambdajobs/{stack}/stack"
 
 #: SQS message attributes the worker writes on a message it moves to the dead-letter queue.
 ATTR_ERROR_TYPE = "lambdajobs.error_type"
@@ -59,6 +71,19 @@ def dlq_url_env(job: str) -> str:
 
 def manifest_parameter(stack: str, job: str) -> str:
     return MANIFEST_PREFIX.format(stack=stack) + job
+
+
+def stack_manifest_parameter(stack: str) -> str:
+    return STACK_MANIFEST.format(stack=stack)
+
+
+def queue_arn_env(job: str) -> str:
+    return ENV_QUEUE_ARN_PREFIX + job.upper()
+
+
+def schedule_group_names(stack: str) -> tuple[str, str]:
+    """(cron group, one-time group). Scheduler group names: 1 to 64 of [0-9a-zA-Z-_.]."""
+    return f"{stack}-cron"[:64], f"{stack}-once"[:64]
 
 
 def stack_name() -> str:

@@ -16,10 +16,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from shared.backoff import Backoff
+from shared.envelope import summarize_validation_error
 from shared.errors import DeclarationError, UnknownJobError
+from shared.schedule import Schedule, ScheduleError, parse_schedule
 from shared.settings import JOB_NAME_RE
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
@@ -30,6 +32,7 @@ MAX_BATCH_SIZE = 10_000  # standard queues; above 10 a batching window >= 1 s is
 MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000  # ScalingConfig.MaximumConcurrency
 MIN_MEMORY_MB, MAX_MEMORY_MB = 128, 10_240
 MAX_RECEIVE_COUNT = 1000  # SQS redrive maxReceiveCount
+USES = frozenset({"bucket", "job_stats"})
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,14 @@ class JobSpec:
     idempotency_key: tuple[str, ...] | None = None
     #: Delay before each retry (exponential, full jitter by default: 10 s doubling up to 10 min).
     backoff: Backoff = field(default_factory=Backoff)
+    #: Other jobs this job enqueues: CDK gives it their queue URLs and permission to send to them.
+    enqueues: tuple[str, ...] = ()
+    #: Stack resources the job uses beyond its own queue and record: "bucket" (read/write the stack's
+    #: data bucket, `LAMBDAJOBS_BUCKET`), "job_stats" (query job records by job and finish time).
+    uses: tuple[str, ...] = ()
+    #: For `@cron` jobs: when it runs, and the payload each run gets (JSON text; see `schedule_payload`).
+    schedule: Schedule | None = None
+    schedule_payload_json: str | None = field(default=None, repr=False)
     #: Whether the job function takes a second `ctx` argument.
     takes_context: bool = field(default=False, compare=False, repr=False)
 
@@ -66,6 +77,22 @@ class JobSpec:
         # handed to a second worker while the first one (or its retries of throttled invocations)
         # may still run it.
         return 6 * self.timeout_seconds + self.max_batching_window_seconds
+
+    @property
+    def schedule_payload(self) -> dict[str, Any]:
+        return dict(json.loads(self.schedule_payload_json)) if self.schedule_payload_json else {}
+
+    def scheduled_envelope(self, scheduled_time: str) -> dict[str, Any]:
+        """The envelope a scheduled run sends. The job id is the job (one schedule per cron job) plus
+        the scheduled time: Scheduler delivers at least once, and each slot runs once. CDK passes
+        Scheduler's `<aws.scheduler.scheduled-time>` placeholder; the local scheduler a real time."""
+        return {
+            "v": 1,
+            "job": self.name,
+            "id": f"{self.name}@{scheduled_time}",
+            "payload": self.schedule_payload,
+            "scheduled_at": scheduled_time,
+        }
 
     def derive_job_id(self, payload: dict[str, Any]) -> str | None:
         """The job id implied by `idempotency_key`, or None when the job declares none."""
@@ -147,6 +174,12 @@ def _validate(spec: JobSpec) -> None:
     problem = spec.backoff.check(name)
     if problem:
         raise DeclarationError(problem)
+    bad_uses = sorted(set(spec.uses) - USES)
+    if bad_uses:
+        raise DeclarationError(f"job '{name}': uses={bad_uses} is unknown; choose from {sorted(USES)}.")
+    bad_targets = [t for t in spec.enqueues if not JOB_NAME_RE.fullmatch(t)]
+    if bad_targets:
+        raise DeclarationError(f"job '{name}': enqueues={bad_targets} are not job names.")
     if spec.idempotency_key is not None:
         fields = spec.payload_model.model_fields
         missing = [f for f in spec.idempotency_key if f not in fields]
@@ -169,42 +202,103 @@ def job(
     memory_mb: int = 256,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
+    enqueues: tuple[str, ...] | list[str] = (),
+    uses: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
     The decorated function takes `(payload: Model)` or `(payload: Model, ctx: JobContext)`; its
     return value (JSON-serializable, small) is stored as the job's result.
     """
+    options = {k: v for k, v in locals().items() if k not in ("func",)}
 
     def register(fn: Callable[..., Any]) -> Job:
-        job_name = name or fn.__name__
-        model, takes_context = _payload_model(job_name, fn)
-        key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
-        spec = JobSpec(
-            name=job_name,
-            func=fn,
-            payload_model=model,
-            timeout_seconds=timeout_seconds,
-            max_attempts=max_attempts,
-            batch_size=batch_size,
-            max_batching_window_seconds=max_batching_window_seconds,
-            max_concurrency=max_concurrency,
-            memory_mb=memory_mb,
-            idempotency_key=tuple(key) if key is not None else None,
-            backoff=backoff if backoff is not None else Backoff(),
-            takes_context=takes_context,
-        )
-        _validate(spec)
-        existing = _REGISTRY.get(job_name)
-        if existing is not None and _origin(existing.func) != _origin(fn):
-            raise DeclarationError(
-                f"job '{job_name}' is declared twice ({_origin(existing.func)} and {_origin(fn)}); "
-                f"give one of them another name with @job(name='...')."
-            )
-        _REGISTRY[job_name] = spec
-        return Job(spec)
+        return _register(fn, **options)
 
     return register(func) if func is not None else register
+
+
+def cron(
+    expression: str,
+    *,
+    timezone: str = "UTC",
+    flexible_window_minutes: int | None = None,
+    payload: dict[str, Any] | None = None,
+    **options: Any,
+) -> Callable[[Callable[..., Any]], Job]:
+    """Declare a scheduled job: an EventBridge Scheduler `cron(...)` or `rate(...)` expression in an
+    IANA time zone, e.g. `@cron("cron(0 9 * * ? *)", timezone="America/New_York")`.
+
+    Every run gets `payload` (validated against the job's model now) and is an ordinary job on the
+    job's queue: same retries, backoff, DLQ and idempotency. `options` are those of `@job`.
+    """
+
+    def register(fn: Callable[..., Any]) -> Job:
+        job_name = options.get("name") or fn.__name__
+        try:
+            schedule = parse_schedule(expression, timezone, flexible_window_minutes)
+        except ScheduleError as exc:
+            raise DeclarationError(f"job '{job_name}': {exc}") from None
+        return _register(fn, schedule=schedule, schedule_payload=payload or {}, **options)
+
+    return register
+
+
+def _register(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    idempotency_key: str | tuple[str, ...] | list[str] | None = None,
+    backoff: Backoff | None = None,
+    enqueues: tuple[str, ...] | list[str] = (),
+    uses: tuple[str, ...] | list[str] = (),
+    schedule: Schedule | None = None,
+    schedule_payload: dict[str, Any] | None = None,
+    **options: Any,
+) -> Job:
+    job_name = name or fn.__name__
+    model, takes_context = _payload_model(job_name, fn)
+    unknown = sorted(set(options) - _INT_OPTIONS)
+    if unknown:
+        raise DeclarationError(f"job '{job_name}': unknown option(s) {unknown}; see the README's option table.")
+    key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
+    payload_json = None
+    if schedule is not None:
+        try:
+            checked = model.model_validate(schedule_payload or {}).model_dump(mode="json")
+        except ValidationError as exc:
+            raise DeclarationError(
+                f"job '{job_name}': the schedule's payload is not a valid {model.__name__}: "
+                f"{summarize_validation_error(exc)}; pass payload={{...}} to @cron."
+            ) from None
+        payload_json = json.dumps(checked, sort_keys=True)
+    spec = JobSpec(
+        name=job_name,
+        func=fn,
+        payload_model=model,
+        idempotency_key=tuple(key) if key is not None else None,
+        backoff=backoff if backoff is not None else Backoff(),
+        enqueues=tuple(enqueues),
+        uses=tuple(uses),
+        schedule=schedule,
+        schedule_payload_json=payload_json,
+        takes_context=takes_context,
+        **options,
+    )
+    _validate(spec)
+    existing = _REGISTRY.get(job_name)
+    if existing is not None and _origin(existing.func) != _origin(fn):
+        raise DeclarationError(
+            f"job '{job_name}' is declared twice ({_origin(existing.func)} and {_origin(fn)}); "
+            f"give one of them another name with @job(name='...')."
+        )
+    _REGISTRY[job_name] = spec
+    return Job(spec)
+
+
+_INT_OPTIONS = frozenset(
+    {"timeout_seconds", "max_attempts", "batch_size", "max_batching_window_seconds", "max_concurrency", "memory_mb"}
+)
 
 
 def _origin(fn: Callable[..., Any]) -> str:

@@ -165,6 +165,7 @@ class Worker:
             logger=logger,
             lambda_context=context,
             progress_sink=self.store.set_progress,
+            scheduled_at=envelope.scheduled_at,
         )
         started = time.perf_counter()
         try:
