@@ -3,4 +3,4 @@
 Add a module per domain and import it here; CDK, the worker and producers all read the registry.
 """
 
-from handlers import emails, video  # noqa: F401
+from handlers import emails, reports, video  # noqa: F401

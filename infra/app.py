@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -13,8 +14,11 @@ from shared.settings import DEFAULT_STACK_NAME
 from shared.spec import registered_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package.
+#: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package, plus
+#: the pure-Python packages `@cron` validates with (the Powertools layer has Powertools and pydantic;
+#: the Lambda runtime has boto3 and dateutil). Copied from this virtualenv: synth stays offline.
 RUNTIME_PACKAGES = ("shared", "handlers")
+VENDORED_PACKAGES = ("aws_cron_expression_validator", "pyawscron", "tzdata")
 DEFAULT_POWERTOOLS_LAYER_VERSION = 27
 
 
@@ -22,10 +26,14 @@ def stage_asset(out_dir: Path) -> Path:
     """Copy the runtime packages (Python sources only) into `out_dir` for `Code.from_asset`."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for package in RUNTIME_PACKAGES:
-        shutil.copytree(
-            ROOT / package, out_dir / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        shutil.copytree(ROOT / package, out_dir / package, ignore=ignore)
+    for package in VENDORED_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is None or spec.origin is None:
+            raise RuntimeError(f"{package} is not installed; run `make install` before synthesizing.")
+        shutil.copytree(Path(spec.origin).parent, out_dir / package, ignore=ignore)
     return out_dir
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Stack, TimeZone
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
@@ -37,7 +39,8 @@ HANDLER = "handlers.entry.lambda_handler"
 class JobWorker(Construct):
     """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job.
 
-    Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`.
+    Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`, `manifest`, and for cron
+    jobs `schedule`.
     """
 
     def __init__(
@@ -50,6 +53,8 @@ class JobWorker(Construct):
         code: lambda_.Code,
         layers: Sequence[lambda_.ILayerVersion] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        cron_group: scheduler.IScheduleGroup | None = None,
+        scheduler_dlq: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -126,15 +131,50 @@ class JobWorker(Construct):
             "Manifest",
             parameter_name=manifest_parameter(stack.stack_name, spec.name),
             string_value=stack.to_json_string(
-                {"queue_url": self.queue.queue_url, "dlq_url": self.dead_letter_queue.queue_url}
+                {
+                    "queue_url": self.queue.queue_url,
+                    "queue_arn": self.queue.queue_arn,
+                    "dlq_url": self.dead_letter_queue.queue_url,
+                }
             ),
             description=f"lambdajobs manifest entry for job {spec.name}",
         )
         self.manifest = manifest
+        self.schedule = self._schedule(spec, cron_group, scheduler_dlq) if spec.schedule else None
         CfnOutput(self, "QueueUrl", value=self.queue.queue_url, description=f"queue of job {spec.name}")
         CfnOutput(
             self,
             "DeadLetterQueueUrl",
             value=self.dead_letter_queue.queue_url,
             description=f"DLQ of job {spec.name}",
+        )
+
+    def _schedule(
+        self, spec: JobSpec, group: scheduler.IScheduleGroup | None, dlq: sqs.IQueue | None
+    ) -> scheduler.Schedule:
+        """An EventBridge Scheduler schedule that sends the job's envelope to its queue (not to the
+        function: a scheduled run gets the queue's retries, backoff, DLQ and idempotency). The job id
+        holds `<aws.scheduler.scheduled-time>`, stable across Scheduler's retries: one run per slot."""
+        assert spec.schedule is not None
+        window = spec.schedule.flexible_window_minutes
+        envelope = spec.scheduled_envelope(scheduler.ContextAttribute.scheduled_time)
+        target = targets.SqsSendMessage(
+            self.queue,
+            input=scheduler.ScheduleTargetInput.from_object(envelope),
+            dead_letter_queue=dlq,
+            retry_attempts=185,  # Scheduler's maximum; the job's own retries start once it is queued
+            max_event_age=Duration.hours(24),
+        )
+        return scheduler.Schedule(
+            self,
+            "Schedule",
+            schedule=scheduler.ScheduleExpression.expression(
+                spec.schedule.expression, TimeZone.of(spec.schedule.timezone)
+            ),
+            target=target,
+            schedule_group=group,
+            time_window=scheduler.TimeWindow.flexible(Duration.minutes(window))
+            if window
+            else scheduler.TimeWindow.off(),
+            description=f"lambdajobs: runs job {spec.name}",
         )

@@ -12,15 +12,22 @@ from typing import Any
 from shared import aws
 from shared.settings import (
     DLQ_RETENTION_SECONDS,
+    ENV_BUCKET,
     ENV_STACK,
     ENV_TABLE,
+    JOB_STATS_INDEX,
     QUEUE_RETENTION_SECONDS,
     dlq_url_env,
     manifest_parameter,
     queue_name,
     queue_url_env,
+    schedule_group_names,
+    stack_manifest_parameter,
 )
 from shared.spec import JobSpec
+
+#: What EventBridge Scheduler replaces with the slot's time when it sends a schedule's input.
+SCHEDULED_TIME_PLACEHOLDER = "<aws.scheduler.scheduled-time>"
 
 
 @dataclass(frozen=True)
@@ -37,14 +44,31 @@ class Provisioned:
     stack: str
     table: str
     queues: dict[str, JobQueues]
+    bucket: str = ""
+    scheduler_role_arn: str = ""
+    scheduler_dlq_url: str = ""
+    scheduler_dlq_arn: str = ""
+    cron_group: str = ""
+    one_time_group: str = ""
 
     def environment(self) -> dict[str, str]:
         """The environment variables CDK sets on the stack's functions, for these resources."""
-        env = {ENV_STACK: self.stack, ENV_TABLE: self.table}
+        env = {ENV_STACK: self.stack, ENV_TABLE: self.table, ENV_BUCKET: self.bucket}
         for q in self.queues.values():
             env[queue_url_env(q.job)] = q.queue_url
             env[dlq_url_env(q.job)] = q.dlq_url
         return env
+
+    def manifest(self) -> dict[str, str]:
+        """What the stack publishes at /lambdajobs/<stack>/stack."""
+        return {
+            "table": self.table,
+            "bucket": self.bucket,
+            "scheduler_role_arn": self.scheduler_role_arn,
+            "cron_group": self.cron_group,
+            "one_time_group": self.one_time_group,
+            "scheduler_dlq_arn": self.scheduler_dlq_arn,
+        }
 
     def export(self) -> None:
         os.environ.update(self.environment())
@@ -88,8 +112,22 @@ def provision_table(name: str) -> str:
     ddb = aws.client("dynamodb")
     ddb.create_table(
         TableName=name,
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "job", "AttributeType": "S"},
+            {"AttributeName": "finished_at", "AttributeType": "S"},
+        ],
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": JOB_STATS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "job", "KeyType": "HASH"},
+                    {"AttributeName": "finished_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["state"]},
+            }
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
     ddb.update_time_to_live(
@@ -98,10 +136,66 @@ def provision_table(name: str) -> str:
     return name
 
 
+def provision_scheduling(stack: str, queues: dict[str, JobQueues]) -> dict[str, str]:
+    """Schedule groups, the Scheduler DLQ and the role one-time schedules send with."""
+    sqs, scheduler = aws.client("sqs"), aws.client("scheduler")
+    dlq_url = sqs.create_queue(
+        QueueName=f"{stack}-scheduler-dlq"[:80],
+        Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
+    )["QueueUrl"]
+    cron_group, once_group = schedule_group_names(stack)
+    for group in (cron_group, once_group):
+        scheduler.create_schedule_group(Name=group)
+    # The role one-time schedules send with. Only its ARN is needed here: emulated schedules never
+    # assume it (moto's Scheduler does not fire; the local scheduler sends itself), and creating
+    # IAM resources in moto is slow. The deployed stack creates the real, least-privilege role.
+    account = _arn(sqs, dlq_url).split(":")[4]
+    role_arn = f"arn:aws:iam::{account}:role/{stack}-one-time-schedules"
+    return {
+        "scheduler_role_arn": role_arn,
+        "scheduler_dlq_url": dlq_url,
+        "scheduler_dlq_arn": _arn(sqs, dlq_url),
+        "cron_group": cron_group,
+        "one_time_group": once_group,
+    }
+
+
+def provision_schedule(spec: JobSpec, queues: JobQueues, scheduling: dict[str, str]) -> None:
+    """The cron job's schedule, as CDK declares it (moto stores it; it never fires: the local
+    scheduler does that)."""
+    assert spec.schedule is not None
+    window = spec.schedule.flexible_window_minutes
+    aws.client("scheduler").create_schedule(
+        Name=spec.name,
+        GroupName=scheduling["cron_group"],
+        ScheduleExpression=spec.schedule.expression,
+        ScheduleExpressionTimezone=spec.schedule.timezone,
+        FlexibleTimeWindow={"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window}
+        if window
+        else {"Mode": "OFF"},
+        Target={
+            "Arn": queues.queue_arn,
+            "RoleArn": scheduling["scheduler_role_arn"],
+            "Input": json.dumps(spec.scheduled_envelope(SCHEDULED_TIME_PLACEHOLDER), separators=(",", ":")),
+            "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400},
+            "DeadLetterConfig": {"Arn": scheduling["scheduler_dlq_arn"]},
+        },
+    )
+
+
 def provision(specs: Iterable[JobSpec], *, stack: str = "lambdajobs", manifest: bool = True) -> Provisioned:
-    """Create every queue pair and the job table; publish the manifest to SSM like the stack does."""
+    """Create every queue pair, the job table, the data bucket and the scheduling resources, the
+    cron schedules, and publish the manifest to SSM like the stack does."""
+    specs = list(specs)
     queues = {spec.name: provision_queues(spec, stack) for spec in specs}
     table = provision_table(f"{stack}-jobs")
+    bucket = f"{stack}-data".lower()
+    aws.client("s3").create_bucket(Bucket=bucket)
+    scheduling = provision_scheduling(stack, queues)
+    for spec in specs:
+        if spec.schedule is not None:
+            provision_schedule(spec, queues[spec.name], scheduling)
+    provisioned = Provisioned(stack=stack, table=table, queues=queues, bucket=bucket, **scheduling)
     if manifest:
         ssm = aws.client("ssm")
         for q in queues.values():
@@ -109,6 +203,12 @@ def provision(specs: Iterable[JobSpec], *, stack: str = "lambdajobs", manifest: 
                 Name=manifest_parameter(stack, q.job),
                 Type="String",
                 Overwrite=True,
-                Value=json.dumps({"queue_url": q.queue_url, "dlq_url": q.dlq_url}),
+                Value=json.dumps({"queue_url": q.queue_url, "queue_arn": q.queue_arn, "dlq_url": q.dlq_url}),
             )
-    return Provisioned(stack=stack, table=table, queues=queues)
+        ssm.put_parameter(
+            Name=stack_manifest_parameter(stack),
+            Type="String",
+            Overwrite=True,
+            Value=json.dumps(provisioned.manifest()),
+        )
+    return provisioned

@@ -1,9 +1,10 @@
 """lambdajobs runtime: declare jobs, enqueue them, run them in Lambda, read their status.
 
-Ships inside every Lambda: imports only the standard library, pydantic and (lazily) boto3 here;
+`aws` (lazy boto3 clients) is importable from here too. Ships inside every Lambda: imports only the standard library, pydantic and (lazily) boto3 here;
 Powertools is imported by the worker. Never imports aws_cdk, moto, rich or typer.
 """
 
+from shared import aws
 from shared.backoff import Backoff
 from shared.context import JobContext
 from shared.errors import (
@@ -31,6 +32,7 @@ __all__ = [
     "PermanentError",
     "QueueNotFoundError",
     "UnknownJobError",
+    "aws",
     "cron",
     "enqueue",
     "enqueue_many",

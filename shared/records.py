@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 
 from shared import aws
 from shared.errors import LambdaJobsError, PermanentError
-from shared.settings import ENV_TABLE, record_ttl_seconds
+from shared.settings import ENV_TABLE, JOB_STATS_INDEX, record_ttl_seconds
 
 State = Literal["pending", "running", "retrying", "succeeded", "dead"]
 FINAL_STATES: frozenset[str] = frozenset({"succeeded", "dead"})
@@ -351,3 +351,31 @@ class WaitTimeoutError(LambdaJobsError, TimeoutError):
             f"wait longer or check it with get_status."
         )
         self.status = status
+
+
+def count_finished(
+    job: str, since: datetime, until: datetime, *, store: JobRecordStore | None = None
+) -> dict[str, int]:
+    """How many jobs named `job` finished (succeeded or dead) in [since, until): one Query on the
+    job-stats index per page, no table scan."""
+    store = store or JobRecordStore()
+    counts = {"succeeded": 0, "dead": 0}
+    paginator = store.client.get_paginator("query")
+    pages = paginator.paginate(
+        TableName=store.table,
+        IndexName=JOB_STATS_INDEX,
+        KeyConditionExpression="job = :job AND finished_at BETWEEN :since AND :until",
+        ExpressionAttributeValues={
+            ":job": {"S": job},
+            ":since": {"S": _iso(since.astimezone(UTC))},
+            ":until": {"S": _iso(until.astimezone(UTC))},
+        },
+        ProjectionExpression="#state",
+        ExpressionAttributeNames={"#state": "state"},
+    )
+    for page in pages:
+        for item in page.get("Items", []):
+            state = item.get("state", {}).get("S")
+            if state in counts:
+                counts[state] += 1
+    return counts

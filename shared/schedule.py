@@ -97,7 +97,9 @@ def _cron_times(expression: str, zone: ZoneInfo, start: datetime, count: int) ->
     return found
 
 
-def parse_schedule(expression: str, timezone: str = "UTC", flexible_window_minutes: int | None = None) -> Schedule:
+def parse_schedule(
+    expression: str, timezone: str = "UTC", flexible_window_minutes: int | None = None
+) -> Schedule:
     """Validate an expression and time zone; raises ScheduleError with what to fix."""
     if not isinstance(expression, str):
         raise ScheduleError(f"schedule expression must be a string, got {expression!r}")
@@ -126,9 +128,12 @@ def parse_schedule(expression: str, timezone: str = "UTC", flexible_window_minut
         try:
             AWSCronExpressionValidator.validate(fields)
         except ValueError as exc:
-            raise ScheduleError(f"schedule {expression!r} is not a valid AWS cron expression: {exc}") from None
+            raise ScheduleError(
+                f"schedule {expression!r} is not a valid AWS cron expression: {exc}"
+            ) from None
     if flexible_window_minutes is not None and not (
-        isinstance(flexible_window_minutes, int) and 1 <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MINUTES
+        isinstance(flexible_window_minutes, int)
+        and 1 <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MINUTES
     ):
         raise ScheduleError(
             f"flexible_window_minutes={flexible_window_minutes!r}; use 1 to {MAX_FLEXIBLE_WINDOW_MINUTES}, or None."

@@ -77,6 +77,11 @@ def stack_manifest_parameter(stack: str) -> str:
     return STACK_MANIFEST.format(stack=stack)
 
 
+def bucket_prefix(job: str) -> str:
+    """Where a job that uses the data bucket may read and write: its own prefix."""
+    return f"{job}/"
+
+
 def queue_arn_env(job: str) -> str:
     return ENV_QUEUE_ARN_PREFIX + job.upper()
 

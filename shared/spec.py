@@ -260,7 +260,9 @@ def _register(
     model, takes_context = _payload_model(job_name, fn)
     unknown = sorted(set(options) - _INT_OPTIONS)
     if unknown:
-        raise DeclarationError(f"job '{job_name}': unknown option(s) {unknown}; see the README's option table.")
+        raise DeclarationError(
+            f"job '{job_name}': unknown option(s) {unknown}; see the README's option table."
+        )
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
     payload_json = None
     if schedule is not None:
@@ -297,7 +299,14 @@ def _register(
 
 
 _INT_OPTIONS = frozenset(
-    {"timeout_seconds", "max_attempts", "batch_size", "max_batching_window_seconds", "max_concurrency", "memory_mb"}
+    {
+        "timeout_seconds",
+        "max_attempts",
+        "batch_size",
+        "max_batching_window_seconds",
+        "max_concurrency",
+        "memory_mb",
+    }
 )
 
 

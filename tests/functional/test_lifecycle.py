@@ -234,7 +234,9 @@ def test_a_retry_starts_with_fresh_progress(stack, clock):
     previous = video.set_encoder(FailingOnce())
     try:
         runner = Runner(stack, "transcode_video")
-        job_id = enqueue("transcode_video", TranscodeVideo(video_id="v3", source_uri="s", formats=["720p", "1080p"]))
+        job_id = enqueue(
+            "transcode_video", TranscodeVideo(video_id="v3", source_uri="s", formats=["720p", "1080p"])
+        )
         assert runner.poll().failed_ids
         clock.shift(runner.spec.backoff.ceiling(1) + 1)
         assert runner.poll().failed_ids == []

@@ -13,6 +13,7 @@ from shared.settings import manifest_parameter
 from shared.spec import get_spec, registered_jobs
 
 JOBS = [spec.name for spec in registered_jobs()]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -162,8 +163,9 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
         for target in ref_ids(s["Resource"]):
             actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
             granted.setdefault(target, set()).update(actions)
+    spec = get_spec(job)
     queue, dlq, table = (logical_id(stack, c) for c in (worker.queue, worker.dead_letter_queue, stack.table))
-    assert granted == {
+    expected = {
         queue: {
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
@@ -174,6 +176,17 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
         dlq: {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"},
         table: {"dynamodb:GetItem", "dynamodb:UpdateItem"},
     }
+    for target in spec.enqueues:  # only the queues of the jobs it declared it enqueues
+        expected[logical_id(stack, stack.workers[target].queue)] = {
+            "sqs:SendMessage",
+            "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
+        }
+    if "job_stats" in spec.uses:
+        expected[table] = expected[table] | {"dynamodb:Query"}
+    if "bucket" in spec.uses:
+        expected[logical_id(stack, stack.bucket)] = {"s3:GetObject", "s3:PutObject"}
+    assert granted == expected
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -191,11 +204,35 @@ def test_manifest_and_outputs_for_producers(template, stack, job):
 
 
 def test_asset_holds_only_runtime_code(synthesized):
+    from infra.app import VENDORED_PACKAGES
+
     template, outdir, stack = synthesized
     fn = props(template, stack, next(iter(stack.workers.values())).function)
     asset_hash = fn["Code"]["S3Key"].removesuffix(".zip")
     asset = Path(outdir) / f"asset.{asset_hash}"
     top = sorted(p.name for p in asset.iterdir())
-    assert top == ["handlers", "shared"]
-    files = [p for p in asset.rglob("*") if p.is_file()]
-    assert files and all(p.suffix == ".py" for p in files)
+    # our runtime packages, and the pure-Python ones @cron validates with; no infra, tests, caches
+    assert top == sorted(["handlers", "shared", *VENDORED_PACKAGES])
+    ours = [p for name in ("handlers", "shared") for p in (asset / name).rglob("*") if p.is_file()]
+    assert ours and all(p.suffix == ".py" for p in ours)
+    assert not list(asset.rglob("__pycache__"))
+
+
+def test_handler_imports_from_the_asset_alone(synthesized, tmp_path):
+    """The asset plus what the layer and runtime provide (Powertools, pydantic, boto3) is enough:
+    import the entry point with only the asset on the path for project code."""
+    import subprocess
+    import sys
+
+    template, outdir, stack = synthesized
+    fn = props(template, stack, next(iter(stack.workers.values())).function)
+    asset = Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
+    code = (
+        "import json, handlers.entry, shared, aws_cron_expression_validator as v\n"
+        "print(json.dumps([handlers.entry.__file__, shared.__file__, v.__file__]))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(asset), "LAMBDAJOBS_JOB": "send_email"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    files = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(f.startswith(str(asset)) for f in files), files

@@ -1,0 +1,168 @@
+"""Template assertions for schedules, the data bucket and the producer/scheduler roles."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import handlers  # noqa: F401
+from shared.settings import JOB_STATS_INDEX, schedule_group_names, stack_manifest_parameter
+from shared.spec import registered_jobs
+from tests.infra.test_stack import logical_id, props, ref_ids, resources
+
+CRON_JOBS = [spec for spec in registered_jobs() if spec.schedule]
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+def policy_statements(template, role_id: str) -> list[dict]:
+    return [
+        s
+        for p in list(resources(template, "AWS::IAM::Policy").values())
+        if {"Ref": role_id} in p["Properties"].get("Roles", [])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_there_is_a_cron_job_to_check():
+    assert [s.name for s in CRON_JOBS] == ["daily_report"]
+
+
+@pytest.mark.parametrize("spec", CRON_JOBS, ids=lambda s: s.name)
+def test_schedule_targets_the_job_queue_in_its_time_zone(template, stack, spec):
+    worker = stack.workers[spec.name]
+    schedule = props(template, stack, worker.schedule)
+    assert schedule["ScheduleExpression"] == spec.schedule.expression
+    assert schedule["ScheduleExpressionTimezone"] == spec.schedule.timezone == "America/New_York"
+    assert schedule["GroupName"] == schedule_group_names(stack.stack_name)[0]
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    target = schedule["Target"]
+    # the target is the queue, not the function: a run gets the queue's retries, DLQ, idempotency
+    assert target["Arn"] == {"Fn::GetAtt": [logical_id(stack, worker.queue), "Arn"]}
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
+    assert target["DeadLetterConfig"]["Arn"] == {
+        "Fn::GetAtt": [logical_id(stack, stack.scheduler_dlq), "Arn"]
+    }
+
+
+@pytest.mark.parametrize("spec", CRON_JOBS, ids=lambda s: s.name)
+def test_schedule_input_is_an_envelope_keyed_on_the_scheduled_time(template, stack, spec):
+    target = props(template, stack, stack.workers[spec.name].schedule)["Target"]
+    envelope = json.loads(target["Input"])
+    assert envelope == {
+        "v": 1,
+        "job": spec.name,
+        "id": f"{spec.name}@{SCHEDULED_TIME}",  # stable across Scheduler retries: one run per slot
+        "payload": spec.schedule_payload,
+        "scheduled_at": SCHEDULED_TIME,
+    }
+
+
+@pytest.mark.parametrize("spec", CRON_JOBS, ids=lambda s: s.name)
+def test_schedule_role_may_only_send_to_that_queue(template, stack, spec):
+    worker = stack.workers[spec.name]
+    role_id = props(template, stack, worker.schedule)["Target"]["RoleArn"]["Fn::GetAtt"][0]
+    trust = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [s["Principal"] for s in trust] == [{"Service": "scheduler.amazonaws.com"}]
+    assert trust[0]["Condition"]["StringEquals"]["aws:SourceArn"] == {
+        "Fn::GetAtt": [logical_id(stack, stack.cron_group), "Arn"]
+    }
+    granted = {
+        (s["Action"], next(iter(ref_ids(s["Resource"])))) for s in policy_statements(template, role_id)
+    }
+    assert granted == {
+        ("sqs:SendMessage", logical_id(stack, worker.queue)),
+        ("sqs:SendMessage", logical_id(stack, stack.scheduler_dlq)),
+    }
+
+
+def test_one_time_schedule_role_sends_to_job_queues_only(template, stack):
+    role_id = logical_id(stack, stack.scheduler_role)
+    targets = set()
+    for s in policy_statements(template, role_id):
+        assert "sqs:SendMessage" in s["Action"] and not any("*" in a for a in s["Action"])
+        targets |= ref_ids(s["Resource"])
+    assert targets == {logical_id(stack, w.queue) for w in stack.workers.values()} | {
+        logical_id(stack, stack.scheduler_dlq)
+    }
+
+
+def test_scheduler_dlq_is_standard_encrypted_and_kept_14_days(template, stack):
+    dlq = props(template, stack, stack.scheduler_dlq)
+    assert "FifoQueue" not in dlq
+    assert dlq["SqsManagedSseEnabled"] is True and dlq["MessageRetentionPeriod"] == 14 * 86400
+
+
+def test_data_bucket_is_private_encrypted_tls_only_and_expires_objects(template, stack):
+    bucket = props(template, stack, stack.bucket)
+    assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
+    assert bucket["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    [rule] = bucket["LifecycleConfiguration"]["Rules"]
+    assert rule["Status"] == "Enabled" and rule["ExpirationInDays"] == 90
+    bid = logical_id(stack, stack.bucket)
+    [policy] = [
+        p
+        for p in resources(template, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": bid}
+    ]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+
+
+def test_report_job_reaches_only_its_prefix_and_the_stats_index(template, stack):
+    fn = template["Resources"][logical_id(stack, stack.workers["daily_report"].function)]
+    role_id = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = policy_statements(template, role_id)
+    [s3] = [s for s in statements if "s3:PutObject" in s["Action"]]
+    assert s3["Resource"]["Fn::Join"][1][-1] == "/daily_report/*"
+    [query] = [s for s in statements if s["Action"] == "dynamodb:Query"]
+    assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_STATS_INDEX}"
+
+
+def test_job_table_indexes_finished_jobs_by_job(template, stack):
+    [index] = props(template, stack, stack.table)["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == JOB_STATS_INDEX
+    assert index["KeySchema"] == [
+        {"AttributeName": "job", "KeyType": "HASH"},
+        {"AttributeName": "finished_at", "KeyType": "RANGE"},
+    ]
+    assert index["Projection"] == {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["state"]}
+
+
+def test_stack_manifest_tells_producers_how_to_schedule(template, stack):
+    [param] = [
+        p["Properties"]
+        for p in resources(template, "AWS::SSM::Parameter").values()
+        if p["Properties"]["Name"] == stack_manifest_parameter(stack.stack_name)
+    ]
+    text = json.dumps(param["Value"])
+    for key in ("table", "bucket", "scheduler_role_arn", "cron_group", "one_time_group", "scheduler_dlq_arn"):
+        assert f'\\"{key}\\"' in text
+    assert ref_ids(param["Value"]) >= {
+        logical_id(stack, stack.scheduler_role),
+        logical_id(stack, stack.table),
+    }
+
+
+def test_producer_policy_can_enqueue_schedule_and_read_status_only(template, stack):
+    doc = props(template, stack, stack.producer_policy)["PolicyDocument"]["Statement"]
+    actions = {a for s in doc for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert actions == {
+        "sqs:SendMessage",
+        "ssm:GetParameter",
+        "dynamodb:GetItem",
+        "scheduler:CreateSchedule",
+        "iam:PassRole",
+    }
+    [pass_role] = [s for s in doc if s["Action"] == "iam:PassRole"]
+    assert ref_ids(pass_role["Resource"]) == {logical_id(stack, stack.scheduler_role)}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
