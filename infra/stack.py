@@ -20,9 +20,9 @@ from infra.job_worker import JobWorker
 from shared.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
-    bucket_prefix,
     JOB_STATS_INDEX,
     MANIFEST_PREFIX,
+    bucket_prefix,
     queue_url_env,
     schedule_group_names,
     stack_manifest_parameter,

@@ -1,7 +1,8 @@
 """lambdajobs runtime: declare jobs, enqueue them, run them in Lambda, read their status.
 
-`aws` (lazy boto3 clients) is importable from here too. Ships inside every Lambda: imports only the standard library, pydantic and (lazily) boto3 here;
-Powertools is imported by the worker. Never imports aws_cdk, moto, rich or typer.
+`aws` (lazy boto3 clients) is importable from here too. Ships inside every Lambda: imports only the
+standard library, pydantic and (lazily) boto3 here; Powertools is imported by the worker. Never imports
+aws_cdk, moto, rich or typer.
 """
 
 from shared import aws

@@ -9,11 +9,9 @@ Parameter Store (`/lambdajobs/<stack>/jobs/<job>`, stack from `LAMBDAJOBS_STACK`
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -23,18 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared import aws
+from shared import aws, manifest
 from shared.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
-from shared.errors import PayloadValidationError, QueueNotFoundError
+from shared.errors import PayloadValidationError
 from shared.settings import (
     ENV_SCHEDULER_DLQ_ARN,
     ENV_SCHEDULER_GROUP,
     ENV_SCHEDULER_ROLE_ARN,
-    manifest_parameter,
     queue_arn_env,
     queue_url_env,
-    stack_manifest_parameter,
-    stack_name,
 )
 from shared.spec import JobRef, JobSpec, get_spec
 
@@ -44,47 +39,13 @@ MAX_DELAY_SECONDS = 900  # SQS DelaySeconds maximum
 BATCH_MAX_ENTRIES = 10  # SendMessageBatch: at most 10 entries...
 BATCH_MAX_BYTES = MAX_MESSAGE_BYTES  # ...and 1 MiB in total
 
-_manifest_cache: dict[tuple[str, str], dict[str, str]] = {}
-_manifest_lock = threading.Lock()
-
-
-def _parameter(name: str, missing: str) -> dict[str, str]:
-    key = (stack_name(), name)
-    with _manifest_lock:
-        if key in _manifest_cache:
-            return _manifest_cache[key]
-    ssm = aws.client("ssm")
-    try:
-        value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-    except ssm.exceptions.ParameterNotFound:
-        raise QueueNotFoundError(
-            f"{missing}: parameter {name} does not exist. Deploy the stack (stack name from "
-            f"LAMBDAJOBS_STACK, now '{key[0]}') or set the environment variables it would provide."
-        ) from None
-    entry: dict[str, str] = json.loads(value)
-    with _manifest_lock:
-        _manifest_cache[key] = entry
-    return entry
-
-
-def _manifest_entry(job: str) -> dict[str, str]:
-    return _parameter(
-        manifest_parameter(stack_name(), job), f"no queue for job '{job}' (or set {queue_url_env(job)})"
-    )
-
-
-def _stack_entry() -> dict[str, str]:
-    return _parameter(stack_manifest_parameter(stack_name()), "no scheduler settings for one-time schedules")
-
 
 def queue_url(job: str) -> str:
     """The URL of a job's queue: environment variable first, then the stack's manifest."""
-    return os.environ.get(queue_url_env(job)) or _manifest_entry(job)["queue_url"]
+    return os.environ.get(queue_url_env(job)) or manifest.job_entry(job)["queue_url"]
 
 
-def clear_manifest_cache() -> None:
-    with _manifest_lock:
-        _manifest_cache.clear()
+clear_manifest_cache = manifest.clear_cache
 
 
 def validate_payload(spec: JobSpec, payload: Any) -> dict[str, Any]:
@@ -176,11 +137,10 @@ def one_time_schedule_name(job: str, job_id: str) -> str:
 
 
 def _schedule_once(job: str, job_id: str, body: str, at: datetime) -> None:
-    stack = None if os.environ.get(ENV_SCHEDULER_ROLE_ARN) else _stack_entry()
-    role_arn = os.environ.get(ENV_SCHEDULER_ROLE_ARN) or stack["scheduler_role_arn"]  # type: ignore[index]
-    group = os.environ.get(ENV_SCHEDULER_GROUP) or (stack or _stack_entry())["one_time_group"]
-    dlq_arn = os.environ.get(ENV_SCHEDULER_DLQ_ARN) or (stack or _stack_entry())["scheduler_dlq_arn"]
-    queue_arn = os.environ.get(queue_arn_env(job)) or _manifest_entry(job)["queue_arn"]
+    role_arn = os.environ.get(ENV_SCHEDULER_ROLE_ARN) or manifest.stack_entry()["scheduler_role_arn"]
+    group = os.environ.get(ENV_SCHEDULER_GROUP) or manifest.stack_entry()["one_time_group"]
+    dlq_arn = os.environ.get(ENV_SCHEDULER_DLQ_ARN) or manifest.stack_entry()["scheduler_dlq_arn"]
+    queue_arn = os.environ.get(queue_arn_env(job)) or manifest.job_entry(job)["queue_arn"]
     scheduler = aws.client("scheduler")
     try:
         scheduler.create_schedule(

@@ -51,13 +51,13 @@ def _iso(moment: datetime) -> str:
 
 
 def table_name() -> str:
+    """The job table: `LAMBDAJOBS_TABLE` (CDK sets it on every worker), else the stack's manifest."""
     name = os.environ.get(ENV_TABLE)
-    if not name:
-        raise LambdaJobsError(
-            f"{ENV_TABLE} is not set: the job table is unknown. CDK sets it on every worker; "
-            f"elsewhere export {ENV_TABLE}=<the stack's JobTableName output>."
-        )
-    return name
+    if name:
+        return name
+    from shared import manifest
+
+    return manifest.stack_entry()["table"]
 
 
 def error_fields(exc: BaseException) -> dict[str, str]:

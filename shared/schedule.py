@@ -61,8 +61,8 @@ def _cron_fields(expression: str) -> str:
     match = _CRON.match(expression.strip())
     if not match:
         raise ScheduleError(
-            f"schedule {expression!r} is not an EventBridge expression; use 'cron(min hour day month weekday year)' "
-            f"such as 'cron(0 9 * * ? *)', or 'rate(5 minutes)'."
+            f"schedule {expression!r} is not an EventBridge expression; use "
+            f"'cron(min hour day month weekday year)' such as 'cron(0 9 * * ? *)', or 'rate(5 minutes)'."
         )
     return match["fields"].strip()
 
@@ -136,6 +136,7 @@ def parse_schedule(
         and 1 <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MINUTES
     ):
         raise ScheduleError(
-            f"flexible_window_minutes={flexible_window_minutes!r}; use 1 to {MAX_FLEXIBLE_WINDOW_MINUTES}, or None."
+            f"flexible_window_minutes={flexible_window_minutes!r}; "
+            f"use 1 to {MAX_FLEXIBLE_WINDOW_MINUTES}, or None."
         )
     return Schedule(expression, timezone, flexible_window_minutes)
