@@ -1,16 +1,23 @@
-"""Lambda's SQS event source mapping, emulated: receive a batch, call the real handler, apply the
-documented partial batch response rules. (moto's own Lambda trigger delivers one record per call,
-ignores batchItemFailures and needs Docker.)
+"""Lambda's SQS event source mapping, emulated: poll a queue the way Lambda does, call the real
+handler, apply the documented partial batch response rules. (moto's own Lambda trigger delivers one
+record per call, ignores batchItemFailures and needs Docker.)
 
-Rules (AWS docs, "Handling errors for an SQS event source"): the batch succeeds when the response is
-empty/null or its `batchItemFailures` is empty/null; the listed records fail; the whole batch fails
-when the handler raises, the response is malformed, or an identifier is empty or not in the batch.
-Failed records are not deleted: they come back after their visibility timeout, and SQS redrive moves
-them to the DLQ after maxReceiveCount receives.
+What it reproduces (AWS docs, "Using Lambda with Amazon SQS"):
+- long polling; batches of up to `batch_size` records gathered for at most the batching window;
+- at most `max_concurrency` batches in flight (ScalingConfig.MaximumConcurrency);
+- records shaped like Lambda's SQS event, and a context whose remaining time counts down from the
+  function timeout; an invocation that overruns its timeout fails as a whole;
+- the partial batch response: the batch succeeds when the response is empty/null or its
+  `batchItemFailures` is empty/null; the listed records fail; the whole batch fails when the handler
+  raises, the response is malformed, or an identifier is empty or not in the batch. Successes are
+  deleted; failures stay, come back after their visibility timeout, and SQS redrive moves them to the
+  DLQ after maxReceiveCount receives.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +26,8 @@ from lambdajobs.lambda_events import LambdaContext, sqs_event
 from shared import aws
 
 Handler = Callable[[dict[str, Any], Any], Any]
+MAX_RECEIVE = 10  # ReceiveMessage returns at most 10 messages
+MAX_WAIT_SECONDS = 20  # long polling at most 20 s
 
 
 @dataclass
@@ -57,6 +66,135 @@ def failed_ids(response: Any, message_ids: list[str]) -> tuple[list[str], str | 
     return failed, None
 
 
+@dataclass
+class MappingStats:
+    invocations: int = 0
+    records: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    batch_errors: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+
+class EventSourceMapping:
+    """One queue -> one handler, like an `AWS::Lambda::EventSourceMapping`."""
+
+    def __init__(
+        self,
+        *,
+        queue_url: str,
+        queue_arn: str,
+        handler: Handler,
+        function_name: str,
+        timeout_seconds: float,
+        batch_size: int = 10,
+        max_batching_window_seconds: float = 0,
+        max_concurrency: int = 2,
+        memory_mb: int = 256,
+        wait_seconds: int = 1,
+        region: str = "us-east-1",
+    ) -> None:
+        self.queue_url, self.queue_arn, self.handler = queue_url, queue_arn, handler
+        self.function_name, self.timeout_seconds, self.memory_mb = function_name, timeout_seconds, memory_mb
+        self.batch_size, self.window = batch_size, max_batching_window_seconds
+        self.max_concurrency, self.wait_seconds, self.region = max_concurrency, wait_seconds, region
+        self.stats = MappingStats()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- one batch ----------------------------------------------------------------------------------
+
+    def gather(self) -> list[dict[str, Any]]:
+        """Receive up to `batch_size` messages, waiting at most the batching window to fill the batch
+        (with no window: one long-polling receive, as soon as records are there)."""
+        sqs = aws.client("sqs")
+        deadline = time.monotonic() + self.window
+        messages: list[dict[str, Any]] = []
+        while True:
+            left = deadline - time.monotonic()
+            wait = self.wait_seconds if not messages else max(0, min(MAX_WAIT_SECONDS, int(left)))
+            got = sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=min(MAX_RECEIVE, self.batch_size - len(messages)),
+                WaitTimeSeconds=min(wait, MAX_WAIT_SECONDS),
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            messages.extend(got)
+            if len(messages) >= self.batch_size or time.monotonic() >= deadline or self._stop.is_set():
+                return messages
+            if not got and not messages:
+                return messages
+
+    def invoke(self, messages: list[dict[str, Any]]) -> BatchOutcome:
+        """Invoke the handler with one batch and settle it: delete the successes, keep the failures."""
+        ids = [m["MessageId"] for m in messages]
+        outcome = BatchOutcome(message_ids=ids)
+        context = LambdaContext(self.function_name, self.timeout_seconds, self.memory_mb)
+        with self._lock:
+            self.stats.invocations += 1
+            self.stats.records += len(ids)
+            self.stats.in_flight += 1
+            self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        started = time.monotonic()
+        try:
+            outcome.response = self.handler(sqs_event(messages, queue_arn=self.queue_arn, region=self.region), context)
+        except Exception as exc:  # an invocation error fails the whole batch
+            outcome.failed_ids, outcome.error = list(ids), f"handler raised {type(exc).__name__}: {exc}"
+        else:
+            if time.monotonic() - started > self.timeout_seconds:
+                # Lambda would have killed it: the whole batch comes back, side effects and all.
+                outcome.failed_ids, outcome.error = list(ids), f"timed out after {self.timeout_seconds} s"
+            else:
+                outcome.failed_ids, outcome.error = failed_ids(outcome.response, ids)
+        finally:
+            with self._lock:
+                self.stats.in_flight -= 1
+        self._delete([m for m in messages if m["MessageId"] in set(outcome.succeeded_ids)])
+        with self._lock:
+            self.stats.succeeded += len(outcome.succeeded_ids)
+            self.stats.failed += len(outcome.failed_ids)
+            self.stats.batch_errors += outcome.error is not None
+        return outcome
+
+    def _delete(self, messages: list[dict[str, Any]]) -> None:
+        sqs = aws.client("sqs")
+        for start in range(0, len(messages), MAX_RECEIVE):
+            chunk = messages[start : start + MAX_RECEIVE]
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)]
+            sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
+
+    def poll_once(self) -> BatchOutcome | None:
+        messages = self.gather()
+        return self.invoke(messages) if messages else None
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run `max_concurrency` pollers: at most that many batches in flight."""
+        self._stop.clear()
+        for n in range(self.max_concurrency):
+            thread = threading.Thread(target=self._loop, name=f"esm-{self.function_name}-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+            except Exception:  # the emulator must keep polling, as Lambda does
+                time.sleep(0.5)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop polling; in-flight batches finish first."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+
+
 def poll_once(
     *,
     queue_url: str,
@@ -68,32 +206,15 @@ def poll_once(
     wait_seconds: int = 0,
     region: str = "us-east-1",
 ) -> BatchOutcome | None:
-    """Receive one batch (at most 10 per ReceiveMessage), invoke the handler, delete the successes."""
-    sqs = aws.client("sqs")
-    messages = sqs.receive_message(
-        QueueUrl=queue_url,
-        MaxNumberOfMessages=max(1, min(10, batch_size)),
-        WaitTimeSeconds=wait_seconds,
-        AttributeNames=["All"],
-        MessageAttributeNames=["All"],
-    ).get("Messages", [])
-    if not messages:
-        return None
-    ids = [m["MessageId"] for m in messages]
-    outcome = BatchOutcome(message_ids=ids)
-    context = LambdaContext(function_name, timeout_seconds)
-    try:
-        outcome.response = handler(sqs_event(messages, queue_arn=queue_arn, region=region), context)
-    except Exception as exc:  # an invocation error fails the whole batch
-        outcome.failed_ids, outcome.error = list(ids), f"handler raised {type(exc).__name__}: {exc}"
-        return outcome
-    outcome.failed_ids, outcome.error = failed_ids(outcome.response, ids)
-    done = set(outcome.succeeded_ids)
-    entries = [
-        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-        for i, m in enumerate(messages)
-        if m["MessageId"] in done
-    ]
-    if entries:
-        sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
-    return outcome
+    """Receive one batch, invoke the handler, settle it (tests drive the worker with this)."""
+    mapping = EventSourceMapping(
+        queue_url=queue_url,
+        queue_arn=queue_arn,
+        handler=handler,
+        function_name=function_name,
+        timeout_seconds=timeout_seconds,
+        batch_size=min(batch_size, MAX_RECEIVE),
+        wait_seconds=wait_seconds,
+        region=region,
+    )
+    return mapping.poll_once()

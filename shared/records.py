@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,7 +82,8 @@ class JobRecordStore(BasePersistenceLayer):
         super().__init__()
         self._table = table
         self._client = client
-        self._run: dict[str, Any] | None = None
+        # The run being acquired, per thread: the local event source runs batches concurrently.
+        self._local = threading.local()
 
     @property
     def table(self) -> str:
@@ -100,12 +102,11 @@ class JobRecordStore(BasePersistenceLayer):
 
     def save_inprogress(self, data: dict[str, Any], remaining_time_in_millis: int | None = None) -> None:
         # _put_record only receives the DataRecord; keep the run (job name, attempt) at hand for it.
-        # The worker runs records one at a time per store, so an attribute is enough.
-        self._run = data
+        self._local.run = data
         super().save_inprogress(data, remaining_time_in_millis)
 
     def _put_record(self, data_record: DataRecord) -> None:
-        run = self._run or {}
+        run = getattr(self._local, "run", None) or {}
         now = _now()
         values: dict[str, Any] = {
             ":job": {"S": str(run.get("job", ""))},

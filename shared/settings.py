@@ -61,6 +61,13 @@ def queue_name(stack: str, job: str) -> str:
     return f"{stack}-{job}"[:80]
 
 
+def job_for_queue(stack: str, queue_arn_or_name: str) -> str | None:
+    """The job whose queue this is (the inverse of `queue_name`), or None."""
+    name = queue_arn_or_name.rsplit(":", 1)[-1]
+    prefix = f"{stack}-"
+    return name[len(prefix) :] if name.startswith(prefix) and not name.endswith("-dlq") else None
+
+
 def queue_url_env(job: str) -> str:
     return ENV_QUEUE_URL_PREFIX + job.upper()
 

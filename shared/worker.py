@@ -40,8 +40,10 @@ from shared.settings import (
     METRICS_NAMESPACE,
     SERVICE_NAME,
     dlq_url_env,
+    job_for_queue,
     queue_url_env,
     record_ttl_seconds,
+    stack_name,
 )
 from shared.spec import JobSpec, get_spec
 
@@ -78,16 +80,19 @@ class Worker:
             data_keyword_argument="run", persistence_store=self.store, config=self.config
         )(self._execute)
 
-    @property
-    def spec(self) -> JobSpec:
+    def spec_for(self, event: dict[str, Any]) -> JobSpec:
+        """The job this invocation serves: the worker's job, else `LAMBDAJOBS_JOB` (set by CDK), else
+        the job whose queue the records come from (the local stack serves every job in one process)."""
         name = self._job or os.environ.get(ENV_JOB)
+        if not name:
+            records = event.get("Records") or [{}]
+            name = job_for_queue(stack_name(), str(records[0].get("eventSourceARN", "")))
         if not name:
             raise LambdaJobsError(f"{ENV_JOB} is not set: this worker does not know which job it serves.")
         return get_spec(name)
 
-    @property
-    def dlq_url(self) -> str:
-        name = self.spec.name
+    def dlq_url(self, spec: JobSpec) -> str:
+        name = spec.name
         url = os.environ.get(dlq_url_env(name))
         if not url:
             raise LambdaJobsError(f"{dlq_url_env(name)} is not set: cannot dead-letter job '{name}'.")
@@ -95,7 +100,7 @@ class Worker:
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
-        spec = self.spec  # a misconfigured function fails the whole batch: nothing is deleted
+        spec = self.spec_for(event)  # a misconfigured function fails the whole batch: nothing is deleted
         self.config.register_lambda_context(context)
         if metrics.default_dimensions.get("job") != spec.name:  # set once: a repeat warns
             metrics.set_default_dimensions(job=spec.name)
@@ -133,7 +138,7 @@ class Worker:
                     f"send it to the queue of '{envelope.job}'."
                 )
         except (EnvelopeError, UnknownJobError) as exc:
-            return self._dead_letter(record, exc, attempt, job_id=None)
+            return self._dead_letter(spec, record, exc, attempt, job_id=None)
 
         job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
         logger.set_correlation_id(job_id)
@@ -154,7 +159,7 @@ class Worker:
                 f"invalid {spec.payload_model.__name__} payload: {summarize_validation_error(exc)}"
             )
             self.store.mark(job_id, spec.name, "dead", error)
-            return self._dead_letter(record, error, attempt, job_id=job_id)
+            return self._dead_letter(spec, record, error, attempt, job_id=job_id)
 
         run = {"job_id": job_id, "job": spec.name, "attempt": attempt, "max_attempts": spec.max_attempts}
         ctx = JobContext(
@@ -178,7 +183,7 @@ class Worker:
             metrics.add_metric(name="JobFailed", unit=MetricUnit.Count, value=1)
             if is_final_failure(run, exc):
                 logger.warning("job failed for good", extra={"error": error_fields(exc)})
-                return self._dead_letter(record, exc, attempt, job_id=job_id)
+                return self._dead_letter(spec, record, exc, attempt, job_id=job_id)
             delay = spec.backoff.delay(attempt, self.rng)
             logger.warning(
                 "job failed; will retry", extra={"error": error_fields(exc), "retry_in_seconds": delay}
@@ -227,7 +232,9 @@ class Worker:
 
     # -- dead letters -------------------------------------------------------------------------------
 
-    def _dead_letter(self, record: SQSRecord, exc: BaseException, attempt: int, job_id: str | None) -> None:
+    def _dead_letter(
+        self, spec: JobSpec, record: SQSRecord, exc: BaseException, attempt: int, job_id: str | None
+    ) -> None:
         """Move a record to the DLQ now, with its reason. Raising here reports the record failed,
         so the message stays in the queue and SQS redrive still catches it: never lost."""
         err = error_fields(exc)
@@ -250,7 +257,7 @@ class Worker:
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}
         aws.client("sqs").send_message(
-            QueueUrl=self.dlq_url, MessageBody=record.body, MessageAttributes=attributes
+            QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
         )
         metrics.add_metric(name="JobDeadLettered", unit=MetricUnit.Count, value=1)
         logger.warning(
