@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint synth clean
+.PHONY: install test lint synth demo dev clean
 
 install: $(STAMP)
 
@@ -21,6 +21,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy shared infra
+
+demo: $(STAMP)
+	$(PY) -m lambdajobs.demo
+
+dev: $(STAMP)
+	$(VENV)/bin/lambdajobs dev
 
 synth: $(STAMP)
 	rm -rf cdk.out

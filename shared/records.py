@@ -322,6 +322,26 @@ def get_status(job_id: str, *, store: JobRecordStore | None = None) -> JobStatus
     return status_from_item(job_id, store.get_item(job_id))
 
 
+def get_statuses(job_ids: list[str], *, store: JobRecordStore | None = None) -> dict[str, JobStatus]:
+    """Statuses of many jobs in BatchGetItem calls (100 keys each); unknown ids read as pending."""
+    store = store or JobRecordStore()
+    found: dict[str, dict[str, Any]] = {}
+    unique = list(dict.fromkeys(job_ids))
+    for start in range(0, len(unique), 100):
+        request: dict[str, Any] = {
+            store.table: {
+                "Keys": [{"id": {"S": j}} for j in unique[start : start + 100]],
+                "ConsistentRead": True,
+            }
+        }
+        while request:
+            response = store.client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(store.table, []):
+                found[item["id"]["S"]] = item
+            request = response.get("UnprocessedKeys") or {}
+    return {j: status_from_item(j, found.get(j)) for j in unique}
+
+
 def wait_for(
     job_id: str,
     timeout_seconds: float = 60.0,

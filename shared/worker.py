@@ -19,6 +19,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled as metrics_disabled
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
@@ -51,6 +52,13 @@ logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
+
+
+def _metric(name: str, unit: MetricUnit, value: float) -> None:
+    # Powertools keeps adding (and prints at 100 values) even when POWERTOOLS_METRICS_DISABLED is
+    # set; the local stack sets it, so honour it before adding.
+    if not metrics_disabled():
+        metrics.add_metric(name=name, unit=unit, value=value)
 
 
 class NotStartedError(LambdaJobsError):
@@ -102,8 +110,8 @@ class Worker:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
         spec = self.spec_for(event)  # a misconfigured function fails the whole batch: nothing is deleted
         self.config.register_lambda_context(context)
-        if metrics.default_dimensions.get("job") != spec.name:  # set once: a repeat warns
-            metrics.set_default_dimensions(job=spec.name)
+        if not metrics_disabled():
+            metrics.add_dimension(name="job", value=spec.name)  # cleared by every flush
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
         # instead of failing the invocation (same retries, clearer errors).
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
@@ -116,7 +124,8 @@ class Worker:
             )
             return response
         finally:
-            metrics.flush_metrics(raise_on_empty_metrics=False)
+            if not metrics_disabled():
+                metrics.flush_metrics(raise_on_empty_metrics=False)
 
     # -- one record ---------------------------------------------------------------------------------
 
@@ -127,7 +136,7 @@ class Worker:
         if remaining_ms < needed_ms:
             # Report it failed without running it, visible again at once for the next invocation.
             self._retry_after(spec, record, 0)
-            metrics.add_metric(name="JobDeferred", unit=MetricUnit.Count, value=1)
+            _metric("JobDeferred", MetricUnit.Count, 1)
             raise NotStartedError(f"not started: {remaining_ms} ms left, {needed_ms:.0f} ms needed")
         try:
             envelope = decode(record.body)
@@ -180,7 +189,7 @@ class Worker:
             logger.info("job already running elsewhere; will retry")
             raise
         except Exception as exc:
-            metrics.add_metric(name="JobFailed", unit=MetricUnit.Count, value=1)
+            _metric("JobFailed", MetricUnit.Count, 1)
             if is_final_failure(run, exc):
                 logger.warning("job failed for good", extra={"error": error_fields(exc)})
                 return self._dead_letter(spec, record, exc, attempt, job_id=job_id)
@@ -193,8 +202,8 @@ class Worker:
         finally:
             elapsed_ms = (time.perf_counter() - started) * 1000
             self._longest_ms[spec.name] = max(self._longest_ms.get(spec.name, 0.0), elapsed_ms)
-            metrics.add_metric(name="JobDuration", unit=MetricUnit.Milliseconds, value=elapsed_ms)
-        metrics.add_metric(name="JobSucceeded", unit=MetricUnit.Count, value=1)
+            _metric("JobDuration", MetricUnit.Milliseconds, elapsed_ms)
+        _metric("JobSucceeded", MetricUnit.Count, 1)
         logger.info("job succeeded")
         return result
 
@@ -259,7 +268,7 @@ class Worker:
         aws.client("sqs").send_message(
             QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
         )
-        metrics.add_metric(name="JobDeadLettered", unit=MetricUnit.Count, value=1)
+        _metric("JobDeadLettered", MetricUnit.Count, 1)
         logger.warning(
             "moved to the dead-letter queue",
             extra={"message_id": record.message_id, "job_id": job_id, "error": err},

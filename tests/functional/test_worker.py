@@ -178,3 +178,34 @@ def test_envelope_without_id_uses_the_message_id(emails_runner, sender, clock):
 
 def test_unknown_job_id_reads_pending(stack):
     assert get_status("never-sent").state == "pending"
+
+
+def test_metrics_per_job_are_emitted_as_emf(emails_runner, sender, clock, capsys):
+    # GIVEN one job that succeeds and one that is dead-lettered
+    enqueue("send_email", email("ok@example.com"))
+    enqueue("send_email", email("not-an-address"))
+    # WHEN the worker runs them
+    emails_runner.poll()
+    # THEN one EMF document carries the counts and the duration, with the job as dimension
+    [emf] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert emf["job"] == "send_email"
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "LambdaJobs"
+    assert ["job", "service"] in emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert (emf["JobSucceeded"], emf["JobFailed"], emf["JobDeadLettered"]) == ([1.0], [1.0], [1.0])
+    assert len(emf["JobDuration"]) == 2
+
+
+def test_the_job_dimension_follows_the_queue(stack, sender, clock, capsys):
+    # GIVEN one worker process serving two jobs in turn (as the local stack does)
+    from tests.functional.conftest import Runner
+
+    enqueue("send_email", email())
+    Runner(stack, "send_email").poll()
+    first = capsys.readouterr().out
+    from handlers.video import TranscodeVideo
+
+    enqueue("transcode_video", TranscodeVideo(video_id="v", source_uri="s3://x/v.mov", duration_seconds=1))
+    Runner(stack, "transcode_video").poll()
+    second = capsys.readouterr().out
+    emf = [json.loads(line) for line in (first + second).splitlines() if line.startswith('{"_aws"')]
+    assert [e["job"] for e in emf] == ["send_email", "transcode_video"]

@@ -1,0 +1,128 @@
+"""Operator helpers shared by the CLI and the demo: queue health, dead letters."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from shared import aws
+from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
+
+PEEK_VISIBILITY_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: dict[str, Any]  # message attributes, in SendMessage's shape
+    sent_at: datetime
+    receive_count: int
+
+    @property
+    def envelope(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    @property
+    def job_id(self) -> str | None:
+        value = self.envelope.get("id")
+        return str(value) if value is not None else None
+
+    def attribute(self, name: str) -> str | None:
+        value = self.attributes.get(name) or {}
+        text = value.get("StringValue")
+        return str(text) if text is not None else None
+
+    @property
+    def error_type(self) -> str:
+        # Messages moved by SQS redrive (not by the worker) carry no reason of ours.
+        return self.attribute(ATTR_ERROR_TYPE) or "MaxReceiveCountExceeded"
+
+    @property
+    def reason(self) -> str:
+        return self.attribute(ATTR_REASON) or "moved by SQS redrive after max_attempts receives"
+
+    @property
+    def attempts(self) -> str:
+        return self.attribute(ATTR_ATTEMPTS) or "?"
+
+    @property
+    def failed_at(self) -> str | None:
+        return self.attribute(ATTR_FAILED_AT)
+
+    def age_seconds(self, now: datetime | None = None) -> float:
+        return ((now or datetime.now(UTC)) - self.sent_at).total_seconds()
+
+
+def _dead_letter(message: dict[str, Any]) -> DeadLetter:
+    attrs = message.get("Attributes", {})
+    sent_ms = int(attrs.get("SentTimestamp", "0"))
+    return DeadLetter(
+        message_id=message["MessageId"],
+        receipt_handle=message["ReceiptHandle"],
+        body=message["Body"],
+        attributes={
+            k: {kk: vv for kk, vv in v.items() if kk in ("StringValue", "BinaryValue", "DataType")}
+            for k, v in message.get("MessageAttributes", {}).items()
+        },
+        sent_at=datetime.fromtimestamp(sent_ms / 1000, tz=UTC),
+        receive_count=int(attrs.get("ApproximateReceiveCount", "0")),
+    )
+
+
+def receive_dead_letters(
+    dlq_url: str, *, limit: int = 100, visibility_seconds: int = PEEK_VISIBILITY_SECONDS
+) -> list[DeadLetter]:
+    """Receive up to `limit` DLQ messages, hidden for `visibility_seconds` so a caller can act on them
+    (redrive, delete) without another reader taking them. Batch calls: moto's SQS costs O(depth)."""
+    sqs = aws.client("sqs")
+    seen: dict[str, DeadLetter] = {}
+    empty_rounds = 0
+    while len(seen) < limit and empty_rounds < 2:
+        got = sqs.receive_message(
+            QueueUrl=dlq_url,
+            MaxNumberOfMessages=min(10, limit - len(seen)),
+            VisibilityTimeout=visibility_seconds,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        new = [m for m in got if m["MessageId"] not in seen]
+        for message in new:
+            seen[message["MessageId"]] = _dead_letter(message)
+        empty_rounds = 0 if new else empty_rounds + 1
+    return list(seen.values())
+
+
+def release(dlq_url: str, letters: list[DeadLetter]) -> None:
+    """Make received messages visible again at once (after a peek)."""
+    sqs = aws.client("sqs")
+    for start in range(0, len(letters), 10):
+        chunk = letters[start : start + 10]
+        sqs.change_message_visibility_batch(
+            QueueUrl=dlq_url,
+            Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle, "VisibilityTimeout": 0} for i, d in enumerate(chunk)],
+        )
+
+
+def peek_dead_letters(dlq_url: str, *, limit: int = 100) -> list[DeadLetter]:
+    """List DLQ messages without taking them: receive, then make them visible again."""
+    letters = receive_dead_letters(dlq_url, limit=limit)
+    release(dlq_url, letters)
+    return letters
+
+
+def wait_until(predicate: Any, timeout_seconds: float, interval: float = 0.25) -> bool:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
