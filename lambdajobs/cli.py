@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-app = typer.Typer(help="lambdajobs: serverless background jobs on AWS.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="lambdajobs: serverless background jobs on AWS.", no_args_is_help=True, add_completion=False
+)
 console = Console()
 err = Console(stderr=True)
 
@@ -73,11 +75,13 @@ def dev(
             soft_wrap=True,
             highlight=False,
         )
-        console.print(f"Worker logs: {log_file}. Ctrl-C stops (in-flight batches finish first).")
+        console.print(
+            f"Worker logs: {log_file}. Ctrl-C stops (in-flight batches finish first).", soft_wrap=True
+        )
         with Live(_dev_table(local), console=console, refresh_per_second=4, transient=False) as live:
             while not stop.wait(refresh_seconds):
                 live.update(_dev_table(local))
-        console.print("stopping: no new polls, waiting for in-flight batches...")
+        console.print("\nstopping: no new polls, waiting for in-flight batches...")
     finally:
         local.stop()
     console.print("stopped.")

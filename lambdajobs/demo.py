@@ -31,8 +31,16 @@ from shared.producer import enqueue, enqueue_many
 from shared.records import JobStatus, get_status, get_statuses
 
 RECIPIENTS = 240
-INVALID = {17: "customer017-at-example.com", 58: "customer058@", 99: "customer 099@example.com", 150: "", 201: "@x.io"}
-FLAKY = {i: (2 if i in (30, 31) else 1) for i in (5, 30, 31, 77, 120, 160, 199, 230)}  # failures before success
+INVALID = {
+    17: "customer017-at-example.com",
+    58: "customer058@",
+    99: "customer 099@example.com",
+    150: "",
+    201: "@x.io",
+}
+FLAKY = {
+    i: (2 if i in (30, 31) else 1) for i in (5, 30, 31, 77, 120, 160, 199, 230)
+}  # failures before success
 RESENT = 20
 REPORT_FILE = Path("build/reports/demo.json")
 LOG_FILE = Path("build/local/demo-worker.log")
@@ -64,7 +72,11 @@ def address(i: int) -> str:
 
 def wait_final(job_ids: list[str], label: str) -> dict[str, JobStatus]:
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
     ) as bar:
         task = bar.add_task(label, total=len(job_ids))
         deadline = time.monotonic() + TIMEOUT_SECONDS
@@ -83,7 +95,9 @@ def run(local: LocalStack, provider: FlakyProvider) -> dict[str, Any]:
     console.rule("1. An email campaign")
     ids = [f"spring-sale-{i:03d}" for i in range(RECIPIENTS)]
     payloads = [
-        SendEmail(to=address(i), subject="Spring sale", body="20% off everything this week.", campaign_id="spring")
+        SendEmail(
+            to=address(i), subject="Spring sale", body="20% off everything this week.", campaign_id="spring"
+        )
         for i in range(RECIPIENTS)
     ]
     sent = enqueue_many("send_email", payloads, job_ids=ids)
@@ -109,14 +123,21 @@ def run(local: LocalStack, provider: FlakyProvider) -> dict[str, Any]:
 
     console.rule("3. A video transcode")
     video_id = enqueue(
-        "transcode_video", TranscodeVideo(video_id="launch-keynote", source_uri="s3://media/keynote.mov", duration_seconds=240)
+        "transcode_video",
+        TranscodeVideo(video_id="launch-keynote", source_uri="s3://media/keynote.mov", duration_seconds=240),
     )
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), console=console) as bar:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"), console=console
+    ) as bar:
         task = bar.add_task("transcode", total=100)
         deadline = time.monotonic() + TIMEOUT_SECONDS
         status = get_status(video_id)
         while not status.done and time.monotonic() < deadline:
-            bar.update(task, completed=status.progress or 0, description=f"transcode ({status.progress_message or status.state})")
+            bar.update(
+                task,
+                completed=status.progress or 0,
+                description=f"transcode ({status.progress_message or status.state})",
+            )
             time.sleep(0.2)
             status = get_status(video_id)
         bar.update(task, completed=status.progress or 0, description=f"transcode ({status.state})")
@@ -194,7 +215,9 @@ def main() -> int:
     provider = FlakyProvider({address(i): n for i, n in FLAKY.items()})
     previous_sender = emails.set_sender(provider)
     previous_encoder = video.set_encoder(video.SimulatedEncoder(seconds_per_minute=0.4))
-    console.print("[bold]lambdajobs demo[/bold]: the whole system on an embedded AWS emulator (moto), no account.")
+    console.print(
+        "[bold]lambdajobs demo[/bold]: the whole system on an embedded AWS emulator (moto), no account."
+    )
     try:
         with LocalStack(stack="demo", port=0, log_file=LOG_FILE) as local:
             console.print(f"local AWS endpoint {local.endpoint}; worker logs in {LOG_FILE}")

@@ -140,7 +140,9 @@ class EventSourceMapping:
             self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         started = time.monotonic()
         try:
-            outcome.response = self.handler(sqs_event(messages, queue_arn=self.queue_arn, region=self.region), context)
+            outcome.response = self.handler(
+                sqs_event(messages, queue_arn=self.queue_arn, region=self.region), context
+            )
         except Exception as exc:  # an invocation error fails the whole batch
             outcome.failed_ids, outcome.error = list(ids), f"handler raised {type(exc).__name__}: {exc}"
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,10 @@ class LocalStack:
         self.server.start()
         host, port = self.server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        # moto keeps its state per process, not per server: start from an empty account every time.
+        urllib.request.urlopen(
+            urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=10
+        )
         # One process serves every job: no LAMBDAJOBS_JOB, the worker finds the job from the queue.
         self._saved_env.setdefault(ENV_JOB, os.environ.pop(ENV_JOB, None))
         self._set_env(
@@ -178,9 +183,15 @@ class LocalStack:
 
 def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
     sqs = aws.client("sqs")
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
-    dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"
+    ]
     return QueueHealth(
         job=job,
         depth=int(attrs.get("ApproximateNumberOfMessages", 0)),

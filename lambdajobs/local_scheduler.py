@@ -100,7 +100,9 @@ class LocalScheduler:
 
     def start(self, interval_seconds: float = 1.0) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, args=(interval_seconds,), name="scheduler", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, args=(interval_seconds,), name="scheduler", daemon=True
+        )
         self._thread.start()
 
     def _loop(self, interval: float) -> None:

@@ -108,7 +108,10 @@ def release(dlq_url: str, letters: list[DeadLetter]) -> None:
         chunk = letters[start : start + 10]
         sqs.change_message_visibility_batch(
             QueueUrl=dlq_url,
-            Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle, "VisibilityTimeout": 0} for i, d in enumerate(chunk)],
+            Entries=[
+                {"Id": str(i), "ReceiptHandle": d.receipt_handle, "VisibilityTimeout": 0}
+                for i, d in enumerate(chunk)
+            ],
         )
 
 

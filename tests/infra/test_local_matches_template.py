@@ -1,0 +1,91 @@
+"""The local stack and CDK provision from the same specs: compare them so they can never drift."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from moto import mock_aws
+
+import handlers  # noqa: F401
+from lambdajobs.provision import SCHEDULED_TIME_PLACEHOLDER, provision
+from shared import aws
+from shared.spec import registered_jobs
+from tests.conftest import FAKE_AWS_ENV
+from tests.infra.test_stack import logical_id, props
+
+JOBS = [spec.name for spec in registered_jobs()]
+
+
+@pytest.fixture(scope="module")
+def local():
+    with pytest.MonkeyPatch.context() as env, mock_aws():
+        for key, value in FAKE_AWS_ENV.items():
+            env.setenv(key, value)
+        env.delenv("AWS_ENDPOINT_URL", raising=False)
+        aws.reset_clients()
+        provisioned = provision(registered_jobs(), stack="drift")
+        sqs = aws.client("sqs")
+        queues = {}
+        for job, q in provisioned.queues.items():
+            queues[job] = (
+                sqs.get_queue_attributes(QueueUrl=q.queue_url, AttributeNames=["All"])["Attributes"],
+                sqs.get_queue_attributes(QueueUrl=q.dlq_url, AttributeNames=["All"])["Attributes"],
+            )
+        table = aws.client("dynamodb").describe_table(TableName=provisioned.table)["Table"]
+        ttl = aws.client("dynamodb").describe_time_to_live(TableName=provisioned.table)[
+            "TimeToLiveDescription"
+        ]
+        schedules = {
+            s.name: aws.client("scheduler").get_schedule(Name=s.name, GroupName=provisioned.cron_group)
+            for s in registered_jobs()
+            if s.schedule
+        }
+        yield {"queues": queues, "table": table, "ttl": ttl, "schedules": schedules}
+    aws.reset_clients()
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_queues_match(template, stack, local, job):
+    worker = stack.workers[job]
+    cdk_queue, cdk_dlq = (
+        props(template, stack, worker.queue),
+        props(template, stack, worker.dead_letter_queue),
+    )
+    queue, dlq = local["queues"][job]
+    assert int(queue["VisibilityTimeout"]) == cdk_queue["VisibilityTimeout"]
+    assert int(queue["MessageRetentionPeriod"]) == cdk_queue["MessageRetentionPeriod"]
+    assert (
+        json.loads(queue["RedrivePolicy"])["maxReceiveCount"] == cdk_queue["RedrivePolicy"]["maxReceiveCount"]
+    )
+    assert json.loads(queue["RedrivePolicy"])["deadLetterTargetArn"] == dlq["QueueArn"]
+    assert int(dlq["MessageRetentionPeriod"]) == cdk_dlq["MessageRetentionPeriod"]
+    assert queue["SqsManagedSseEnabled"] == dlq["SqsManagedSseEnabled"] == "true"
+    assert cdk_queue["SqsManagedSseEnabled"] is cdk_dlq["SqsManagedSseEnabled"] is True
+    assert queue["QueueArn"].endswith(":" + cdk_queue["QueueName"].replace("lambdajobs-", "drift-"))
+
+
+def test_table_matches(template, stack, local):
+    cdk = props(template, stack, stack.table)
+    table = local["table"]
+    assert table["KeySchema"] == cdk["KeySchema"]
+    [index] = table["GlobalSecondaryIndexes"]
+    [cdk_index] = cdk["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == cdk_index["IndexName"]
+    assert index["KeySchema"] == cdk_index["KeySchema"]
+    assert index["Projection"] == cdk_index["Projection"]
+    assert local["ttl"]["AttributeName"] == cdk["TimeToLiveSpecification"]["AttributeName"]
+    assert table["BillingModeSummary"]["BillingMode"] == cdk["BillingMode"]
+
+
+@pytest.mark.parametrize("job", [s.name for s in registered_jobs() if s.schedule])
+def test_schedules_match(template, stack, local, job):
+    cdk = props(template, stack, stack.workers[job].schedule)
+    schedule = local["schedules"][job]
+    assert schedule["ScheduleExpression"] == cdk["ScheduleExpression"]
+    assert schedule["ScheduleExpressionTimezone"] == cdk["ScheduleExpressionTimezone"]
+    assert schedule["FlexibleTimeWindow"] == cdk["FlexibleTimeWindow"]
+    assert schedule["Target"]["RetryPolicy"] == cdk["Target"]["RetryPolicy"]
+    assert json.loads(schedule["Target"]["Input"]) == json.loads(cdk["Target"]["Input"])
+    assert SCHEDULED_TIME_PLACEHOLDER in schedule["Target"]["Input"]
+    assert logical_id(stack, stack.workers[job].queue) in json.dumps(cdk["Target"]["Arn"])

@@ -1,0 +1,104 @@
+"""End to end on the local stack: moto's server, the event source emulator, the deployed handler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from handlers import emails
+from handlers.emails import SendEmail
+from lambdajobs.local import LocalStack
+from lambdajobs.ops import peek_dead_letters
+from shared import Backoff
+from shared.producer import enqueue
+from shared.records import get_status, wait_for
+from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
+from shared.spec import isolated_registry, job, registered_jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Poison(BaseModel):
+    n: int
+
+
+def always_fails(payload: Poison) -> None:
+    raise RuntimeError("this job never works")
+
+
+@pytest.fixture
+def local(tmp_path, monkeypatch):
+    # a job that always fails, retried at once (no backoff) so the test does not wait
+    with isolated_registry(keep=True):
+        job(name="poison", max_attempts=3, backoff=Backoff.fixed(0))(always_fails)
+        previous = emails.set_sender(emails.LogSender())
+        with LocalStack(stack="e2e", port=0, log_file=tmp_path / "worker.log") as stack:
+            stack.start_workers()
+            yield stack
+        emails.set_sender(previous)
+
+
+def test_a_job_is_processed_by_the_emulator_and_reads_succeeded(local):
+    job_id = enqueue("send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"))
+    status = wait_for(job_id, timeout_seconds=20, poll_seconds=0.1)
+    assert (status.state, status.attempts) == ("succeeded", 1)
+    assert local.mappings["send_email"].stats.succeeded == 1
+
+
+def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
+    job_id = enqueue("poison", Poison(n=1))
+    status = wait_for(job_id, timeout_seconds=30, poll_seconds=0.1)
+    assert (status.state, status.attempts) == ("dead", 3)
+    [letter] = peek_dead_letters(local.provisioned.queues["poison"].dlq_url)
+    assert letter.job_id == job_id
+    assert letter.attribute(ATTR_ATTEMPTS) == "3" and letter.attribute(ATTR_ERROR_TYPE) == "RuntimeError"
+    assert local.health("poison").depth == 0
+
+
+def test_the_local_stack_serves_every_declared_job(local):
+    assert set(local.mappings) == {s.name for s in registered_jobs()}
+
+
+def test_lambdajobs_dev_starts_and_stops_cleanly_on_sigterm(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lambdajobs.cli", "dev", "--port", "0", "--log-file", str(tmp_path / "w.log")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "Ctrl-C" in line:
+                ready.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(60), "".join(lines)
+        assert any("lambdajobs local stack on http://127.0.0.1:" in x for x in lines), "".join(lines)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    rest = "".join(lines)
+    assert proc.returncode == 0, rest
+    assert "stopped." in rest
