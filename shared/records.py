@@ -318,6 +318,8 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
 def get_status(job_id: str, *, store: JobRecordStore | None = None) -> JobStatus:
     """The status of a job by id: state, attempts, timestamps, result, last error. Never raises for
     an unknown id: a job that has not started yet reads as `pending`."""
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError(f"job_id must be a non-empty string, got {job_id!r}")
     store = store or JobRecordStore()
     return status_from_item(job_id, store.get_item(job_id))
 

@@ -8,6 +8,7 @@ a bad declaration fails at import with an error naming the job and the fix.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import json
 import typing
@@ -350,12 +351,34 @@ def get_spec(job_ref: JobRef) -> JobSpec:
     if isinstance(job_ref, Job):
         return job_ref.spec
     spec = _REGISTRY.get(job_ref)
+    if spec is None and _import_jobs_package():
+        spec = _REGISTRY.get(job_ref)
     if spec is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise UnknownJobError(
             f"unknown job '{job_ref}' (declared jobs: {known}); import the module that declares it."
         )
     return spec
+
+
+#: Where a project's jobs live (ARCHITECTURE.md): imported on first lookup of an unknown job name, so
+#: a producer can `enqueue("send_email", ...)` without importing the module that declares it.
+JOBS_PACKAGE = "handlers"
+_jobs_imported = False
+
+
+def _import_jobs_package() -> bool:
+    global _jobs_imported
+    if _jobs_imported:
+        return False
+    _jobs_imported = True
+    try:
+        importlib.import_module(JOBS_PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != JOBS_PACKAGE:
+            raise  # the package exists but something it imports does not: say so
+        return False
+    return True
 
 
 def registered_jobs() -> list[JobSpec]:

@@ -44,3 +44,11 @@ def test_importing_the_lambda_entry_point_loads_nothing_heavy_and_creates_no_cli
     # THEN no build/test/CLI library is loaded and no boto3 client exists yet
     assert {m.split(".")[0] for m in loaded["modules"]} & HEAVY == set()
     assert loaded["clients"] == []
+
+
+def test_a_producer_finds_jobs_without_importing_their_module():
+    # GIVEN a fresh interpreter that imports only the producer API
+    code = "from shared.spec import get_spec\nprint(get_spec('send_email').name)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    # THEN the job is found: the handlers package is imported on the first unknown name
+    assert out.stdout.strip() == "send_email"
