@@ -19,7 +19,7 @@ from lambdajobs.local import LocalStack
 from lambdajobs.ops import peek_dead_letters
 from shared import Backoff
 from shared.producer import enqueue
-from shared.records import get_status, wait_for
+from shared.records import wait_for
 from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
 from shared.spec import isolated_registry, job, registered_jobs
 
