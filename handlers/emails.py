@@ -67,7 +67,7 @@ def get_sender() -> Sender:
     return _sender
 
 
-@job(timeout_seconds=30, max_attempts=5, max_concurrency=10)
+@job(timeout_seconds=30, max_attempts=5, max_concurrency=10, pii_fields=("to",))
 def send_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
     if not _ADDRESS.match(payload.to):
         # Never echo the address: it is personal data, and this message lands in the DLQ reason.

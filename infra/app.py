@@ -15,10 +15,11 @@ from shared.spec import registered_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package, plus
-#: the pure-Python packages `@cron` validates with (the Powertools layer has Powertools and pydantic;
-#: the Lambda runtime has boto3 and dateutil). Copied from this virtualenv: synth stays offline.
+#: the pure-Python packages `@cron` validates with and Powertools data masking needs (the Powertools
+#: layer has Powertools and pydantic; the Lambda runtime has boto3 and dateutil). Copied from this
+#: virtualenv: synth stays offline.
 RUNTIME_PACKAGES = ("shared", "handlers")
-VENDORED_PACKAGES = ("aws_cron_expression_validator", "pyawscron", "tzdata")
+VENDORED_PACKAGES = ("aws_cron_expression_validator", "pyawscron", "tzdata", "jsonpath_ng")
 DEFAULT_POWERTOOLS_LAYER_VERSION = 27
 
 

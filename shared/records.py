@@ -29,7 +29,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from shared import aws
+from shared import aws, pii
 from shared.errors import LambdaJobsError, PermanentError
 from shared.settings import ENV_TABLE, JOB_STATS_INDEX, record_ttl_seconds
 
@@ -62,7 +62,8 @@ def table_name() -> str:
 
 
 def error_fields(exc: BaseException) -> dict[str, str]:
-    return {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_CHARS]}
+    """An error as stored and logged: its type, and its message with the job's PII values masked."""
+    return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
 
 
 def is_final_failure(run: dict[str, Any], exc: BaseException) -> bool:

@@ -66,6 +66,9 @@ class JobSpec:
     #: Stack resources the job uses beyond its own queue and record: "bucket" (read/write the stack's
     #: data bucket, `LAMBDAJOBS_BUCKET`), "job_stats" (query job records by job and finish time).
     uses: tuple[str, ...] = ()
+    #: Payload fields that hold personal data (dotted paths for nested models): their values never
+    #: appear in logs, job-record errors or DLQ reasons. Default: none.
+    pii_fields: tuple[str, ...] = ()
     #: For `@cron` jobs: when it runs, and the payload each run gets (JSON text; see `schedule_payload`).
     schedule: Schedule | None = None
     schedule_payload_json: str | None = field(default=None, repr=False)
@@ -175,6 +178,12 @@ def _validate(spec: JobSpec) -> None:
     problem = spec.backoff.check(name)
     if problem:
         raise DeclarationError(problem)
+    unknown_pii = [f for f in spec.pii_fields if f.split(".")[0] not in spec.payload_model.model_fields]
+    if unknown_pii:
+        raise DeclarationError(
+            f"job '{name}': pii_fields {unknown_pii} are not fields of {spec.payload_model.__name__}; "
+            f"name payload fields (dotted for nested ones)."
+        )
     bad_uses = sorted(set(spec.uses) - USES)
     if bad_uses:
         raise DeclarationError(f"job '{name}': uses={bad_uses} is unknown; choose from {sorted(USES)}.")
@@ -205,6 +214,7 @@ def job(
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
     uses: tuple[str, ...] | list[str] = (),
+    pii_fields: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -253,6 +263,7 @@ def _register(
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
     uses: tuple[str, ...] | list[str] = (),
+    pii_fields: tuple[str, ...] | list[str] = (),
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
@@ -283,6 +294,7 @@ def _register(
         backoff=backoff if backoff is not None else Backoff(),
         enqueues=tuple(enqueues),
         uses=tuple(uses),
+        pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         schedule=schedule,
         schedule_payload_json=payload_json,
         takes_context=takes_context,

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import BaseModel, ValidationError
 
-from shared import aws
+from shared import aws, pii
 from shared.context import JobContext
 from shared.envelope import Envelope, decode, summarize_validation_error
 from shared.errors import EnvelopeError, LambdaJobsError, PayloadValidationError, UnknownJobError
@@ -49,6 +49,7 @@ from shared.settings import (
 from shared.spec import JobSpec, get_spec
 
 logger = Logger(service=SERVICE_NAME)
+pii.install(logger)  # every line is checked for the current record's personal data
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
@@ -153,7 +154,8 @@ class Worker:
         logger.set_correlation_id(job_id)
         logger.append_keys(job=spec.name, attempt=attempt)
         try:
-            return self._run(spec, envelope, job_id, attempt, record, context)
+            with pii.bound(spec.pii_fields, envelope.payload):
+                return self._run(spec, envelope, job_id, attempt, record, context)
         finally:
             logger.remove_keys(["job", "attempt"])
             logger.set_correlation_id(None)

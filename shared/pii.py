@@ -1,0 +1,135 @@
+"""Personal data stays out of logs: jobs declare `pii_fields`, the framework erases them.
+
+While a record runs, the values of its payload's PII fields are known (a context variable, so
+concurrent batches in one process do not mix). Every line the worker's logger writes is checked
+before it leaves: keys named like a PII field are erased with Powertools data masking, and any PII
+value that appears anywhere else (a message, an error, another key) is replaced by the same mask.
+Error messages stored in job records and DLQ reasons go through `scrub` too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+MASK = "*****"  # what Powertools DataMasking.erase writes
+MIN_VALUE_LENGTH = 4  # shorter values ("1", "yes") would mask unrelated text
+
+_values: ContextVar[tuple[str, ...]] = ContextVar("lambdajobs_pii_values", default=())
+_fields: ContextVar[tuple[str, ...]] = ContextVar("lambdajobs_pii_fields", default=())
+
+
+def _collect(value: Any, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _collect(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect(item, out)
+    elif isinstance(value, str | int | float) and not isinstance(value, bool):
+        text = str(value)
+        if len(text) >= MIN_VALUE_LENGTH:
+            out.append(text)
+
+
+def values_of(fields: tuple[str, ...], payload: dict[str, Any]) -> tuple[str, ...]:
+    """The values of `fields` (dotted paths) in a payload, longest first (so overlaps mask fully)."""
+    found: list[str] = []
+    for path in fields:
+        node: Any = payload
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        _collect(node, found)
+    return tuple(sorted(set(found), key=len, reverse=True))
+
+
+@contextmanager
+def bound(fields: tuple[str, ...], payload: dict[str, Any]) -> Iterator[None]:
+    """Mask these fields' values in everything logged or recorded inside the block."""
+    tokens = (_fields.set(fields), _values.set(values_of(fields, payload)))
+    try:
+        yield
+    finally:
+        _fields.reset(tokens[0])
+        _values.reset(tokens[1])
+
+
+def scrub(text: str) -> str:
+    """Replace the current record's PII values in a string."""
+    for value in _values.get():
+        text = text.replace(value, MASK)
+    return text
+
+
+def _erase_fields(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    from aws_lambda_powertools.utilities.data_masking import DataMasking
+
+    names = {f.split(".")[-1] for f in fields}
+    present = [key for key in data if key in names]
+    if present:
+        data = DataMasking().erase(data, fields=present)
+    return {k: _erase_fields(v, fields) if isinstance(v, dict) else v for k, v in data.items()}
+
+
+class ScrubbingFormatter(logging.Formatter):
+    """Wraps the Powertools JSON formatter: erases PII from each finished line. Everything else
+    (append_keys, correlation id, ...) is delegated to the wrapped formatter."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = self.inner.format(record)
+        fields, values = _fields.get(), _values.get()
+        if not fields and not values:
+            return line
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return scrub(line)
+        if isinstance(data, dict) and fields:
+            data = _erase_fields(data, fields)
+        return scrub(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
+
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class ScrubbingFilter(logging.Filter):
+    """Masks PII in the record itself, so every handler (not only the Powertools one) gets it clean."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields, values = _fields.get(), _values.get()
+        if not fields and not values:
+            return True
+        record.msg, record.args = scrub(record.getMessage()), ()
+        names = {f.split(".")[-1] for f in fields}
+        for key, value in list(vars(record).items()):
+            if key in _STANDARD:
+                continue
+            if key in names:
+                setattr(record, key, MASK)
+            elif isinstance(value, dict):
+                setattr(record, key, json.loads(scrub(json.dumps(_erase_fields(value, fields), default=str))))
+            elif isinstance(value, str):
+                setattr(record, key, scrub(value))
+        return True
+
+
+def install(logger: Any) -> None:
+    """Mask PII on a Powertools Logger: in each record (a filter) and in each finished line (a
+    formatter wrapper, which also sees keys added with append_keys). Idempotent."""
+    std = logging.getLogger(logger.service)
+    if not any(isinstance(f, ScrubbingFilter) for f in std.filters):
+        std.addFilter(ScrubbingFilter())
+    for handler in std.handlers:
+        if handler.formatter is not None and not isinstance(handler.formatter, ScrubbingFormatter):
+            handler.setFormatter(ScrubbingFormatter(handler.formatter))
