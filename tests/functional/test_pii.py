@@ -15,6 +15,7 @@ EMAIL = "jane.doe@example.com"
 CARD = "4111111111111111"
 OTHER_EMAIL = "john.roe@example.org"
 OTHER_CARD = "5500005555555559"
+BACKUP_CARD = "3530111333300000"
 
 
 class Charge(BaseModel):
@@ -32,6 +33,8 @@ def charge_card(payload: Charge, ctx: JobContext) -> dict:
     # a careless job: it logs and raises with the personal data in every way it can
     ctx.logger.info(f"charging {payload.card_number} for {payload.email}", extra={"email": payload.email})
     ctx.logger.info("details", extra={"customer": {"email": payload.email, "card": payload.card_number}})
+    # a value not from this payload, under a PII field's name: erased by name (data masking)
+    ctx.logger.info("backup card", extra={"card_number": BACKUP_CARD, "wallet": {"card_number": BACKUP_CARD}})
     key = payload.card_number
     Calls.seen[key] = Calls.seen.get(key, 0) + 1
     if payload.outcome == "retry" and Calls.seen[key] == 1:
