@@ -103,6 +103,7 @@ def test_pii_never_appears_in_logs_errors_or_dlq_reasons(runner, clock, worker_l
     reasons = json.dumps([m["MessageAttributes"] for m in dlq])
     errors = json.dumps([s.error for s in statuses.values()])
     for secret in (
+        BACKUP_CARD,
         EMAIL,
         CARD,
         OTHER_EMAIL,
