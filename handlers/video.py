@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from shared import JobContext, job
+from shared import Alarms, JobContext, job
 
 Format = Literal["720p", "1080p", "4k"]
 ALL_FORMATS: tuple[Format, ...] = ("720p", "1080p", "4k")
@@ -69,6 +69,8 @@ def set_encoder(encoder: Encoder) -> Encoder:
     max_concurrency=5,
     memory_mb=1024,
     idempotency_key=("video_id", "formats"),
+    # encodes take minutes: a backlog of 100 is already hours of work
+    alarms=Alarms(queue_depth_above=100, oldest_message_age_seconds_above=3600),
 )
 def transcode_video(payload: TranscodeVideo, ctx: JobContext) -> dict[str, object]:
     outputs: dict[str, str] = {}

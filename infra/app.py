@@ -6,7 +6,7 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-from aws_cdk import App, Environment
+from aws_cdk import App, Aspects, Environment
 from aws_cdk import aws_logs as logs
 
 from infra.stack import LambdaJobsStack
@@ -38,10 +38,12 @@ def stage_asset(out_dir: Path) -> Path:
     return out_dir
 
 
-def build_app(outdir: str | None = None) -> tuple[App, LambdaJobsStack]:
+def build_app(
+    outdir: str | None = None, context: dict[str, str] | None = None
+) -> tuple[App, LambdaJobsStack]:
     import handlers  # noqa: F401  (declares every job)
 
-    app = App(outdir=outdir) if outdir else App()
+    app = App(outdir=outdir, context=context) if outdir else App(context=context)
     stack_name = app.node.try_get_context("stack_name") or DEFAULT_STACK_NAME
     layer_version = int(
         app.node.try_get_context("powertools_layer_version") or DEFAULT_POWERTOOLS_LAYER_VERSION
@@ -56,10 +58,29 @@ def build_app(outdir: str | None = None) -> tuple[App, LambdaJobsStack]:
         asset_dir=str(asset),
         powertools_layer_version=layer_version,
         log_retention=_retention(retention_days),
+        alarm_email=app.node.try_get_context("alarm_email") or None,
         env=Environment(),  # account/region from the deploying profile
         description="lambdajobs: background jobs on SQS + Lambda",
     )
+    # cdk-nag's AwsSolutions rules run on every synth (here and in the tests); suppressions live
+    # next to the resources they concern (infra/nag.py), each with its reason.
+    from cdk_nag import AwsSolutionsChecks
+
+    from infra.nag import suppress
+
+    suppress(stack)
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return app, stack
+
+
+def nag_errors(assembly: object) -> list[str]:
+    """Unsuppressed cdk-nag errors (and any other synth errors) in a synthesized assembly."""
+    found = []
+    for artifact in assembly.stacks:  # type: ignore[attr-defined]
+        for message in artifact.messages:
+            if str(message.entry.type) == "aws:cdk:error":
+                found.append(f"{message.id}: {message.entry.data}")
+    return found
 
 
 _RETENTION = {

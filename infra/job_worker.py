@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from aws_cdk import CfnOutput, Duration, Stack, TimeZone
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -57,6 +58,7 @@ class JobWorker(Construct):
         scheduler_dlq: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.spec = spec
         stack = Stack.of(self)
         name = queue_name(stack.stack_name, spec.name)
         # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
@@ -123,8 +125,13 @@ class JobWorker(Construct):
         )
         self.function.add_event_source(self.event_source)  # grants consume on its own queue
         self.dead_letter_queue.grant_send_messages(self.function)
-        # The job record: acquire/complete are UpdateItem, status reads are GetItem.
-        table.grant(self.function, "dynamodb:GetItem", "dynamodb:UpdateItem")
+        # The job record: acquire/complete are UpdateItem, status reads are GetItem. On the table only:
+        # Table.grant would add its indexes too, which these actions never touch.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn]
+            )
+        )
 
         manifest = ssm.StringParameter(
             self,

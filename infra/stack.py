@@ -17,6 +17,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.job_worker import JobWorker
+from infra.monitoring import Monitoring
 from shared.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
@@ -44,7 +45,7 @@ def construct_id(job: str) -> str:
 
 class LambdaJobsStack(Stack):
     """Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `scheduler_dlq`,
-    `cron_group`, `one_time_group`, `scheduler_role`, `producer_policy`."""
+    `cron_group`, `one_time_group`, `scheduler_role`, `producer_policy`, `monitoring`."""
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class LambdaJobsStack(Stack):
         asset_dir: str,
         powertools_layer_version: int,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        alarm_email: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id_, **kwargs)
@@ -141,6 +143,7 @@ class LambdaJobsStack(Stack):
             worker.queue.grant_send_messages(self.scheduler_role)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
         self.producer_policy = self._producer_policy()
+        self.monitoring = Monitoring(self, "Monitoring", workers=self.workers, alarm_email=alarm_email)
 
         ssm.StringParameter(
             self,
@@ -159,6 +162,15 @@ class LambdaJobsStack(Stack):
             description="lambdajobs stack manifest: table, bucket, scheduler settings",
         )
         CfnOutput(self, "JobTableName", value=self.table.table_name, description="lambdajobs job table")
+        CfnOutput(
+            self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn, description="alarm notifications"
+        )
+        CfnOutput(
+            self,
+            "DashboardName",
+            value=self.monitoring.dashboard.dashboard_name,
+            description="CloudWatch dashboard of the jobs",
+        )
         CfnOutput(
             self, "DataBucketName", value=self.bucket.bucket_name, description="reports and job outputs"
         )

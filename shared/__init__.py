@@ -6,6 +6,7 @@ aws_cdk, moto, rich or typer.
 """
 
 from shared import aws
+from shared.alarms import Alarms
 from shared.backoff import Backoff
 from shared.context import JobContext
 from shared.errors import (
@@ -21,6 +22,7 @@ from shared.errors import (
 from shared.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
 
 __all__ = [
+    "Alarms",
     "Backoff",
     "DeclarationError",
     "EnvelopeError",

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from shared.alarms import Alarms
 from shared.backoff import Backoff
 from shared.envelope import summarize_validation_error
 from shared.errors import DeclarationError, UnknownJobError
@@ -69,6 +70,8 @@ class JobSpec:
     #: Payload fields that hold personal data (dotted paths for nested models): their values never
     #: appear in logs, job-record errors or DLQ reasons. Default: none.
     pii_fields: tuple[str, ...] = ()
+    #: Alarm thresholds (CloudWatch alarms to the stack's SNS topic). Default: `Alarms()`.
+    alarms: Alarms = field(default_factory=Alarms)
     #: For `@cron` jobs: when it runs, and the payload each run gets (JSON text; see `schedule_payload`).
     schedule: Schedule | None = None
     schedule_payload_json: str | None = field(default=None, repr=False)
@@ -178,6 +181,11 @@ def _validate(spec: JobSpec) -> None:
     problem = spec.backoff.check(name)
     if problem:
         raise DeclarationError(problem)
+    if not isinstance(spec.alarms, Alarms):
+        raise DeclarationError(f"job '{name}': alarms={spec.alarms!r}; use Alarms(...).")
+    problem = spec.alarms.check(name)
+    if problem:
+        raise DeclarationError(problem)
     unknown_pii = [f for f in spec.pii_fields if f.split(".")[0] not in spec.payload_model.model_fields]
     if unknown_pii:
         raise DeclarationError(
@@ -215,6 +223,7 @@ def job(
     enqueues: tuple[str, ...] | list[str] = (),
     uses: tuple[str, ...] | list[str] = (),
     pii_fields: tuple[str, ...] | list[str] = (),
+    alarms: Alarms | None = None,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -264,6 +273,7 @@ def _register(
     enqueues: tuple[str, ...] | list[str] = (),
     uses: tuple[str, ...] | list[str] = (),
     pii_fields: tuple[str, ...] | list[str] = (),
+    alarms: Alarms | None = None,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
@@ -295,6 +305,7 @@ def _register(
         enqueues=tuple(enqueues),
         uses=tuple(uses),
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
+        alarms=alarms if alarms is not None else Alarms(),
         schedule=schedule,
         schedule_payload_json=payload_json,
         takes_context=takes_context,

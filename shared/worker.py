@@ -196,6 +196,7 @@ class Worker:
                 logger.warning("job failed for good", extra={"error": error_fields(exc)})
                 return self._dead_letter(spec, record, exc, attempt, job_id=job_id)
             delay = spec.backoff.delay(attempt, self.rng)
+            _metric("JobRetried", MetricUnit.Count, 1)
             logger.warning(
                 "job failed; will retry", extra={"error": error_fields(exc), "retry_in_seconds": delay}
             )

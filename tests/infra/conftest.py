@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
+ALARM_EMAIL = "oncall@example.com"
+
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Any]:
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Any, Any]:
     from infra.app import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app, stack = build_app(outdir=str(outdir))
+    app, stack = build_app(outdir=str(outdir), context={"alarm_email": ALARM_EMAIL})
     assembly = app.synth()
     template = json.loads(Path(assembly.get_stack_by_name(stack.stack_name).template_full_path).read_text())
-    return template, outdir, stack
+    return template, outdir, stack, assembly
 
 
 @pytest.fixture(scope="session")

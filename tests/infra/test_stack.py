@@ -206,7 +206,7 @@ def test_manifest_and_outputs_for_producers(template, stack, job):
 def test_asset_holds_only_runtime_code(synthesized):
     from infra.app import VENDORED_PACKAGES
 
-    template, outdir, stack = synthesized
+    template, outdir, stack, _ = synthesized
     fn = props(template, stack, next(iter(stack.workers.values())).function)
     asset_hash = fn["Code"]["S3Key"].removesuffix(".zip")
     asset = Path(outdir) / f"asset.{asset_hash}"
@@ -224,7 +224,7 @@ def test_handler_imports_from_the_asset_alone(synthesized, tmp_path):
     import subprocess
     import sys
 
-    template, outdir, stack = synthesized
+    template, outdir, stack, _ = synthesized
     fn = props(template, stack, next(iter(stack.workers.values())).function)
     asset = Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
     code = (

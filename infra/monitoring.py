@@ -1,0 +1,157 @@
+"""Dashboard and alarms for every job, from the job declarations: what operators watch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from infra.job_worker import JobWorker
+from shared.settings import METRICS_NAMESPACE, SERVICE_NAME
+
+ONE_MINUTE = Duration.minutes(1)
+FIVE_MINUTES = Duration.minutes(5)
+JOB_METRICS = ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered")
+
+
+def job_metric(job: str, name: str) -> cw.Metric:
+    """A metric the worker emits (EMF, Powertools: dimensions job and service)."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"job": job, "service": SERVICE_NAME},
+        statistic="Sum",
+        period=ONE_MINUTE,
+        label=name.removeprefix("Job").lower(),
+    )
+
+
+class Monitoring(Construct):
+    """One dashboard (a row per job), alarms per job, one SNS topic for alarm and OK notifications.
+
+    Attributes: `topic`, `dashboard`, `alarms` (job -> {name: Alarm}).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        workers: Mapping[str, JobWorker],
+        alarm_email: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.topic = sns.Topic(
+            self, "AlarmTopic", display_name=f"lambdajobs {stack.stack_name} alarms", enforce_ssl=True
+        )
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack.stack_name}-jobs")
+        self.alarms: dict[str, dict[str, cw.Alarm]] = {}
+        for job, worker in sorted(workers.items()):
+            self.dashboard.add_widgets(*self._row(job, worker))
+            self.alarms[job] = self._alarms(job, worker)
+
+    def _row(self, job: str, worker: JobWorker) -> list[cw.IWidget]:
+        queue, dlq, fn = worker.queue, worker.dead_letter_queue, worker.function
+        return [
+            cw.GraphWidget(
+                title=f"{job}: queue",
+                left=[
+                    queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="depth"),
+                    queue.metric_approximate_number_of_messages_not_visible(
+                        period=ONE_MINUTE, label="in flight"
+                    ),
+                ],
+                right=[queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title=f"{job}: dead letters",
+                left=[
+                    dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="DLQ depth")
+                ],
+                width=3,
+            ),
+            cw.GraphWidget(
+                title=f"{job}: worker",
+                left=[
+                    fn.metric_invocations(period=ONE_MINUTE, label="invocations"),
+                    fn.metric_errors(period=ONE_MINUTE, label="errors"),
+                    fn.metric_throttles(period=ONE_MINUTE, label="throttles"),
+                ],
+                width=5,
+            ),
+            cw.GraphWidget(
+                title=f"{job}: duration p99 / concurrency",
+                left=[fn.metric_duration(period=ONE_MINUTE, statistic="p99", label="duration p99 (ms)")],
+                right=[
+                    fn.metric(
+                        "ConcurrentExecutions", period=ONE_MINUTE, statistic="Maximum", label="concurrency"
+                    )
+                ],
+                width=5,
+            ),
+            cw.GraphWidget(
+                title=f"{job}: jobs",
+                left=[job_metric(job, name) for name in JOB_METRICS],
+                width=5,
+            ),
+        ]
+
+    def _alarms(self, job: str, worker: JobWorker) -> dict[str, cw.Alarm]:
+        limits = worker.spec.alarms
+        wanted = {
+            # Anything in the DLQ needs a look (alarm on visible messages: redrive drains it to 0).
+            "DeadLetters": (
+                limits.dlq_messages_above,
+                worker.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                    period=ONE_MINUTE, statistic="Maximum"
+                ),
+                1,
+                "messages in the dead-letter queue",
+            ),
+            "OldestMessage": (
+                limits.oldest_message_age_seconds_above,
+                worker.queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+                1,
+                "seconds the oldest message has waited",
+            ),
+            "QueueDepth": (
+                limits.queue_depth_above,
+                worker.queue.metric_approximate_number_of_messages_visible(
+                    period=ONE_MINUTE, statistic="Maximum"
+                ),
+                3,
+                "messages waiting, for 3 minutes",
+            ),
+            "WorkerErrors": (
+                limits.worker_errors_above,
+                worker.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                1,
+                "worker invocations that crashed or timed out, in 5 minutes",
+            ),
+        }
+        made: dict[str, cw.Alarm] = {}
+        for name, (threshold, metric, periods, what) in wanted.items():
+            if threshold is None:
+                continue
+            alarm = metric.create_alarm(
+                self,
+                f"{worker.node.id}{name}",
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README, Operating.",
+            )
+            alarm.add_alarm_action(actions.SnsAction(self.topic))
+            alarm.add_ok_action(actions.SnsAction(self.topic))
+            made[name] = alarm
+        return made

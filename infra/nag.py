@@ -1,0 +1,95 @@
+"""cdk-nag suppressions: each names the rule, the resource, and why the finding does not apply.
+
+Nothing is suppressed stack-wide: every entry targets one construct and, for IAM rules, the exact
+wildcard or managed policy it accepts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cdk_nag import NagPackSuppression, NagSuppressions
+
+from shared.settings import MANIFEST_PREFIX, bucket_prefix
+
+if TYPE_CHECKING:
+    from infra.stack import LambdaJobsStack
+
+BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
+
+
+def suppress(stack: LambdaJobsStack) -> None:
+    for job, worker in stack.workers.items():
+        NagSuppressions.add_resource_suppressions(
+            worker.function,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    reason="AWSLambdaBasicExecutionRole only lets the worker write its own logs "
+                    "(CloudWatch Logs create stream / put events); the log group and its retention are ours.",
+                    applies_to=[BASIC_EXECUTION],
+                ),
+                NagPackSuppression(
+                    id="AwsSolutions-L1",
+                    reason="python3.13 is the newest runtime the official Powertools layer "
+                    "(AWSLambdaPowertoolsPythonV3-python313-arm64) is built for; move both together.",
+                ),
+            ],
+            apply_to_children=True,
+        )
+        if "bucket" in worker.spec.uses:
+            NagSuppressions.add_resource_suppressions(
+                worker.function,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason=f"job {job} reads and writes objects under its own prefix of the data bucket, "
+                        f"whose keys it chooses at run time (dated reports).",
+                        applies_to=[
+                            f"Resource::<{stack.resolve(stack.bucket.node.default_child.logical_id)}.Arn>/"  # type: ignore[union-attr]
+                            f"{bucket_prefix(job)}*"
+                        ],
+                    )
+                ],
+                apply_to_children=True,
+            )
+    NagSuppressions.add_resource_suppressions(
+        stack.bucket,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-S1",
+                reason="the data bucket holds job outputs (reports) that expire after 90 days; object access "
+                "is private, TLS-only and audited through CloudTrail; server access logs would need a "
+                "second bucket per stack for little gain.",
+            )
+        ],
+    )
+    NagSuppressions.add_resource_suppressions(
+        stack.scheduler_dlq,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-SQS3",
+                reason="this queue is itself a dead-letter queue: EventBridge Scheduler's, for schedule runs "
+                "it could not deliver (Scheduler DLQs are not SQS redrive DLQs, so cdk-nag cannot see it).",
+            )
+        ],
+    )
+    stack_name = stack.stack_name
+    NagSuppressions.add_resource_suppressions(
+        stack.producer_policy,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="producers read the manifest entry of any job of this stack (one parameter per job "
+                "under the stack's path) and create one-time schedules, named per job id at run time, "
+                "in the stack's one-time group only.",
+                applies_to=[
+                    "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
+                    + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
+                    + "/*",
+                    "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
+                    f"{stack.one_time_group.schedule_group_name}/*",
+                ],
+            )
+        ],
+    )

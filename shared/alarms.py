@@ -1,0 +1,25 @@
+"""Alarm thresholds, declared with the job (`@job(alarms=Alarms(...))`) and read by CDK."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Alarms:
+    """When to page someone about a job. `None` turns one alarm off.
+
+    Defaults: any message in the DLQ; a message waiting over 15 minutes; over 1000 messages waiting
+    (for 3 minutes); any worker error (an invocation that crashed or timed out) in 5 minutes.
+    """
+
+    dlq_messages_above: int | None = 0
+    oldest_message_age_seconds_above: int | None = 15 * 60
+    queue_depth_above: int | None = 1000
+    worker_errors_above: int | None = 0
+
+    def check(self, job: str) -> str | None:
+        for name, value in vars(self).items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                return f"job '{job}': alarms {name}={value!r}; use a whole number >= 0, or None for no alarm."
+        return None

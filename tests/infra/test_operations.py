@@ -1,0 +1,124 @@
+"""Operations in the template: cdk-nag clean, the dashboard, alarms from the declarations."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+import handlers  # noqa: F401
+from infra.app import nag_errors
+from shared.spec import get_spec, registered_jobs
+from tests.infra.conftest import ALARM_EMAIL
+from tests.infra.test_stack import logical_id, props, ref_ids, resources
+
+JOBS = [spec.name for spec in registered_jobs()]
+
+
+def test_cdk_nag_reports_no_unsuppressed_error(synthesized):
+    _, outdir, stack, assembly = synthesized
+    assert nag_errors(assembly) == []
+    [report_path] = Path(outdir).glob(f"AwsSolutions-*{stack.stack_name}-NagReport.csv")
+    with report_path.open() as report:
+        rows = list(csv.DictReader(report))
+    assert rows, "the nag report is empty: did the checks run?"
+    assert [
+        r["Rule ID"] for r in rows if r["Compliance"] == "Non-Compliant" and r["Rule Level"] == "Error"
+    ] == []
+    # every suppression carries a reason that says something
+    for row in rows:
+        if row["Compliance"] == "Suppressed":
+            assert len(row["Exception Reason"]) > 40, row
+
+
+def test_suppressions_are_specific(template):
+    accepted = set()
+    for resource in template["Resources"].values():
+        for entry in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+            accepted.add(entry["id"])
+            if entry["id"] in ("AwsSolutions-IAM4", "AwsSolutions-IAM5"):
+                assert entry.get("applies_to"), f"{entry['id']} suppressed without naming what it accepts"
+    assert accepted <= {
+        "AwsSolutions-IAM4",
+        "AwsSolutions-IAM5",
+        "AwsSolutions-L1",
+        "AwsSolutions-S1",
+        "AwsSolutions-SQS3",
+    }
+
+
+def dashboard_body(template) -> str:
+    [dashboard] = resources(template, "AWS::CloudWatch::Dashboard").values()
+    return json.dumps(dashboard["Properties"]["DashboardBody"])
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_dashboard_has_a_row_per_job(template, stack, job):
+    body = dashboard_body(template)
+    worker = stack.workers[job]
+    for title in ("queue", "dead letters", "worker", "duration p99 / concurrency", "jobs"):
+        assert f'\\"title\\":\\"{job}: {title}\\"' in body
+    for metric in (
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateAgeOfOldestMessage",
+        "Invocations",
+        "Errors",
+        "Throttles",
+        "Duration",
+        "ConcurrentExecutions",
+    ):
+        assert metric in body
+    assert '\\"stat\\":\\"p99\\"' in body
+    for name in ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered"):
+        assert f'[\\"LambdaJobs\\",\\"{name}\\",\\"job\\",\\"{job}\\",\\"service\\",\\"lambdajobs\\"' in body
+    assert logical_id(stack, worker.dead_letter_queue) in body and logical_id(stack, worker.function) in body
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_alarms_follow_the_declaration_and_notify_the_topic(template, stack, job):
+    limits = get_spec(job).alarms
+    alarms = {name: props(template, stack, alarm) for name, alarm in stack.monitoring.alarms[job].items()}
+    assert set(alarms) == {"DeadLetters", "OldestMessage", "QueueDepth", "WorkerErrors"}
+    expected = {
+        "DeadLetters": ("ApproximateNumberOfMessagesVisible", limits.dlq_messages_above),
+        "OldestMessage": ("ApproximateAgeOfOldestMessage", limits.oldest_message_age_seconds_above),
+        "QueueDepth": ("ApproximateNumberOfMessagesVisible", limits.queue_depth_above),
+        "WorkerErrors": ("Errors", limits.worker_errors_above),
+    }
+    topic = logical_id(stack, stack.monitoring.topic)
+    worker = stack.workers[job]
+    for name, (metric, threshold) in expected.items():
+        alarm = alarms[name]
+        assert (alarm["MetricName"], alarm["Threshold"]) == (metric, threshold)
+        assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert ref_ids(alarm["AlarmActions"]) == {topic} and ref_ids(alarm["OKActions"]) == {topic}
+    assert ref_ids(alarms["DeadLetters"]["Dimensions"]) == {logical_id(stack, worker.dead_letter_queue)}
+    assert ref_ids(alarms["QueueDepth"]["Dimensions"]) == {logical_id(stack, worker.queue)}
+    assert ref_ids(alarms["WorkerErrors"]["Dimensions"]) == {logical_id(stack, worker.function)}
+
+
+def test_defaults_and_a_per_job_override():
+    assert get_spec("send_email").alarms.oldest_message_age_seconds_above == 900
+    assert get_spec("send_email").alarms.queue_depth_above == 1000
+    assert get_spec("transcode_video").alarms.queue_depth_above == 100
+
+
+def test_alarm_topic_requires_tls_and_mails_the_given_address(template, stack):
+    topic = logical_id(stack, stack.monitoring.topic)
+    [subscription] = resources(template, "AWS::SNS::Subscription").values()
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == ALARM_EMAIL
+    assert subscription["Properties"]["TopicArn"] == {"Ref": topic}
+    [policy] = [
+        p
+        for p in resources(template, "AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic} in p["Properties"]["Topics"]
+    ]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
