@@ -149,7 +149,7 @@ class Monitoring(Construct):
                 evaluation_periods=periods,
                 comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README, Operating.",
+                alarm_description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README.",
             )
             alarm.add_alarm_action(actions.SnsAction(self.topic))
             alarm.add_ok_action(actions.SnsAction(self.topic))
