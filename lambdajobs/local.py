@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lambdajobs.emulator import EventSourceMapping
 from lambdajobs.local_scheduler import LocalScheduler
+from lambdajobs.ops import QueueHealth, queue_health
 from lambdajobs.provision import Provisioned, provision
 from shared import aws, manifest
 from shared.settings import ENV_JOB, SERVICE_NAME
@@ -25,16 +25,6 @@ from shared.spec import JobSpec, registered_jobs
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
-
-
-@dataclass(frozen=True)
-class QueueHealth:
-    job: str
-    depth: int
-    in_flight: int
-    delayed: int
-    dlq_depth: int
-    oldest_age_seconds: int | None = None
 
 
 def route_worker_logs(path: Path) -> None:
@@ -179,23 +169,3 @@ class LocalStack:
     def health(self, job: str) -> QueueHealth:
         assert self.provisioned is not None
         return queue_health(job, self.provisioned.queues[job].queue_url, self.provisioned.queues[job].dlq_url)
-
-
-def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
-    sqs = aws.client("sqs")
-    names = [
-        "ApproximateNumberOfMessages",
-        "ApproximateNumberOfMessagesNotVisible",
-        "ApproximateNumberOfMessagesDelayed",
-    ]
-    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
-    dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
-        "Attributes"
-    ]
-    return QueueHealth(
-        job=job,
-        depth=int(attrs.get("ApproximateNumberOfMessages", 0)),
-        in_flight=int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
-        delayed=int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
-        dlq_depth=int(dlq.get("ApproximateNumberOfMessages", 0)),
-    )

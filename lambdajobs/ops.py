@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import aws
@@ -60,6 +60,58 @@ class DeadLetter:
 
     def age_seconds(self, now: datetime | None = None) -> float:
         return ((now or datetime.now(UTC)) - self.sent_at).total_seconds()
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    job: str
+    depth: int
+    in_flight: int
+    delayed: int
+    dlq_depth: int
+    oldest_age_seconds: float | None = None
+
+
+def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
+    """Queue and DLQ counters (two GetQueueAttributes calls)."""
+    sqs = aws.client("sqs")
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
+    dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"
+    ]
+    return QueueHealth(
+        job=job,
+        depth=int(attrs.get("ApproximateNumberOfMessages", 0)),
+        in_flight=int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        delayed=int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+        dlq_depth=int(dlq.get("ApproximateNumberOfMessages", 0)),
+    )
+
+
+def oldest_age_seconds(queue_url: str) -> float | None:
+    """ApproximateAgeOfOldestMessage from CloudWatch over the last 5 minutes (SQS does not answer it
+    directly); None when CloudWatch has no datapoint (an idle queue, or the local stack)."""
+    name = queue_url.rstrip("/").rsplit("/", 1)[-1]
+    now = datetime.now(UTC)
+    points = (
+        aws.client("cloudwatch")
+        .get_metric_statistics(
+            Namespace="AWS/SQS",
+            MetricName="ApproximateAgeOfOldestMessage",
+            Dimensions=[{"Name": "QueueName", "Value": name}],
+            StartTime=now - timedelta(minutes=5),
+            EndTime=now,
+            Period=60,
+            Statistics=["Maximum"],
+        )
+        .get("Datapoints", [])
+    )
+    return max((float(p["Maximum"]) for p in points), default=None)
 
 
 def _dead_letter(message: dict[str, Any]) -> DeadLetter:

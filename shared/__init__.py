@@ -17,6 +17,7 @@ from shared.errors import (
     PayloadValidationError,
     PermanentError,
     QueueNotFoundError,
+    StackNotFoundError,
     UnknownJobError,
 )
 from shared.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
@@ -34,6 +35,7 @@ __all__ = [
     "PayloadValidationError",
     "PermanentError",
     "QueueNotFoundError",
+    "StackNotFoundError",
     "UnknownJobError",
     "aws",
     "cron",

@@ -31,6 +31,10 @@ class QueueNotFoundError(LambdaJobsError, LookupError):
     """The queue of a job could not be resolved (no environment variable, no stack manifest)."""
 
 
+class StackNotFoundError(QueueNotFoundError):
+    """The stack's manifest is not there: wrong stack name, region or account, or not deployed."""
+
+
 class PermanentError(LambdaJobsError):
     """Raise from a job when retrying cannot help (bad input, a refused request).
 

@@ -11,14 +11,16 @@ import json
 import threading
 
 from shared import aws
-from shared.errors import QueueNotFoundError
+from shared.errors import QueueNotFoundError, StackNotFoundError
 from shared.settings import manifest_parameter, queue_url_env, stack_manifest_parameter, stack_name
 
 _cache: dict[tuple[str, str], dict[str, str]] = {}
 _lock = threading.Lock()
 
 
-def _parameter(name: str, missing: str) -> dict[str, str]:
+def _parameter(
+    name: str, missing: str, error: type[QueueNotFoundError] = QueueNotFoundError
+) -> dict[str, str]:
     key = (stack_name(), name)
     with _lock:
         if key in _cache:
@@ -27,7 +29,7 @@ def _parameter(name: str, missing: str) -> dict[str, str]:
     try:
         value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
     except ssm.exceptions.ParameterNotFound:
-        raise QueueNotFoundError(
+        raise error(
             f"{missing}: parameter {name} does not exist. Deploy the stack (stack name from "
             f"LAMBDAJOBS_STACK, now '{key[0]}') or set the environment variables it would provide."
         ) from None
@@ -44,7 +46,9 @@ def job_entry(job: str) -> dict[str, str]:
 
 
 def stack_entry() -> dict[str, str]:
-    return _parameter(stack_manifest_parameter(stack_name()), f"no manifest for stack '{stack_name()}'")
+    return _parameter(
+        stack_manifest_parameter(stack_name()), f"stack '{stack_name()}' not found", StackNotFoundError
+    )
 
 
 def clear_cache() -> None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from handlers import emails
 from handlers.emails import SendEmail
 from lambdajobs.local import LocalStack
-from lambdajobs.ops import peek_dead_letters
+from lambdajobs.ops import peek_dead_letters, wait_until
 from shared import Backoff
 from shared.producer import enqueue
 from shared.records import wait_for
@@ -50,7 +50,9 @@ def test_a_job_is_processed_by_the_emulator_and_reads_succeeded(local):
     job_id = enqueue("send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"))
     status = wait_for(job_id, timeout_seconds=20, poll_seconds=0.1)
     assert (status.state, status.attempts) == ("succeeded", 1)
-    assert local.mappings["send_email"].stats.succeeded == 1
+    # the emulator settles the batch (deletes the message) right after the handler returns
+    assert wait_until(lambda: local.mappings["send_email"].stats.succeeded == 1, 10)
+    assert local.health("send_email").depth == 0
 
 
 def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
