@@ -1,26 +1,412 @@
-"""`lambdajobs`: the operator CLI (typer + rich), and `lambdajobs dev`, the local stack."""
+"""`lambdajobs`: the operator CLI (typer + rich), and `lambdajobs dev`, the local stack.
+
+Works against a deployed stack (the usual AWS profile and region; queues come from the stack's
+manifest, never typed by hand) or the local stack (`--endpoint-url`, or the variables `lambdajobs
+dev` prints). Errors are one line on stderr and a non-zero exit, never a traceback.
+"""
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import re
 import signal
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 app = typer.Typer(
     help="lambdajobs: serverless background jobs on AWS.", no_args_is_help=True, add_completion=False
 )
+dlq_app = typer.Typer(help="Failed jobs: list, show, redrive, purge.", no_args_is_help=True)
+cron_app = typer.Typer(help="Scheduled jobs: next fire times, run one now.", no_args_is_help=True)
+app.add_typer(dlq_app, name="dlq")
+app.add_typer(cron_app, name="cron")
 console = Console()
 err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: How long redrive hides the DLQ messages it works on. If it is interrupted, the ones it had not
+#: moved become visible again in the DLQ after this: nothing is lost.
+REDRIVE_VISIBILITY_SECONDS = 300
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    stack: str = typer.Option(None, envvar="LAMBDAJOBS_STACK", help="stack name (default: lambdajobs)"),
+    profile: str = typer.Option(None, help="AWS profile (default: AWS_PROFILE / the default profile)"),
+    region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
+    endpoint_url: str = typer.Option(
+        None, envvar="AWS_ENDPOINT_URL", help="AWS endpoint, e.g. the local stack's"
+    ),
+) -> None:
     """lambdajobs: serverless background jobs on AWS."""
+    for name, value in (
+        ("LAMBDAJOBS_STACK", stack),
+        ("AWS_PROFILE", profile),
+        ("AWS_DEFAULT_REGION", region),
+        ("AWS_REGION", region),
+        ("AWS_ENDPOINT_URL", endpoint_url),
+    ):
+        if value:
+            os.environ[name] = value
+    from shared import aws, manifest
+
+    aws.reset_clients()
+    manifest.clear_cache()
+
+
+def _table(*columns: str, title: str | None = None, show_header: bool = True) -> Table:
+    """A table whose cells wrap instead of being cut short: ids and reasons must stay whole."""
+    table = Table(title=title, show_header=show_header)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def friendly(command: F) -> F:
+    """Turn the errors an operator can cause or meet into one line and exit 1."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            NoRegionError,
+            PartialCredentialsError,
+        )
+
+        from shared.errors import LambdaJobsError, StackNotFoundError
+
+        try:
+            return command(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except StackNotFoundError as exc:
+            _fail(f"{exc} (pass --stack, --region or --profile to point elsewhere)")
+        except (NoCredentialsError, PartialCredentialsError):
+            _fail("no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`.")
+        except NoRegionError:
+            _fail("no AWS region: pass --region or set AWS_REGION.")
+        except EndpointConnectionError as exc:
+            _fail(
+                f"cannot reach AWS at {exc.kwargs.get('endpoint_url')}: "
+                f"is the endpoint (or `lambdajobs dev`) up?"
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            _fail(f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}")
+        except (LambdaJobsError, ValueError, BotoCoreError) as exc:
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _fail("interrupted.", 130)
+        except Exception as exc:  # an operator gets one line; LAMBDAJOBS_DEBUG=1 shows the traceback
+            if os.environ.get("LAMBDAJOBS_DEBUG"):
+                raise
+            _fail(f"{type(exc).__name__}: {exc} (LAMBDAJOBS_DEBUG=1 shows the traceback)")
+
+    return run  # type: ignore[return-value]
+
+
+def _spec(job: str) -> Any:
+    from shared.spec import get_spec
+
+    return get_spec(job)
+
+
+def _queues(job: str) -> tuple[str, str]:
+    """(queue URL, DLQ URL) of a job, from the stack's manifest (never from hand-typed URLs)."""
+    from shared import manifest
+
+    spec = _spec(job)
+    manifest.stack_entry()  # a missing stack says so, rather than "no queue for job"
+    entry = manifest.job_entry(spec.name)
+    return entry["queue_url"], entry["dlq_url"]
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90s', '15m', '2h', '3d' -> timedelta."""
+    match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text or "")
+    if not match:
+        raise ValueError(
+            f"duration {text!r} is not understood; use a number and s, m, h or d, e.g. 30m or 2d."
+        )
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
+    return timedelta(**{unit: int(match[1])})
+
+
+# -- queues, enqueue, status -----------------------------------------------------------------------
+
+
+@app.command()
+@friendly
+def queues() -> None:
+    """Per job: depth, in flight, delayed, DLQ depth, age of the oldest message, and a health word."""
+    from botocore.exceptions import ClientError
+
+    from lambdajobs.ops import oldest_age_seconds, queue_health
+    from shared.spec import load_jobs, registered_jobs
+
+    load_jobs()
+    table = _table("job", "depth", "in flight", "delayed", "DLQ", "oldest", "health", title="queues")
+    for spec in registered_jobs():
+        queue_url, dlq_url = _queues(spec.name)
+        health = queue_health(spec.name, queue_url, dlq_url)
+        try:
+            age = oldest_age_seconds(queue_url)
+        except ClientError:
+            age = None  # no CloudWatch read permission: show the counters anyway
+        limits = spec.alarms
+        if health.dlq_depth > (limits.dlq_messages_above or 0):
+            word = "[red]failing[/red]"
+        elif (
+            age is not None
+            and limits.oldest_message_age_seconds_above is not None
+            and (age > limits.oldest_message_age_seconds_above)
+        ):
+            word = "[yellow]stale[/yellow]"
+        elif limits.queue_depth_above is not None and health.depth > limits.queue_depth_above:
+            word = "[yellow]backlog[/yellow]"
+        else:
+            word = "[green]ok[/green]"
+        table.add_row(
+            spec.name,
+            str(health.depth),
+            str(health.in_flight),
+            str(health.delayed),
+            str(health.dlq_depth),
+            _age(age),
+            word,
+        )
+    console.print(table)
+
+
+@app.command()
+@friendly
+def enqueue(
+    job: str = typer.Argument(..., help="job name"),
+    payload_json: str = typer.Argument(..., help="the payload, as a JSON object"),
+    job_id: str = typer.Option(None, "--id", help="job id (default: derived or a new uuid)"),
+    delay: int = typer.Option(0, "--delay", help="delay in seconds"),
+    run_at: str = typer.Option(
+        None, "--run-at", help="ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00-05:00"
+    ),
+) -> None:
+    """Send one job."""
+    from shared.producer import enqueue as send
+
+    try:
+        payload = json.loads(payload_json)
+    except ValueError as exc:
+        _fail(f'malformed payload JSON ({exc}); pass an object such as \'{{"to": "ada@example.com"}}\'.')
+    if not isinstance(payload, dict):
+        _fail(f"the payload must be a JSON object, not a {type(payload).__name__}.")
+    when = None
+    if run_at:
+        try:
+            when = datetime.fromisoformat(run_at)
+        except ValueError:
+            _fail(f"--run-at {run_at!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00+00:00.")
+    console.print(send(_spec(job), payload, job_id=job_id, delay_seconds=delay, run_at=when))
+
+
+@app.command()
+@friendly
+def status(
+    job_id: str = typer.Argument(..., help="job id"),
+    wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
+) -> None:
+    """A job's state, attempts, progress, result and last error."""
+    from shared.records import get_status, wait_for
+
+    info = wait_for(job_id, wait, poll_seconds=1) if wait else get_status(job_id)
+    table = _table("field", "value", show_header=False, title=f"job {job_id}")
+    for key in (
+        "state",
+        "job",
+        "attempts",
+        "progress",
+        "progress_message",
+        "created_at",
+        "started_at",
+        "finished_at",
+    ):
+        value = getattr(info, key)
+        if value not in (None, ""):
+            table.add_row(key, str(value))
+    if info.error:
+        table.add_row("error", f"{info.error.get('type')}: {info.error.get('message')}")
+    if info.result is not None:
+        table.add_row("result", json.dumps(info.result))
+    console.print(table)
+
+
+# -- dead letters ----------------------------------------------------------------------------------
+
+
+@dlq_app.command("list")
+@friendly
+def dlq_list(job: str, limit: int = typer.Option(50, help="at most this many")) -> None:
+    """Failed jobs in a job's DLQ, with their reason, attempts and age."""
+    from lambdajobs.ops import peek_dead_letters
+
+    _, dlq_url = _queues(job)
+    letters = peek_dead_letters(dlq_url, limit=limit)
+    table = _table("message id", "job id", "error", "reason", "attempts", "age", title=f"{job}: dead letters")
+    for d in sorted(letters, key=lambda d: d.sent_at):
+        table.add_row(
+            d.message_id, d.job_id or "-", d.error_type, d.reason, d.attempts, _age(d.age_seconds())
+        )
+    console.print(table)
+    console.print(f"{len(letters)} shown")
+
+
+@dlq_app.command("show")
+@friendly
+def dlq_show(job: str, message_id: str) -> None:
+    """One failed job: reason, attributes and body."""
+    from lambdajobs.ops import peek_dead_letters
+
+    _, dlq_url = _queues(job)
+    found = [d for d in peek_dead_letters(dlq_url, limit=10_000) if d.message_id == message_id]
+    if not found:
+        _fail(f"message {message_id} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
+    d = found[0]
+    table = _table("field", "value", show_header=False, title=f"{job}: {message_id}")
+    for key, value in (
+        ("job id", d.job_id or "-"),
+        ("error", d.error_type),
+        ("reason", d.reason),
+        ("attempts", d.attempts),
+        ("failed at", d.failed_at or "-"),
+        ("age", _age(d.age_seconds())),
+    ):
+        table.add_row(key, str(value))
+    for name, value in sorted(d.attributes.items()):
+        table.add_row(f"attribute {name}", str(value.get("StringValue", value.get("BinaryValue"))))
+    console.print(table)
+    console.print_json(d.body) if d.envelope else console.print(d.body)
+
+
+@dlq_app.command("redrive")
+@friendly
+def dlq_redrive(
+    job: str,
+    error: str = typer.Option(
+        None, "--error", help="only failures of this error type, e.g. TransientSendError"
+    ),
+    older_than: str = typer.Option(None, "--older-than", help="only messages older than this, e.g. 30m, 2d"),
+    limit: int = typer.Option(None, "--limit", help="move at most this many"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show what would move, move nothing"),
+) -> None:
+    """Send failed jobs back to the job's queue: body and attributes as they were. A message leaves the
+    DLQ only after its send succeeded, so an interrupted redrive loses nothing."""
+    from lambdajobs.ops import redrive
+
+    queue_url, dlq_url = _queues(job)
+    minimum_age = parse_duration(older_than) if older_than else None
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+    ) as bar:
+        task = bar.add_task(f"redrive {job}", total=None)
+        report = redrive(
+            dlq_url,
+            queue_url,
+            error_type=error,
+            older_than=minimum_age,
+            limit=limit,
+            dry_run=dry_run,
+            visibility_seconds=REDRIVE_VISIBILITY_SECONDS,
+            on_selected=lambda n: bar.update(task, total=n),
+            on_moved=lambda n: bar.update(task, completed=n),
+        )
+    verb = "would move" if dry_run else "moved"
+    console.print(f"{verb} {report.moved} of {report.scanned} dead letters of {job}; {report.failed} failed")
+    if report.failed:
+        _fail(
+            f"{report.failed} messages could not be sent back; they stay in the DLQ. Run the command again."
+        )
+
+
+@dlq_app.command("purge")
+@friendly
+def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not ask")) -> None:
+    """Delete every message in a job's DLQ (cannot be undone)."""
+    from lambdajobs.ops import queue_health
+    from shared import aws
+
+    queue_url, dlq_url = _queues(job)
+    count = queue_health(job, queue_url, dlq_url).dlq_depth
+    if not yes and not typer.confirm(f"Delete all {count} messages in the DLQ of {job}?", default=False):
+        console.print("nothing deleted.")
+        raise typer.Exit(1)
+    aws.client("sqs").purge_queue(QueueUrl=dlq_url)
+    console.print(f"purged the DLQ of {job} ({count} messages).")
+
+
+# -- cron ------------------------------------------------------------------------------------------
+
+
+@cron_app.command("list")
+@friendly
+def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
+    """Scheduled jobs and their next fire times, in their time zone."""
+    from shared.spec import load_jobs, registered_jobs
+
+    load_jobs()
+    table = _table("job", "schedule", "time zone", "next fire times", title="cron jobs")
+    for spec in registered_jobs():
+        if spec.schedule is None:
+            continue
+        times = spec.schedule.next_fire_times(count)
+        shown = ", ".join(f"{t:%Y-%m-%d %H:%M %Z} ({t.astimezone(UTC):%H:%M}Z)" for t in times)
+        table.add_row(spec.name, spec.schedule.expression, spec.schedule.timezone, shown)
+    console.print(table)
+
+
+@cron_app.command("trigger")
+@friendly
+def cron_trigger(job: str) -> None:
+    """Run a scheduled job now: send the envelope its schedule would send, for the current minute."""
+    from lambdajobs.local_scheduler import slot_text
+    from shared import aws
+
+    spec = _spec(job)
+    if spec.schedule is None:
+        _fail(f"job {job} is not a cron job; use `lambdajobs enqueue {job} '{{...}}'`.")
+    queue_url, _ = _queues(job)
+    slot = datetime.now(UTC).replace(second=0, microsecond=0)
+    body = json.dumps(spec.scheduled_envelope(slot_text(slot)), separators=(",", ":"))
+    aws.client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)
+    console.print(f"{spec.name}@{slot_text(slot)}")
 
 
 def _dev_table(local) -> Table:  # type: ignore[no-untyped-def]

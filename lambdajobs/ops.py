@@ -181,3 +181,78 @@ def wait_until(predicate: Any, timeout_seconds: float, interval: float = 0.25) -
             return True
         time.sleep(interval)
     return bool(predicate())
+
+
+@dataclass
+class RedriveReport:
+    scanned: int = 0
+    selected: int = 0
+    moved: int = 0
+    failed: int = 0
+
+
+def redrive(
+    dlq_url: str,
+    queue_url: str,
+    *,
+    error_type: str | None = None,
+    older_than: timedelta | None = None,
+    limit: int | None = None,
+    dry_run: bool = False,
+    visibility_seconds: int = 300,
+    on_selected: Any = None,
+    on_moved: Any = None,
+) -> RedriveReport:
+    """Move DLQ messages back to their queue, body and attributes as they were.
+
+    The DLQ messages are hidden while this works on them. A message is deleted from the DLQ only
+    after SendMessageBatch reported it sent; messages not selected, or whose send failed, are made
+    visible again. If this is interrupted, what was not yet moved reappears in the DLQ after
+    `visibility_seconds`, and what was sent but not yet deleted runs once: its job id is the
+    idempotency key. (SQS's own StartMessageMoveTask cannot filter, and moto lacks it.)
+    """
+    sqs = aws.client("sqs")
+    report = RedriveReport()
+    now = datetime.now(UTC)
+    letters = receive_dead_letters(dlq_url, limit=100_000, visibility_seconds=visibility_seconds)
+    report.scanned = len(letters)
+    selected, skipped = [], []
+    for letter in letters:
+        wanted = (error_type is None or letter.error_type == error_type) and (
+            older_than is None or now - letter.sent_at >= older_than
+        )
+        (selected if wanted and (limit is None or len(selected) < limit) else skipped).append(letter)
+    release(dlq_url, skipped)
+    report.selected = len(selected)
+    if on_selected:
+        on_selected(len(selected))
+    if dry_run:
+        release(dlq_url, selected)
+        report.moved = len(selected)
+        return report
+    for start in range(0, len(selected), 10):
+        chunk = selected[start : start + 10]
+        entries = []
+        for i, letter in enumerate(chunk):
+            entry: dict[str, Any] = {"Id": str(i), "MessageBody": letter.body}
+            if letter.attributes:
+                entry["MessageAttributes"] = letter.attributes
+            entries.append(entry)
+        try:
+            response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+        except Exception:
+            release(dlq_url, selected[start:])  # not sent: back in the DLQ at once
+            raise
+        sent = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
+        unsent = [chunk[int(bad["Id"])] for bad in response.get("Failed", [])]
+        if sent:
+            sqs.delete_message_batch(
+                QueueUrl=dlq_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle} for i, d in enumerate(sent)],
+            )
+        release(dlq_url, unsent)
+        report.moved += len(sent)
+        report.failed += len(unsent)
+        if on_moved:
+            on_moved(report.moved)
+    return report

@@ -404,6 +404,11 @@ def _import_jobs_package() -> bool:
     return True
 
 
+def load_jobs() -> None:
+    """Import the project's jobs package (`handlers`) if it has not been yet."""
+    _import_jobs_package()
+
+
 def registered_jobs() -> list[JobSpec]:
     """Every declared job, sorted by name (a stable order for CDK logical ids)."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

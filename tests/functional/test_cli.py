@@ -1,0 +1,232 @@
+"""The operator CLI against moto: queues, status, dead letters (list, show, redrive, purge), cron,
+and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from handlers.emails import SendEmail
+from lambdajobs.cli import app
+from shared import aws
+from shared.producer import enqueue
+from shared.records import get_status
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def cli(stack):
+    runner = CliRunner()
+
+    def run(*args: str, input: str | None = None):
+        # wide enough that table cells do not wrap ids and reasons across lines
+        return runner.invoke(app, ["--stack", stack.stack, *args], input=input, env={"COLUMNS": "250"})
+
+    return run
+
+
+def one_line_error(result) -> str:
+    text = result.stderr if result.stderr else result.output
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), text
+    return lines[0]
+
+
+def kill_emails(runner, sender, clock, *, transient: list[str], invalid: list[str]) -> None:
+    """Send emails that die: `transient` ones fail on every attempt, `invalid` ones at once."""
+    sender.flaky = {to: 99 for to in transient}
+    for to in transient + invalid:
+        enqueue("send_email", SendEmail(to=to, subject="s", body="b"), job_id=f"mail-{to}")
+    for _ in range(runner.spec.max_attempts):
+        runner.drain()
+        clock.shift(runner.spec.backoff.max_seconds + 1)
+    assert runner.depth(dlq=True) == len(transient) + len(invalid)
+
+
+def test_redrive_by_error_type_moves_only_those_and_they_then_succeed(cli, emails_runner, sender, clock):
+    # GIVEN a DLQ with 3 jobs killed by a provider outage and 2 with invalid addresses
+    transient = [f"u{i}@example.com" for i in range(3)]
+    kill_emails(emails_runner, sender, clock, transient=transient, invalid=["bad-1", "bad-2"])
+    listed = cli("dlq", "list", "send_email")
+    assert listed.exit_code == 0 and listed.output.count("TransientSendError") == 3
+    clock.shift(1)  # a peek makes messages visible "now"; moto's frozen clock needs a tick to show them
+    # WHEN the provider is back and the operator redrives the transient failures only
+    sender.flaky = {}
+    result = cli("dlq", "redrive", "send_email", "--error", "TransientSendError")
+    # THEN those 3 go back to the queue, the 2 invalid ones stay in the DLQ
+    assert result.exit_code == 0, result.output
+    assert "moved 3 of 5" in result.output
+    assert emails_runner.depth(dlq=True) == 2
+    clock.shift(1)
+    assert {json.loads(m["Body"])["id"] for m in emails_runner.dlq_messages()} == {"mail-bad-1", "mail-bad-2"}
+    # AND they then succeed, body and id intact
+    emails_runner.drain()
+    assert sorted(sender.sent) == transient
+    assert {get_status(f"mail-{to}").state for to in transient} == {"succeeded"}
+
+
+def test_redrive_dry_run_and_filters_move_nothing_unwanted(cli, emails_runner, sender, clock):
+    kill_emails(emails_runner, sender, clock, transient=["t@example.com"], invalid=["bad-1"])
+    dry = cli("dlq", "redrive", "send_email", "--dry-run")
+    assert dry.exit_code == 0 and "would move 2 of 2" in dry.output
+    assert emails_runner.depth(dlq=True) == 2 and emails_runner.depth() == 0
+    clock.shift(1)
+    young = cli("dlq", "redrive", "send_email", "--older-than", "30d")
+    assert young.exit_code == 0 and "moved 0 of 2" in young.output
+    clock.shift(1)
+    limited = cli("dlq", "redrive", "send_email", "--limit", "1")
+    assert limited.exit_code == 0 and "moved 1 of 2" in limited.output
+    assert emails_runner.depth(dlq=True) == 1 and emails_runner.depth() == 1
+
+
+def test_an_interrupted_redrive_loses_nothing(cli, emails_runner, sender, clock, monkeypatch):
+    # GIVEN 25 dead letters, and an SQS client whose second send batch fails mid-redrive
+    kill_emails(emails_runner, sender, clock, transient=[], invalid=[f"bad-{i}" for i in range(25)])
+    real = aws.client("sqs")
+
+    class Flaky:
+        calls = 0
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def send_message_batch(self, **kwargs):
+            Flaky.calls += 1
+            if Flaky.calls == 2:
+                raise ConnectionResetError("connection reset by peer")
+            return real.send_message_batch(**kwargs)
+
+    aws.set_client("sqs", Flaky())
+    monkeypatch.setattr(aws, "reset_clients", lambda: None)  # keep the faulty client through the CLI
+    result = cli("dlq", "redrive", "send_email")
+    # THEN the command fails with one line, and every message is in the queue or back in the DLQ
+    assert "ConnectionResetError" in one_line_error(result)
+    aws.set_client("sqs", real)
+    clock.shift(1)  # released messages are visible from "now": let the frozen clock tick
+    in_queue = {json.loads(m["Body"])["id"] for m in _drain_bodies(emails_runner.queues.queue_url)}
+    in_dlq = {json.loads(m["Body"])["id"] for m in _drain_bodies(emails_runner.queues.dlq_url)}
+    assert len(in_queue) == 10 and len(in_dlq) == 15
+    assert in_queue | in_dlq == {f"mail-bad-{i}" for i in range(25)}
+
+
+def _drain_bodies(url: str) -> list[dict]:
+    sqs, seen = aws.client("sqs"), {}
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600).get(
+            "Messages", []
+        )
+        if not got:
+            return list(seen.values())
+        seen.update({m["MessageId"]: m for m in got})
+
+
+def test_purge_asks_first(cli, emails_runner, sender, clock):
+    kill_emails(emails_runner, sender, clock, transient=[], invalid=["bad-1", "bad-2"])
+    declined = cli("dlq", "purge", "send_email", input="n\n")
+    assert declined.exit_code == 1 and emails_runner.depth(dlq=True) == 2
+    purged = cli("dlq", "purge", "send_email", "--yes")
+    assert purged.exit_code == 0 and "2 messages" in purged.output
+    assert emails_runner.depth(dlq=True) == 0
+
+
+def test_dlq_show_gives_reason_attempts_and_body(cli, emails_runner, sender, clock):
+    kill_emails(emails_runner, sender, clock, transient=[], invalid=["bad-1"])
+    [letter] = emails_runner.dlq_messages()
+    clock.shift(1)
+    shown = cli("dlq", "show", "send_email", letter["MessageId"])
+    assert shown.exit_code == 0, shown.output
+    assert "PermanentError" in shown.output and "invalid recipient address" in shown.output
+    assert '"mail-bad-1"' in shown.output
+    missing = cli("dlq", "show", "send_email", "no-such-message")
+    assert "not in the DLQ" in one_line_error(missing)
+
+
+def test_queues_enqueue_and_status(cli, emails_runner, sender, clock, monkeypatch):
+    monkeypatch.delenv("LAMBDAJOBS_QUEUE_URL_SEND_EMAIL")  # the CLI finds queues through the manifest
+    sent = cli(
+        "enqueue",
+        "send_email",
+        '{"to": "ada@example.com", "subject": "Hi", "body": "Hello"}',
+        "--id",
+        "cli-1",
+    )
+    assert sent.exit_code == 0 and sent.output.strip() == "cli-1"
+    assert "pending" in cli("status", "cli-1").output
+    emails_runner.drain()
+    status = cli("status", "cli-1")
+    assert status.exit_code == 0 and "succeeded" in status.output and "provider_id" in status.output
+    queues = cli("queues")
+    assert queues.exit_code == 0
+    for job in ("send_email", "transcode_video", "daily_report"):
+        assert job in queues.output
+
+
+def test_cron_list_and_trigger(cli, stack, clock):
+    listed = cli("cron", "list")
+    assert listed.exit_code == 0 and "daily_report" in listed.output and "America/New_York" in listed.output
+    # the clock reads 12:00 UTC = 07:00 in New York: the next run is today at 09:00 EST (14:00Z)
+    assert "2026-11-29 09:00 EST (14:00Z), 2026-11-30 09:00 EST (14:00Z)" in listed.output
+    triggered = cli("cron", "trigger", "daily_report")
+    assert triggered.exit_code == 0 and triggered.output.strip() == "daily_report@2026-11-29T12:00:00Z"
+    body = json.loads(
+        aws.client("sqs").receive_message(QueueUrl=stack.queues["daily_report"].queue_url)["Messages"][0][
+            "Body"
+        ]
+    )
+    assert body["id"] == "daily_report@2026-11-29T12:00:00Z" and body["payload"]["recipients"]
+    assert "not a cron job" in one_line_error(cli("cron", "trigger", "send_email"))
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (("enqueue", "nope", "{}"), "unknown job 'nope'"),
+        (("enqueue", "send_email", "{not json"), "malformed payload JSON"),
+        (("enqueue", "send_email", "[1, 2]"), "must be a JSON object"),
+        (("enqueue", "send_email", '{"to": 1}'), "invalid SendEmail payload"),
+        (
+            (
+                "enqueue",
+                "send_email",
+                '{"to": "a@b.co", "subject": "s", "body": "b"}',
+                "--run-at",
+                "tomorrow",
+            ),
+            "ISO 8601",
+        ),
+        (("dlq", "list", "nope"), "unknown job 'nope'"),
+        (("dlq", "redrive", "send_email", "--older-than", "a while"), "duration"),
+    ],
+)
+def test_bad_input_is_one_line(cli, args, expected):
+    assert expected in one_line_error(cli(*args))
+
+
+def test_unknown_stack_is_one_line(stack):
+    result = CliRunner().invoke(app, ["--stack", "no-such-stack", "queues"])
+    assert "stack 'no-such-stack' not found" in one_line_error(result)
+
+
+def test_no_credentials_is_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL="http://127.0.0.1:9",  # never real AWS, even if credentials turned up
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "lambdajobs.cli", "queues"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().startswith("error: no AWS credentials found"), out.stderr
