@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test lint synth demo dev clean
+.PHONY: install test lint synth demo dev bench clean
 
 install: $(STAMP)
 
@@ -24,6 +24,9 @@ lint: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m lambdajobs.demo
+
+bench: $(STAMP)
+	$(PY) bench/bench.py
 
 dev: $(STAMP)
 	$(VENV)/bin/lambdajobs dev

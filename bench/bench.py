@@ -1,0 +1,135 @@
+"""`make bench`: speed and cost of the runtime, as ratios against a baseline measured beside them.
+
+1. Cold start: a new process importing the Lambda entry point, against a baseline process importing
+   what any Powertools SQS worker needs (batch, idempotency, logger, metrics) and creating one boto3
+   client. The ratio is what lambdajobs adds to a cold start.
+2. Throughput: records per second through the real handler on moto (in-process), against the same
+   emulator delivering to a handler that does nothing. The ratio is the pipeline's cost per record
+   (decode, validate, acquire/complete the job record, delete), over the floor of SQS calls alone.
+3. Cost: DynamoDB writes per successful job, counted through botocore events.
+
+Writes build/reports/bench.json. Numbers vary between machines; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = ROOT / "build" / "reports" / "bench.json"
+RUNS = 7
+RECORDS = 300
+
+BASELINE_IMPORT = (
+    "from aws_lambda_powertools import Logger, Metrics\n"
+    "from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response\n"
+    "from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function\n"
+    "import boto3; boto3.client('dynamodb', region_name='us-east-1')\n"
+)
+ENTRY_IMPORT = "import handlers.entry\nimport boto3; boto3.client('dynamodb', region_name='us-east-1')\n"
+
+
+def cold_start(code: str) -> float:
+    times = []
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONDONTWRITEBYTECODE": "1"}
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def throughput() -> dict[str, float]:
+    from moto import mock_aws
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "b",
+        "AWS_SECRET_ACCESS_KEY": "b",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        os.environ[key] = value
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    import logging
+
+    import handlers  # noqa: F401
+    from handlers import emails
+    from handlers.emails import SendEmail
+    from lambdajobs.emulator import EventSourceMapping
+    from lambdajobs.provision import provision
+    from shared import aws
+    from shared.producer import enqueue_many
+    from shared.spec import registered_jobs
+    from shared.worker import Worker
+
+    logging.getLogger("lambdajobs").setLevel(logging.WARNING)
+    emails.set_sender(type("Quiet", (), {"send": lambda self, to, subject, body: "id"})())
+    results: dict[str, float] = {}
+    for label, make_handler in (("baseline", lambda: lambda event, context: None), ("lambdajobs", None)):
+        with mock_aws():
+            aws.reset_clients()
+            stack = provision(registered_jobs(), stack="bench")
+            for key, value in stack.environment().items():
+                os.environ[key] = value
+            worker = Worker("send_email")
+            handler = make_handler() if make_handler else worker.handle
+            writes: list[str] = []
+            aws.client("dynamodb").meta.events.register(
+                "before-call.dynamodb", lambda model, **_: writes.append(model.name)
+            )
+            payloads = [SendEmail(to=f"u{i}@example.com", subject="s", body="b") for i in range(RECORDS)]
+            enqueue_many("send_email", payloads)
+            q = stack.queues["send_email"]
+            esm = EventSourceMapping(
+                queue_url=q.queue_url,
+                queue_arn=q.queue_arn,
+                handler=handler,
+                function_name="bench",
+                timeout_seconds=30,
+                wait_seconds=0,
+            )
+            start, done = time.perf_counter(), 0
+            while done < RECORDS:
+                outcome = esm.poll_once()
+                if outcome is None:
+                    break
+                done += len(outcome.succeeded_ids)
+            results[f"{label}_records_per_second"] = done / (time.perf_counter() - start)
+            if label == "lambdajobs":
+                write_ops = [
+                    w for w in writes if w in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem")
+                ]
+                results["dynamodb_writes_per_job"] = len(write_ops) / max(done, 1)
+        aws.reset_clients()
+    return results
+
+
+def main() -> int:
+    baseline = cold_start(BASELINE_IMPORT)
+    entry = cold_start(ENTRY_IMPORT)
+    figures: dict[str, float] = {
+        "cold_start_baseline_seconds": round(baseline, 3),
+        "cold_start_lambdajobs_seconds": round(entry, 3),
+        "cold_start_ratio": round(entry / baseline, 2),
+    }
+    speed = throughput()
+    figures.update({k: round(v, 2) for k, v in speed.items()})
+    figures["throughput_ratio"] = round(
+        speed["lambdajobs_records_per_second"] / speed["baseline_records_per_second"], 2
+    )
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(figures, indent=2) + "\n")
+    width = max(map(len, figures))
+    for key, value in figures.items():
+        print(f"{key:<{width}}  {value}")
+    print(f"wrote {REPORT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
