@@ -80,7 +80,7 @@ def throughput() -> dict[str, float]:
             handler = make_handler() if make_handler else worker.handle
             writes: list[str] = []
             aws.client("dynamodb").meta.events.register(
-                "before-call.dynamodb", lambda model, **_: writes.append(model.name)
+                "before-call.dynamodb", lambda model, _writes=writes, **_: _writes.append(model.name)
             )
             payloads = [SendEmail(to=f"u{i}@example.com", subject="s", body="b") for i in range(RECORDS)]
             enqueue_many("send_email", payloads)
