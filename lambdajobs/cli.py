@@ -429,7 +429,19 @@ def _dev_table(local) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 @app.command()
+@friendly
 def dev(
     port: int = typer.Option(4580, help="loopback port of the embedded AWS endpoint (0: any free port)"),
     stack: str = typer.Option("local", help="stack name (queue names, manifest)"),
@@ -439,15 +451,13 @@ def dev(
     """Run every job of handlers/ on a local stack: embedded AWS, Lambda-like polling, cron."""
     from lambdajobs.local import LocalStack
 
+    if port and not _port_free(port):
+        _fail(f"port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port.")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     local = LocalStack(stack=stack, port=port, log_file=log_file)
-    try:
-        local.start()
-    except OSError as exc:
-        err.print(f"[red]error:[/red] cannot start the local endpoint on port {port} ({exc}); try --port 0.")
-        raise typer.Exit(1) from None
+    local.start()
     try:
         local.start_workers()
         exports = " ".join(f"{k}={v}" for k, v in local.environment().items())

@@ -16,6 +16,7 @@ What it reproduces (AWS docs, "Using Lambda with Amazon SQS"):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from lambdajobs.lambda_events import LambdaContext, sqs_event
 from shared import aws
 
 Handler = Callable[[dict[str, Any], Any], Any]
+log = logging.getLogger("lambdajobs.local")
 MAX_RECEIVE = 10  # ReceiveMessage returns at most 10 messages
 MAX_WAIT_SECONDS = 20  # long polling at most 20 s
 
@@ -154,7 +156,8 @@ class EventSourceMapping:
         finally:
             with self._lock:
                 self.stats.in_flight -= 1
-        self._delete([m for m in messages if m["MessageId"] in set(outcome.succeeded_ids)])
+        succeeded = set(outcome.succeeded_ids)
+        self._delete([m for m in messages if m["MessageId"] in succeeded])
         with self._lock:
             self.stats.succeeded += len(outcome.succeeded_ids)
             self.stats.failed += len(outcome.failed_ids)
@@ -187,11 +190,16 @@ class EventSourceMapping:
             try:
                 self.poll_once()
             except Exception:  # the emulator must keep polling, as Lambda does
+                log.exception("event source %s: polling failed; retrying", self.function_name)
                 time.sleep(0.5)
+
+    def signal_stop(self) -> None:
+        """Ask the pollers to stop after their current batch (`stop` also waits for them)."""
+        self._stop.set()
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop polling; in-flight batches finish first."""
-        self._stop.set()
+        self.signal_stop()
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()

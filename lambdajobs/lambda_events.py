@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from typing import Any
 
 
+def _b64(value: Any) -> Any:
+    return base64.b64encode(value).decode() if isinstance(value, bytes) else value
+
+
 def _attribute(value: dict[str, Any]) -> dict[str, Any]:
-    # ReceiveMessage answers StringValue/BinaryValue/DataType; Lambda's event uses lower camel case.
+    # ReceiveMessage answers StringValue/BinaryValue/DataType; Lambda's event uses lower camel case,
+    # and carries binary values base64-encoded (boto3 hands us the decoded bytes).
     return {
         "stringValue": value.get("StringValue"),
-        "binaryValue": value.get("BinaryValue"),
+        "binaryValue": _b64(value.get("BinaryValue")),
         "stringListValues": value.get("StringListValues", []),
-        "binaryListValues": value.get("BinaryListValues", []),
+        "binaryListValues": [_b64(v) for v in value.get("BinaryListValues", [])],
         "dataType": value.get("DataType", "String"),
     }
 

@@ -142,7 +142,7 @@ class LocalStack:
         if self.scheduler:
             self.scheduler.stop()
         for mapping in self.mappings.values():
-            mapping._stop.set()  # signal every poller first, then wait for each
+            mapping.signal_stop()  # signal every poller first, then wait for each
         for mapping in self.mappings.values():
             mapping.stop()
 

@@ -9,6 +9,7 @@ when due, send their input to their target queue, and are deleted (ActionAfterCo
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable
@@ -110,7 +111,7 @@ class LocalScheduler:
             try:
                 self.run_due()
             except Exception:  # keep firing later slots even if one send failed
-                continue
+                logging.getLogger("lambdajobs.local").exception("local scheduler: firing failed; retrying")
 
     def stop(self) -> None:
         self._stop.set()

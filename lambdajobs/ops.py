@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared import aws
+from shared.producer import chunk_by_size
 from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
 
 PEEK_VISIBILITY_SECONDS = 30
@@ -69,7 +70,6 @@ class QueueHealth:
     in_flight: int
     delayed: int
     dlq_depth: int
-    oldest_age_seconds: float | None = None
 
 
 def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
@@ -147,7 +147,7 @@ def receive_dead_letters(
             MessageAttributeNames=["All"],
         ).get("Messages", [])
         new = [m for m in got if m["MessageId"] not in seen]
-        for message in new:
+        for message in got:  # keep the newest receipt handle: only it can delete or release
             seen[message["MessageId"]] = _dead_letter(message)
         empty_rounds = 0 if new else empty_rounds + 1
     return list(seen.values())
@@ -230,8 +230,12 @@ def redrive(
         release(dlq_url, selected)
         report.moved = len(selected)
         return report
-    for start in range(0, len(selected), 10):
-        chunk = selected[start : start + 10]
+    # SendMessageBatch: at most 10 entries and 1 MiB in total (bodies and attributes).
+    by_index = dict(enumerate(selected))
+    sized = [(i, d.body + json.dumps(d.attributes, default=str)) for i, d in by_index.items()]
+    done: set[int] = set()
+    for chunk_ids in chunk_by_size(sized):
+        chunk = [by_index[i] for i, _ in chunk_ids]
         entries = []
         for i, letter in enumerate(chunk):
             entry: dict[str, Any] = {"Id": str(i), "MessageBody": letter.body}
@@ -241,17 +245,20 @@ def redrive(
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception:
-            release(dlq_url, selected[start:])  # not sent: back in the DLQ at once
+            release(dlq_url, [d for i, d in by_index.items() if i not in done])  # not sent: back at once
             raise
         sent = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
         unsent = [chunk[int(bad["Id"])] for bad in response.get("Failed", [])]
+        done.update(i for i, _ in chunk_ids)
         if sent:
-            sqs.delete_message_batch(
+            deleted = sqs.delete_message_batch(
                 QueueUrl=dlq_url,
                 Entries=[{"Id": str(i), "ReceiptHandle": d.receipt_handle} for i, d in enumerate(sent)],
             )
+            # Sent but still in the DLQ: it may be redriven again later; the job id keeps it one run.
+            report.failed += len(deleted.get("Failed", []))
+            report.moved += len(sent) - len(deleted.get("Failed", []))
         release(dlq_url, unsent)
-        report.moved += len(sent)
         report.failed += len(unsent)
         if on_moved:
             on_moved(report.moved)

@@ -9,6 +9,7 @@ Parameter Store (`/lambdajobs/<stack>/jobs/<job>`, stack from `LAMBDAJOBS_STACK`
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -160,6 +161,17 @@ def _schedule_once(job: str, job_id: str, body: str, at: datetime) -> None:
             },
         )
     except scheduler.exceptions.ConflictException:
+        # The same job id scheduled again: fine if it is the same job at the same time (a producer's
+        # retry); anything else would be silently ignored, so say so.
+        existing = scheduler.get_schedule(Name=one_time_schedule_name(job, job_id), GroupName=group)
+        same_time = existing["ScheduleExpression"] == f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+        same_payload = json.loads(existing["Target"]["Input"]).get("payload") == json.loads(body)["payload"]
+        if not (same_time and same_payload):
+            raise ValueError(
+                f"job '{job}' id '{job_id}' is already scheduled ({existing['ScheduleExpression']}) with "
+                f"{'another payload' if not same_payload else 'another time'}; use a new job id, or delete "
+                f"schedule {one_time_schedule_name(job, job_id)} in group {group} first."
+            ) from None
         logger.info("job %s id %s is already scheduled; not scheduling it twice", job, job_id)
 
 
@@ -192,7 +204,8 @@ class EnqueueResults(list[EnqueueResult]):
         return [r.job_id for r in self]
 
 
-def _chunks(bodies: Sequence[tuple[int, str]]) -> Iterable[list[tuple[int, str]]]:
+def chunk_by_size(bodies: Sequence[tuple[int, str]]) -> Iterable[list[tuple[int, str]]]:
+    """Group (index, text) pairs for SendMessageBatch: at most 10 entries and 1 MiB of text each."""
     chunk: list[tuple[int, str]] = []
     size = 0
     for index, body in bodies:
@@ -239,7 +252,7 @@ def enqueue_many(
         if attempt:
             time.sleep(min(0.1 * 2**attempt, 2.0))
         retry: list[tuple[int, str]] = []
-        for chunk in _chunks(pending):
+        for chunk in chunk_by_size(pending):
             entries = [
                 {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk
             ]

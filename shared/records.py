@@ -11,6 +11,7 @@ error {type, message}, expiration (TTL, epoch s), in_progress_expiration (epoch 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -226,13 +227,24 @@ class JobRecordStore(BasePersistenceLayer):
             # A job that never ran (invalid payload): the record still needs an expiry.
             sets.append("expiration = if_not_exists(expiration, :exp)")
             values[":exp"] = {"N": str(int(time.time()) + record_ttl_seconds())}
-        self.client.update_item(
-            TableName=self.table,
-            Key={"id": {"S": job_id}},
-            UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
-            ExpressionAttributeNames={"#state": "state", "#error": "error"},
-            ExpressionAttributeValues=values,
-        )
+        # Never overwrite a success (a bad re-send of a finished job id is dead-lettered on its own);
+        # releasing a lock only touches a record that is still running.
+        if lock_released:
+            condition = "#state = :running"
+            values[":running"] = {"S": "running"}
+        else:
+            condition = "attribute_not_exists(id) OR #state <> :succeeded"
+            values[":succeeded"] = {"S": "succeeded"}
+        # If the condition fails the record moved on (succeeded, or taken over): not ours to change.
+        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
+            self.client.update_item(
+                TableName=self.table,
+                Key={"id": {"S": job_id}},
+                UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#state": "state", "#error": "error"},
+                ExpressionAttributeValues=values,
+            )
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
         """Persist a running job's progress (one UpdateItem)."""

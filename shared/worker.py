@@ -11,9 +11,14 @@ attributes; if that move fails, the record is reported failed and SQS redrive st
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import random
+import threading
 import time
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -69,10 +74,37 @@ class NotStartedError(LambdaJobsError):
 def deadline_margin_ms(spec: JobSpec) -> float:
     """Time kept free at the end of an invocation: 10% of the timeout, between 0.5 s and 5 s.
 
-    A Lambda timeout mid-batch redelivers the whole batch, so the worker does not start a record
-    unless the margin plus the longest run of this job seen in this container still fits.
+    A Lambda timeout mid-batch redelivers the whole batch, so after the first record the worker does
+    not start another unless the margin plus the longest run of this invocation still fits.
     """
     return max(500.0, min(5000.0, spec.timeout_seconds * 100.0))
+
+
+class _ThreadLocalConfig(IdempotencyConfig):
+    """IdempotencyConfig whose registered Lambda context is per thread: the local stack runs several
+    invocations of one worker at once, and each lock must expire with its own invocation."""
+
+    def __init__(self, **options: Any) -> None:
+        self._local = threading.local()
+        super().__init__(**options)
+
+    @property
+    def lambda_context(self) -> Any:
+        return getattr(self._local, "context", None)
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._local.context = value
+
+
+@dataclass
+class _Invocation:
+    context: Any
+    started: int = 0
+    longest_ms: float = 0.0
+
+
+_ran: ContextVar[bool] = ContextVar("lambdajobs_job_ran", default=False)
 
 
 class Worker:
@@ -81,9 +113,8 @@ class Worker:
     def __init__(self, job: str | None = None, *, store: JobRecordStore | None = None) -> None:
         self._job = job
         self.store = store or JobRecordStore()
-        self.config = IdempotencyConfig(expires_after_seconds=record_ttl_seconds())
+        self.config = _ThreadLocalConfig(expires_after_seconds=record_ttl_seconds())
         self.rng = random.Random()
-        self._longest_ms: dict[str, float] = {}
         self._queue_urls: dict[str, str] = {}
         self._run_once = idempotent_function(
             data_keyword_argument="run", persistence_store=self.store, config=self.config
@@ -111,6 +142,7 @@ class Worker:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
         spec = self.spec_for(event)  # a misconfigured function fails the whole batch: nothing is deleted
         self.config.register_lambda_context(context)
+        invocation = _Invocation(context)
         if not metrics_disabled():
             metrics.add_dimension(name="job", value=spec.name)  # cleared by every flush
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
@@ -119,26 +151,37 @@ class Worker:
         try:
             response: dict[str, Any] = process_partial_response(  # type: ignore[assignment]
                 event=event,
-                record_handler=lambda record: self._process(spec, record, context),
+                record_handler=lambda record: self._process(spec, record, invocation),
                 processor=processor,
                 context=context,
             )
             return response
         finally:
-            if not metrics_disabled():
+            if not metrics_disabled() and metrics.metric_set:  # nothing to publish: no empty-flush warning
                 metrics.flush_metrics(raise_on_empty_metrics=False)
 
     # -- one record ---------------------------------------------------------------------------------
 
-    def _process(self, spec: JobSpec, record: SQSRecord, context: Any) -> Any:
+    def _too_late(self, spec: JobSpec, invocation: _Invocation, attempt: int) -> str | None:
+        """Why this record should not start now, or None. The first record of an invocation always
+        starts, and so does a record on its last attempt (skipping it would use up its last receive
+        and send it to the DLQ unrun)."""
+        if invocation.context is None or invocation.started == 0 or attempt >= spec.max_attempts:
+            return None
+        remaining_ms = invocation.context.get_remaining_time_in_millis()
+        needed_ms = deadline_margin_ms(spec) + invocation.longest_ms
+        if remaining_ms >= needed_ms:
+            return None
+        return f"not started: {remaining_ms} ms left, {needed_ms:.0f} ms needed"
+
+    def _process(self, spec: JobSpec, record: SQSRecord, invocation: _Invocation) -> Any:
         attempt = int(record.attributes.approximate_receive_count or 1)
-        remaining_ms = context.get_remaining_time_in_millis() if context is not None else float("inf")
-        needed_ms = deadline_margin_ms(spec) + self._longest_ms.get(spec.name, 0.0)
-        if remaining_ms < needed_ms:
+        reason = self._too_late(spec, invocation, attempt)
+        if reason:
             # Report it failed without running it, visible again at once for the next invocation.
             self._retry_after(spec, record, 0)
             _metric("JobDeferred", MetricUnit.Count, 1)
-            raise NotStartedError(f"not started: {remaining_ms} ms left, {needed_ms:.0f} ms needed")
+            raise NotStartedError(reason)
         try:
             envelope = decode(record.body)
             target = get_spec(envelope.job)
@@ -150,28 +193,38 @@ class Worker:
         except (EnvelopeError, UnknownJobError) as exc:
             return self._dead_letter(spec, record, exc, attempt, job_id=None)
 
-        job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-        logger.set_correlation_id(job_id)
-        logger.append_keys(job=spec.name, attempt=attempt)
-        try:
-            with pii.bound(spec.pii_fields, envelope.payload):
-                return self._run(spec, envelope, job_id, attempt, record, context)
-        finally:
-            logger.remove_keys(["job", "attempt"])
-            logger.set_correlation_id(None)
+        with pii.bound(spec.pii_fields, envelope.payload):
+            try:
+                payload = spec.payload_model.model_validate(envelope.payload)
+            except ValidationError as exc:
+                job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
+                error = PayloadValidationError(
+                    f"invalid {spec.payload_model.__name__} payload: {summarize_validation_error(exc)}"
+                )
+                self.store.mark(job_id, spec.name, "dead", error)
+                return self._dead_letter(spec, record, error, attempt, job_id=job_id)
+            # Derived from the validated payload, as the Python producer derives it: defaults applied.
+            job_id = envelope.id or spec.derive_job_id(payload.model_dump(mode="json")) or record.message_id
+            keys = {"correlation_id": job_id, "job": spec.name, "attempt": attempt}
+            logger.thread_safe_append_keys(**keys)  # per thread: the local stack runs batches at once
+            invocation.started += 1
+            started = time.perf_counter()
+            try:
+                return self._run(spec, envelope, payload, job_id, attempt, record, invocation.context)
+            finally:
+                invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
+                logger.thread_safe_remove_keys(list(keys))
 
     def _run(
-        self, spec: JobSpec, envelope: Envelope, job_id: str, attempt: int, record: SQSRecord, context: Any
+        self,
+        spec: JobSpec,
+        envelope: Envelope,
+        payload: BaseModel,
+        job_id: str,
+        attempt: int,
+        record: SQSRecord,
+        context: Any,
     ) -> Any:
-        try:
-            payload = spec.payload_model.model_validate(envelope.payload)
-        except ValidationError as exc:
-            error = PayloadValidationError(
-                f"invalid {spec.payload_model.__name__} payload: {summarize_validation_error(exc)}"
-            )
-            self.store.mark(job_id, spec.name, "dead", error)
-            return self._dead_letter(spec, record, error, attempt, job_id=job_id)
-
         run = {"job_id": job_id, "job": spec.name, "attempt": attempt, "max_attempts": spec.max_attempts}
         ctx = JobContext(
             job_id=job_id,
@@ -184,6 +237,7 @@ class Worker:
             scheduled_at=envelope.scheduled_at,
         )
         started = time.perf_counter()
+        ran = _ran.set(False)
         try:
             result = self._run_once(run=run, spec=spec, payload=payload, ctx=ctx)
         except IdempotencyAlreadyInProgressError:
@@ -203,19 +257,28 @@ class Worker:
             self._retry_after(spec, record, delay)
             raise
         finally:
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            self._longest_ms[spec.name] = max(self._longest_ms.get(spec.name, 0.0), elapsed_ms)
-            _metric("JobDuration", MetricUnit.Milliseconds, elapsed_ms)
+            did_run = _ran.get()
+            _ran.reset(ran)
+            if did_run:
+                _metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
+        if not did_run:
+            # The job id already succeeded: Powertools answered from the record, nothing ran.
+            _metric("JobDuplicate", MetricUnit.Count, 1)
+            logger.info("duplicate delivery of a job that already succeeded; not run again")
+            return result
         _metric("JobSucceeded", MetricUnit.Count, 1)
         logger.info("job succeeded")
         return result
 
     @staticmethod
     def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobContext) -> Any:
+        _ran.set(True)
         result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
-        return result
+        # The result is stored as JSON. Make it JSON now (datetimes, decimals, sets become strings):
+        # failing to store it after the job ran would run the job again.
+        return json.loads(json.dumps(result, default=str))
 
     # -- retries ------------------------------------------------------------------------------------
 
@@ -264,7 +327,8 @@ class Worker:
             if value.get("stringValue") is not None:
                 converted["StringValue"] = value["stringValue"]
             if value.get("binaryValue") is not None:
-                converted["BinaryValue"] = value["binaryValue"]
+                # Lambda's event holds it base64-encoded; SendMessage wants the bytes.
+                converted["BinaryValue"] = base64.b64decode(value["binaryValue"])
             attributes[name] = converted
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}

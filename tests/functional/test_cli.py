@@ -230,3 +230,23 @@ def test_no_credentials_is_one_line(tmp_path):
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().startswith("error: no AWS credentials found"), out.stderr
+
+
+def test_redrive_splits_large_messages_across_batches(cli, emails_runner, clock):
+    # GIVEN two dead letters of 600 KB each: together above SendMessageBatch's 1 MiB
+    sqs = aws.client("sqs")
+    for i in range(2):
+        body = json.dumps(
+            {
+                "v": 1,
+                "job": "send_email",
+                "id": f"big-{i}",
+                "payload": {"to": "a@b.co", "subject": "s", "body": "x" * 600_000},
+            }
+        )
+        sqs.send_message(QueueUrl=emails_runner.queues.dlq_url, MessageBody=body)
+    # WHEN they are redriven THEN both move, in two batches
+    result = cli("dlq", "redrive", "send_email")
+    assert result.exit_code == 0, result.output
+    assert "moved 2 of 2" in result.output
+    assert emails_runner.depth() == 2 and emails_runner.depth(dlq=True) == 0

@@ -244,3 +244,100 @@ def test_a_retry_starts_with_fresh_progress(stack, clock):
         video.set_encoder(previous)
     # THEN the second attempt did not show the first attempt's progress when it started
     assert seen == [None, 50.0, None, 50.0]
+
+
+def test_a_slow_run_does_not_stop_later_invocations_from_starting(emails_runner, sender, clock):
+    # GIVEN a warm worker whose last invocation had one record that took 29 of its 30 seconds
+    context = SteppedContext(timeout_ms=30_000)
+    real_send = sender.send
+
+    def slow_send(to, subject, body):
+        context.elapsed_ms += 29_000
+        return real_send(to, subject, body)
+
+    sender.send = slow_send
+    enqueue("send_email", SendEmail(to="slow@example.com", subject="s", body="b"))
+    emails_runner.handler(
+        sqs_event(receive(emails_runner), queue_arn=emails_runner.queues.queue_arn, region="us-east-1"),
+        context,
+    )
+    sender.send = real_send
+    # WHEN a new invocation starts with its full time
+    enqueue("send_email", SendEmail(to="next@example.com", subject="s", body="b"))
+    response = emails_runner.handler(
+        sqs_event(receive(emails_runner), queue_arn=emails_runner.queues.queue_arn, region="us-east-1"),
+        SteppedContext(timeout_ms=30_000),
+    )
+    # THEN its record runs: the slow run of another invocation does not count against it
+    assert response == {"batchItemFailures": []}
+    assert sender.sent == ["slow@example.com", "next@example.com"]
+
+
+def test_a_record_on_its_last_attempt_is_run_even_near_the_deadline(declare, clock):
+    # GIVEN a batch whose second record is on its last attempt, after a first record used the time
+    context = SteppedContext(timeout_ms=30_000)
+    ran: list[int] = []
+
+    def lastly(payload: Tick) -> dict:
+        ran.append(payload.n)
+        context.elapsed_ms += 29_000
+        return {}
+
+    runner = declare(lastly, name="lastly", max_attempts=1)
+    enqueue("lastly", Tick(n=1))
+    enqueue("lastly", Tick(n=2))
+    messages = receive(runner)
+    # WHEN the worker runs the batch
+    response = runner.handler(
+        sqs_event(messages, queue_arn=runner.queues.queue_arn, region="us-east-1"), context
+    )
+    # THEN both ran: skipping the second would send it to the DLQ without running it
+    assert sorted(ran) == [1, 2] and response == {"batchItemFailures": []}
+
+
+def test_a_result_that_is_not_json_is_stored_as_text_and_the_job_runs_once(declare, clock):
+    from datetime import UTC, datetime
+
+    calls: list[int] = []
+
+    def stamped(payload: Tick) -> dict:
+        calls.append(payload.n)
+        return {"at": datetime(2026, 11, 29, tzinfo=UTC), "tags": {"a"}}
+
+    runner = declare(stamped, name="stamped", max_attempts=3)
+    job_id = enqueue("stamped", Tick(n=1))
+    assert runner.poll().failed_ids == []
+    status = get_status(job_id)
+    assert status.state == "succeeded" and calls == [1]
+    assert status.result == {"at": "2026-11-29 00:00:00+00:00", "tags": "{'a'}"}
+
+
+def test_an_invalid_resend_does_not_overwrite_a_succeeded_record(emails_runner, sender, clock):
+    enqueue("send_email", SendEmail(to="a@example.com", subject="s", body="b"), job_id="once-1")
+    emails_runner.poll()
+    aws.client("sqs").send_message(
+        QueueUrl=emails_runner.queues.queue_url,
+        MessageBody='{"v": 1, "job": "send_email", "id": "once-1", "payload": {"to": 5}}',
+    )
+    emails_runner.poll()
+    assert get_status("once-1").state == "succeeded"
+    assert emails_runner.depth(dlq=True) == 1  # the bad message itself is dead-lettered
+
+
+def test_the_worker_derives_the_same_job_id_as_the_python_producer(stack, clock):
+    # GIVEN a producer in another language that omits a field with a default (formats)
+    from tests.functional.conftest import Runner
+
+    previous = video.set_encoder(video.SimulatedEncoder(seconds_per_minute=0))
+    try:
+        python_id = enqueue("transcode_video", TranscodeVideo(video_id="v7", source_uri="s3://in/v7.mov"))
+        runner = Runner(stack, "transcode_video")
+        runner.drain()
+        raw = '{"v": 1, "job": "transcode_video", "payload": {"video_id": "v7", "source_uri": "s3://in/v7.mov"}}'
+        aws.client("sqs").send_message(QueueUrl=runner.queues.queue_url, MessageBody=raw)
+        runner.drain()
+    finally:
+        video.set_encoder(previous)
+    # THEN both deliveries are the same job: one run
+    status = get_status(python_id)
+    assert (status.state, status.attempts) == ("succeeded", 1)

@@ -150,3 +150,15 @@ def test_naive_run_at_is_rejected_and_nothing_is_sent(stack):
             delay_seconds=5,
         )
     assert queued_bodies(stack.queues["send_email"].queue_url) == []
+
+
+def test_scheduling_a_job_id_again_differently_is_refused(stack, clock):
+    when = datetime.now(UTC) + timedelta(hours=3)
+    payload = SendEmail(to="a@example.com", subject="s", body="b")
+    enqueue("send_email", payload, job_id="remind-2", run_at=when)
+    with pytest.raises(ValueError, match="already scheduled"):
+        enqueue("send_email", payload, job_id="remind-2", run_at=when + timedelta(hours=1))
+    with pytest.raises(ValueError, match="another payload"):
+        enqueue(
+            "send_email", SendEmail(to="b@example.com", subject="s", body="b"), job_id="remind-2", run_at=when
+        )

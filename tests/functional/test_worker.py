@@ -209,3 +209,25 @@ def test_the_job_dimension_follows_the_queue(stack, sender, clock, capsys):
     second = capsys.readouterr().out
     emf = [json.loads(line) for line in (first + second).splitlines() if line.startswith('{"_aws"')]
     assert [e["job"] for e in emf] == ["send_email", "transcode_video"]
+
+
+def test_dead_lettering_keeps_the_message_attributes_binary_included(emails_runner, sender, clock):
+    # GIVEN a message with a string and a binary attribute that can never succeed
+    body = json.dumps(
+        {"v": 1, "job": "send_email", "payload": {"to": "not-an-address", "subject": "s", "body": "b"}}
+    )
+    aws.client("sqs").send_message(
+        QueueUrl=emails_runner.queues.queue_url,
+        MessageBody=body,
+        MessageAttributes={
+            "tenant": {"DataType": "String", "StringValue": "acme"},
+            "trace": {"DataType": "Binary", "BinaryValue": b"\x00\x01trace"},
+        },
+    )
+    # WHEN it is dead-lettered THEN its attributes arrive unchanged beside the reason
+    emails_runner.poll()
+    [dead] = emails_runner.dlq_messages()
+    attrs = dead["MessageAttributes"]
+    assert attrs["tenant"]["StringValue"] == "acme"
+    assert attrs["trace"]["BinaryValue"] == b"\x00\x01trace"
+    assert attrs[ATTR_ERROR_TYPE]["StringValue"] == "PermanentError"

@@ -104,3 +104,24 @@ def test_lambdajobs_dev_starts_and_stops_cleanly_on_sigterm(tmp_path):
     rest = "".join(lines)
     assert proc.returncode == 0, rest
     assert "stopped." in rest
+
+
+def test_lambdajobs_dev_on_a_busy_port_is_one_line():
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "lambdajobs.cli", "dev", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert (
+        out.stderr.strip()
+        == f"error: port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port."
+    )

@@ -16,8 +16,8 @@ from shared.producer import (
     BATCH_MAX_ENTRIES,
     _check_delay,
     _check_job_id,
-    _chunks,
     _prepare,
+    chunk_by_size,
     validate_payload,
 )
 from shared.spec import isolated_registry, job
@@ -326,7 +326,7 @@ def test_prepare_rejects_an_invalid_job_id(reminder_spec):
         _prepare(reminder_spec, payload, "x" * 257)
 
 
-# --- _chunks ------------------------------------------------------------------------------------
+# --- chunk_by_size ------------------------------------------------------------------------------------
 
 
 def _assert_chunk_limits(chunks):
@@ -340,7 +340,7 @@ def test_chunks_of_25_small_bodies_are_10_10_5():
     bodies = [(i, f"body-{i}") for i in range(25)]
 
     # WHEN they are chunked
-    chunks = list(_chunks(bodies))
+    chunks = list(chunk_by_size(bodies))
 
     # THEN chunks hold 10, 10 and 5 entries within the limits, every entry kept in order
     assert [len(c) for c in chunks] == [10, 10, 5]
@@ -353,7 +353,7 @@ def test_chunks_of_five_400kb_bodies_are_2_2_1():
     bodies = [(i, chr(ord("a") + i) * 400_000) for i in range(5)]
 
     # WHEN they are chunked
-    chunks = list(_chunks(bodies))
+    chunks = list(chunk_by_size(bodies))
 
     # THEN chunks hold 2, 2 and 1 entries, none above 1 MiB, every entry kept in order
     assert [len(c) for c in chunks] == [2, 2, 1]
@@ -367,7 +367,7 @@ def test_chunks_fill_exactly_to_the_byte_limit():
     bodies = [(0, "a" * half), (1, "b" * half), (2, "c")]
 
     # WHEN they are chunked
-    chunks = list(_chunks(bodies))
+    chunks = list(chunk_by_size(bodies))
 
     # THEN the first chunk is filled to exactly the limit and the extra byte starts a new one
     assert chunks == [[(0, "a" * half), (1, "b" * half)], [(2, "c")]]
@@ -380,7 +380,7 @@ def test_chunks_count_utf8_bytes():
     bodies = [(0, "é" * chars), (1, "é" * chars)]
 
     # WHEN they are chunked
-    chunks = list(_chunks(bodies))
+    chunks = list(chunk_by_size(bodies))
 
     # THEN they go in separate chunks
     assert [len(c) for c in chunks] == [1, 1]
@@ -392,7 +392,7 @@ def test_chunks_keep_non_contiguous_indexes_in_order():
     bodies = [(3, "x" * 600_000), (7, "y"), (8, "z" * 600_000), *[(20 + i, "s") for i in range(12)]]
 
     # WHEN they are chunked
-    chunks = list(_chunks(bodies))
+    chunks = list(chunk_by_size(bodies))
 
     # THEN limits hold and the flattened chunks equal the input, in order
     _assert_chunk_limits(chunks)
@@ -403,4 +403,4 @@ def test_chunks_of_nothing_is_nothing():
     # GIVEN no bodies
     # WHEN they are chunked
     # THEN no chunk (and so no empty SendMessageBatch call) is produced
-    assert list(_chunks([])) == []
+    assert list(chunk_by_size([])) == []
