@@ -212,12 +212,13 @@ def job(
     func: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
-    timeout_seconds: int = 30,
-    max_attempts: int = 5,
-    batch_size: int = 10,
-    max_batching_window_seconds: int = 0,
-    max_concurrency: int = 10,
-    memory_mb: int = 256,
+    # Defaults come from JobSpec's fields: written once, there.
+    timeout_seconds: int = JobSpec.timeout_seconds,
+    max_attempts: int = JobSpec.max_attempts,
+    batch_size: int = JobSpec.batch_size,
+    max_batching_window_seconds: int = JobSpec.max_batching_window_seconds,
+    max_concurrency: int = JobSpec.max_concurrency,
+    memory_mb: int = JobSpec.memory_mb,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
@@ -417,8 +418,11 @@ def registered_jobs() -> list[JobSpec]:
 @contextmanager
 def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
     """Declare jobs in a block without touching the process registry (for tests). With `keep=True`
-    the block starts with the jobs already declared; either way they are restored on exit."""
-    saved = dict(_REGISTRY)
+    the block starts with the jobs already declared; either way they are restored on exit. Inside
+    the block an unknown name does not import the jobs package (its jobs would land here and be lost)."""
+    global _jobs_imported
+    saved, saved_imported = dict(_REGISTRY), _jobs_imported
+    _jobs_imported = True
     if not keep:
         _REGISTRY.clear()
     try:
@@ -426,3 +430,4 @@ def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
     finally:
         _REGISTRY.clear()
         _REGISTRY.update(saved)
+        _jobs_imported = saved_imported
