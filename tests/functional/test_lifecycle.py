@@ -40,6 +40,23 @@ def receive(runner, max_messages: int = 10) -> list[dict]:
     return list(got.get("Messages", []))
 
 
+def slow_sender(sender, context: SteppedContext, elapsed_ms: int):
+    """Make every send take `elapsed_ms` of the context's time; returns the original send."""
+    real_send = sender.send
+
+    def slow_send(to, subject, body):
+        context.elapsed_ms += elapsed_ms
+        return real_send(to, subject, body)
+
+    sender.send = slow_send
+    return real_send
+
+
+def batch(runner) -> dict:
+    """Lambda's SQS event for the messages waiting on the runner's queue."""
+    return sqs_event(receive(runner), queue_arn=runner.queues.queue_arn, region="us-east-1")
+
+
 class MaxRandom:
     def random(self) -> float:
         return 0.999
@@ -118,13 +135,7 @@ def test_records_are_not_started_near_the_deadline(emails_runner, sender, clock)
     for i in range(3):
         enqueue("send_email", SendEmail(to=f"u{i}@example.com", subject="s", body="b"))
     context = SteppedContext(timeout_ms=30_000)
-    real_send = sender.send
-
-    def slow_send(to, subject, body):
-        context.elapsed_ms += 29_000
-        return real_send(to, subject, body)
-
-    sender.send = slow_send
+    slow_sender(sender, context, 29_000)
     emails_runner.worker.rng = MaxRandom()  # a backoff would keep them away for its full 10 s
     messages = receive(emails_runner)
     event = sqs_event(messages, queue_arn=emails_runner.queues.queue_arn, region="us-east-1")
@@ -181,7 +192,7 @@ def test_transcode_stage_that_does_not_fit_is_retried_later(stack, clock):
         job_id = enqueue(
             "transcode_video", TranscodeVideo(video_id="v2", source_uri="s3://in/v2.mov", formats=["4k"])
         )
-        event = sqs_event(receive(runner), queue_arn=runner.queues.queue_arn, region="us-east-1")
+        event = batch(runner)
         response = runner.handler(event, SteppedContext(timeout_ms=100_000))
     finally:
         video.set_encoder(previous)
@@ -249,23 +260,17 @@ def test_a_retry_starts_with_fresh_progress(stack, clock):
 def test_a_slow_run_does_not_stop_later_invocations_from_starting(emails_runner, sender, clock):
     # GIVEN a warm worker whose last invocation had one record that took 29 of its 30 seconds
     context = SteppedContext(timeout_ms=30_000)
-    real_send = sender.send
-
-    def slow_send(to, subject, body):
-        context.elapsed_ms += 29_000
-        return real_send(to, subject, body)
-
-    sender.send = slow_send
+    real_send = slow_sender(sender, context, 29_000)
     enqueue("send_email", SendEmail(to="slow@example.com", subject="s", body="b"))
     emails_runner.handler(
-        sqs_event(receive(emails_runner), queue_arn=emails_runner.queues.queue_arn, region="us-east-1"),
+        batch(emails_runner),
         context,
     )
     sender.send = real_send
     # WHEN a new invocation starts with its full time
     enqueue("send_email", SendEmail(to="next@example.com", subject="s", body="b"))
     response = emails_runner.handler(
-        sqs_event(receive(emails_runner), queue_arn=emails_runner.queues.queue_arn, region="us-east-1"),
+        batch(emails_runner),
         SteppedContext(timeout_ms=30_000),
     )
     # THEN its record runs: the slow run of another invocation does not count against it
