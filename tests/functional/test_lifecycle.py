@@ -346,3 +346,16 @@ def test_the_worker_derives_the_same_job_id_as_the_python_producer(stack, clock)
     # THEN both deliveries are the same job: one run
     status = get_status(python_id)
     assert (status.state, status.attempts) == ("succeeded", 1)
+
+
+def test_the_first_record_of_an_invocation_always_starts(emails_runner, sender, clock):
+    # GIVEN an invocation that starts with less time than the safety margin (3 s for send_email)
+    enqueue("send_email", SendEmail(to="first@example.com", subject="s", body="b"))
+    enqueue("send_email", SendEmail(to="second@example.com", subject="s", body="b"))
+    context = SteppedContext(timeout_ms=30_000)
+    context.elapsed_ms = 29_000
+    # WHEN the worker runs the batch
+    response = emails_runner.handler(batch(emails_runner), context)
+    # THEN the first record ran (refusing it would make no progress at all), the second did not
+    assert sender.sent == ["first@example.com"]
+    assert len(response["batchItemFailures"]) == 1
