@@ -60,12 +60,12 @@ def throughput() -> dict[str, float]:
     import handlers  # noqa: F401
     from handlers import emails
     from handlers.emails import SendEmail
-    from lambdajobs.emulator import EventSourceMapping
-    from lambdajobs.provision import provision
-    from shared import aws
-    from shared.producer import enqueue_many
-    from shared.spec import registered_jobs
-    from shared.worker import Worker
+    from lambdajobs.local.emulator import EventSourceMapping
+    from lambdajobs.local.provision import provision
+    from lambdajobs.runtime import aws
+    from lambdajobs.runtime.producer import enqueue_many
+    from lambdajobs.runtime.spec import registered_jobs
+    from lambdajobs.runtime.worker import Worker
 
     logging.getLogger("lambdajobs").setLevel(logging.WARNING)
     emails.set_sender(type("Quiet", (), {"send": lambda self, to, subject, body: "id"})())

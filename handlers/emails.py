@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from shared import JobContext, PermanentError, job
+from lambdajobs.runtime import JobContext, PermanentError, job
 
 # Deliberately simple: one '@', a dot in the domain, no spaces. Real deliverability is the sender's job.
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -45,7 +45,7 @@ class LogSender:
         self.sent: list[str] = []
 
     def send(self, to: str, subject: str, body: str) -> str:
-        from shared.worker import logger
+        from lambdajobs.runtime.worker import logger
 
         message_id = uuid.uuid4().hex
         logger.info("email sent (log sender)", extra={"to": redact_address(to), "provider_id": message_id})

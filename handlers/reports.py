@@ -12,10 +12,10 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field
 
 from handlers.emails import SendEmail
-from shared import JobContext, aws, cron, registered_jobs
-from shared.producer import enqueue_many
-from shared.records import count_finished
-from shared.settings import ENV_BUCKET, bucket_prefix
+from lambdajobs.runtime import JobContext, aws, cron, registered_jobs
+from lambdajobs.runtime.producer import enqueue_many
+from lambdajobs.runtime.records import count_finished
+from lambdajobs.runtime.settings import ENV_BUCKET, bucket_prefix
 
 REPORT_ZONE = "America/New_York"
 

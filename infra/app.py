@@ -9,9 +9,9 @@ from pathlib import Path
 from aws_cdk import App, Aspects, Environment
 from aws_cdk import aws_logs as logs
 
-from infra.stack import LambdaJobsStack
-from shared.settings import DEFAULT_STACK_NAME
-from shared.spec import registered_jobs
+from lambdajobs.cdk.stack import LambdaJobsStack
+from lambdajobs.runtime.settings import DEFAULT_STACK_NAME
+from lambdajobs.runtime.spec import registered_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Only runtime code goes into the Lambda asset: the `shared` library and the `handlers` package, plus
@@ -66,7 +66,7 @@ def build_app(
     # next to the resources they concern (infra/nag.py), each with its reason.
     from cdk_nag import AwsSolutionsChecks
 
-    from infra.nag import suppress
+    from lambdajobs.cdk.nag import suppress
 
     suppress(stack)
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))

@@ -12,12 +12,12 @@ from moto import mock_aws
 
 import handlers  # noqa: F401  (declares every job)
 from handlers import emails
-from lambdajobs.emulator import BatchOutcome, poll_once
-from lambdajobs.provision import Provisioned, provision
-from shared import aws
-from shared.producer import clear_manifest_cache
-from shared.spec import get_spec, registered_jobs
-from shared.worker import Worker
+from lambdajobs.local.emulator import BatchOutcome, poll_once
+from lambdajobs.local.provision import Provisioned, provision
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import clear_manifest_cache
+from lambdajobs.runtime.spec import get_spec, registered_jobs
+from lambdajobs.runtime.worker import Worker
 
 
 @pytest.fixture
@@ -122,9 +122,9 @@ def emails_runner(stack: Provisioned) -> Runner:
 @pytest.fixture
 def declare(stack: Provisioned, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Declare test-only jobs for one test and provision their queues; the registry is restored after."""
-    from lambdajobs.provision import provision_queues
-    from shared.settings import dlq_url_env, queue_url_env
-    from shared.spec import isolated_registry, job
+    from lambdajobs.local.provision import provision_queues
+    from lambdajobs.runtime.settings import dlq_url_env, queue_url_env
+    from lambdajobs.runtime.spec import isolated_registry, job
 
     with isolated_registry(keep=True):
 

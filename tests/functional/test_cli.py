@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from handlers.emails import SendEmail
 from lambdajobs.cli import app
-from shared import aws
-from shared.producer import enqueue
-from shared.records import get_status
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import get_status
 
 ROOT = Path(__file__).resolve().parents[2]
 

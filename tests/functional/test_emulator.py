@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from lambdajobs.emulator import EventSourceMapping
-from shared import aws
+from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.runtime import aws
 
 LAMBDA_RECORD_KEYS = {
     "messageId",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from handlers.emails import SendEmail
-from lambdajobs.lambda_events import LambdaContext, sqs_event
-from shared import aws
-from shared.producer import enqueue
-from shared.records import get_status
+from lambdajobs.local.lambda_events import LambdaContext, sqs_event
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import get_status
 
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 

@@ -8,10 +8,10 @@ from pydantic import BaseModel
 from handlers import video
 from handlers.emails import SendEmail
 from handlers.video import TranscodeVideo
-from lambdajobs.lambda_events import sqs_event
-from shared import Backoff, aws
-from shared.producer import enqueue
-from shared.records import WaitTimeoutError, get_status, wait_for
+from lambdajobs.local.lambda_events import sqs_event
+from lambdajobs.runtime import Backoff, aws
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import WaitTimeoutError, get_status, wait_for
 
 
 class Tick(BaseModel):
@@ -219,7 +219,7 @@ def test_wait_for_returns_the_final_status_or_times_out(emails_runner, sender):
 
 
 def test_progress_outside_0_to_100_is_refused():
-    from shared.context import JobContext
+    from lambdajobs.runtime.context import JobContext
 
     ctx = JobContext(job_id="j", job="x", attempt=1, max_attempts=5, logger=None)
     for bad in (-1, 101, True, "50"):

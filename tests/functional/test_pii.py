@@ -7,9 +7,9 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from shared import Backoff, JobContext, PermanentError
-from shared.producer import enqueue
-from shared.records import get_status
+from lambdajobs.runtime import Backoff, JobContext, PermanentError
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import get_status
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111111111111111"
@@ -121,8 +121,8 @@ def test_pii_never_appears_in_logs_errors_or_dlq_reasons(runner, clock, worker_l
 
 
 def test_unknown_pii_field_fails_at_declaration():
-    from shared import DeclarationError
-    from shared.spec import isolated_registry, job
+    from lambdajobs.runtime import DeclarationError
+    from lambdajobs.runtime.spec import isolated_registry, job
 
     with isolated_registry(), pytest.raises(DeclarationError, match="pii_fields"):
         job(name="leaky", pii_fields=("phone",))(charge_card)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from handlers.emails import SendEmail
-from shared import PayloadTooLargeError, PayloadValidationError, QueueNotFoundError, aws
-from shared.envelope import MAX_MESSAGE_BYTES
-from shared.producer import clear_manifest_cache, enqueue, enqueue_many
+from lambdajobs.runtime import PayloadTooLargeError, PayloadValidationError, QueueNotFoundError, aws
+from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES
+from lambdajobs.runtime.producer import clear_manifest_cache, enqueue, enqueue_many
 
 
 def email(i: int) -> SendEmail:

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from handlers.emails import SendEmail
-from shared import aws
-from shared.producer import enqueue, one_time_schedule_name
-from shared.records import get_status
-from shared.spec import get_spec
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
+from lambdajobs.runtime.records import get_status
+from lambdajobs.runtime.spec import get_spec
 from tests.functional.conftest import Runner
 
 SLOT = "2026-11-30T14:00:00Z"  # 09:00 in New York

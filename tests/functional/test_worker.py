@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from handlers.emails import SendEmail
-from lambdajobs.lambda_events import LambdaContext, sqs_event
-from shared import aws
-from shared.producer import enqueue
-from shared.records import get_status
-from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON
+from lambdajobs.local.lambda_events import LambdaContext, sqs_event
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import get_status
+from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON
 
 
 def email(to: str = "ada@example.com") -> SendEmail:

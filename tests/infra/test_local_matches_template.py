@@ -8,9 +8,9 @@ import pytest
 from moto import mock_aws
 
 import handlers  # noqa: F401
-from lambdajobs.provision import SCHEDULED_TIME_PLACEHOLDER, provision
-from shared import aws
-from shared.spec import registered_jobs
+from lambdajobs.local.provision import SCHEDULED_TIME_PLACEHOLDER, provision
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.spec import registered_jobs
 from tests.conftest import FAKE_AWS_ENV
 from tests.infra.test_stack import logical_id, props
 

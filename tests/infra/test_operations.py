@@ -10,7 +10,7 @@ import pytest
 
 import handlers  # noqa: F401
 from infra.app import nag_errors
-from shared.spec import get_spec, registered_jobs
+from lambdajobs.runtime.spec import get_spec, registered_jobs
 from tests.infra.conftest import ALARM_EMAIL
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import handlers  # noqa: F401
-from shared.settings import JOB_STATS_INDEX, schedule_group_names, stack_manifest_parameter
-from shared.spec import registered_jobs
+from lambdajobs.runtime.settings import JOB_STATS_INDEX, schedule_group_names, stack_manifest_parameter
+from lambdajobs.runtime.spec import registered_jobs
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
 CRON_JOBS = [spec for spec in registered_jobs() if spec.schedule]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import handlers  # noqa: F401
-from shared.settings import manifest_parameter
-from shared.spec import get_spec, registered_jobs
+from lambdajobs.runtime.settings import manifest_parameter
+from lambdajobs.runtime.spec import get_spec, registered_jobs
 
 JOBS = [spec.name for spec in registered_jobs()]
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,13 +15,13 @@ from pydantic import BaseModel
 
 from handlers import emails
 from handlers.emails import SendEmail
-from lambdajobs.local import LocalStack
+from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
-from shared import Backoff
-from shared.producer import enqueue
-from shared.records import wait_for
-from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
-from shared.spec import isolated_registry, job, registered_jobs
+from lambdajobs.runtime import Backoff
+from lambdajobs.runtime.producer import enqueue
+from lambdajobs.runtime.records import wait_for
+from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
+from lambdajobs.runtime.spec import isolated_registry, job, registered_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 

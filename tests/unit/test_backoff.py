@@ -8,9 +8,9 @@ import random
 import pytest
 from pydantic import BaseModel
 
-from shared import Backoff, DeclarationError
-from shared.backoff import MAX_DELAY_SECONDS
-from shared.spec import isolated_registry, job
+from lambdajobs.runtime import Backoff, DeclarationError
+from lambdajobs.runtime.backoff import MAX_DELAY_SECONDS
+from lambdajobs.runtime.spec import isolated_registry, job
 
 
 class P(BaseModel):

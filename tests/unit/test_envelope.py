@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from shared.envelope import MAX_MESSAGE_BYTES, Envelope, decode, encode
-from shared.errors import EnvelopeError, PayloadTooLargeError
+from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, Envelope, decode, encode
+from lambdajobs.runtime.errors import EnvelopeError, PayloadTooLargeError
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 FIXED_NOW = datetime(2026, 11, 29, 19, 0, 0, tzinfo=UTC)

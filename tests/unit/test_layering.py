@@ -36,7 +36,7 @@ def test_importing_the_lambda_entry_point_loads_nothing_heavy_and_creates_no_cli
     # GIVEN a fresh interpreter, as in a Lambda cold start
     code = (
         "import sys, json, handlers.entry\n"
-        "from shared import aws\n"
+        "from lambdajobs.runtime import aws\n"
         "print(json.dumps({'modules': sorted(sys.modules), 'clients': sorted(aws._clients)}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -48,7 +48,7 @@ def test_importing_the_lambda_entry_point_loads_nothing_heavy_and_creates_no_cli
 
 def test_a_producer_finds_jobs_without_importing_their_module():
     # GIVEN a fresh interpreter that imports only the producer API
-    code = "from shared.spec import get_spec\nprint(get_spec('send_email').name)"
+    code = "from lambdajobs.runtime.spec import get_spec\nprint(get_spec('send_email').name)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     # THEN the job is found: the handlers package is imported on the first unknown name
     assert out.stdout.strip() == "send_email"

@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from shared.envelope import MAX_MESSAGE_BYTES, decode
-from shared.errors import PayloadValidationError
-from shared.producer import (
+from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, decode
+from lambdajobs.runtime.errors import PayloadValidationError
+from lambdajobs.runtime.producer import (
     BATCH_MAX_ENTRIES,
     _check_delay,
     _check_job_id,
@@ -20,7 +20,7 @@ from shared.producer import (
     chunk_by_size,
     validate_payload,
 )
-from shared.spec import isolated_registry, job
+from lambdajobs.runtime.spec import isolated_registry, job
 
 SECRET = "secret-value-123"
 

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import BaseModel
 
-from shared import DeclarationError, cron
-from shared.schedule import ScheduleError, parse_schedule
-from shared.spec import isolated_registry
+from lambdajobs.runtime import DeclarationError, cron
+from lambdajobs.runtime.schedule import ScheduleError, parse_schedule
+from lambdajobs.runtime.spec import isolated_registry
 
 NY = ZoneInfo("America/New_York")
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from shared.errors import DeclarationError, UnknownJobError
-from shared.spec import Job, get_spec, isolated_registry, job, registered_jobs
+from lambdajobs.runtime.errors import DeclarationError, UnknownJobError
+from lambdajobs.runtime.spec import Job, get_spec, isolated_registry, job, registered_jobs
 
 
 class EmailPayload(BaseModel):

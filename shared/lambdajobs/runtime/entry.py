@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import handlers  # noqa: F401  (declares every job)
-from shared.worker import Worker, logger
+from lambdajobs.runtime.worker import Worker, logger
 
 worker = Worker()
 

@@ -30,9 +30,9 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from shared import aws, pii
-from shared.errors import LambdaJobsError, PermanentError
-from shared.settings import ENV_TABLE, JOB_STATS_INDEX, record_ttl_seconds
+from lambdajobs.runtime import aws, pii
+from lambdajobs.runtime.errors import LambdaJobsError, PermanentError
+from lambdajobs.runtime.settings import ENV_TABLE, JOB_STATS_INDEX, record_ttl_seconds
 
 State = Literal["pending", "running", "retrying", "succeeded", "dead"]
 FINAL_STATES: frozenset[str] = frozenset({"succeeded", "dead"})
@@ -57,7 +57,7 @@ def table_name() -> str:
     name = os.environ.get(ENV_TABLE)
     if name:
         return name
-    from shared import manifest
+    from lambdajobs.runtime import manifest
 
     return manifest.stack_entry()["table"]
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdajobs.lambda_events import LambdaContext, sqs_event
-from shared import aws
+from lambdajobs.local.lambda_events import LambdaContext, sqs_event
+from lambdajobs.runtime import aws
 
 Handler = Callable[[dict[str, Any], Any], Any]
 log = logging.getLogger("lambdajobs.local")

@@ -16,7 +16,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from shared.settings import (
+from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_JOB,
     ENV_STACK,
@@ -29,7 +29,7 @@ from shared.settings import (
     queue_name,
     queue_url_env,
 )
-from shared.spec import JobSpec
+from lambdajobs.runtime.spec import JobSpec
 
 DLQ_RETENTION = Duration.seconds(DLQ_RETENTION_SECONDS)  # longer than the source: see settings
 QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)

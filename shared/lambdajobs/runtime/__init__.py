@@ -5,11 +5,11 @@ standard library, pydantic and (lazily) boto3 here; Powertools is imported by th
 aws_cdk, moto, rich or typer.
 """
 
-from shared import aws
-from shared.alarms import Alarms
-from shared.backoff import Backoff
-from shared.context import JobContext
-from shared.errors import (
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.alarms import Alarms
+from lambdajobs.runtime.backoff import Backoff
+from lambdajobs.runtime.context import JobContext
+from lambdajobs.runtime.errors import (
     DeclarationError,
     EnvelopeError,
     LambdaJobsError,
@@ -20,7 +20,7 @@ from shared.errors import (
     StackNotFoundError,
     UnknownJobError,
 )
-from shared.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
+from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
 
 __all__ = [
     "Alarms",
@@ -52,11 +52,11 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # The producer and status readers pull in more modules; load them on first use only.
     if name in ("enqueue", "enqueue_many"):
-        from shared import producer
+        from lambdajobs.runtime import producer
 
         return getattr(producer, name)
     if name in ("get_status", "wait_for"):
-        from shared import records
+        from lambdajobs.runtime import records
 
         return getattr(records, name)
     raise AttributeError(f"module 'shared' has no attribute {name!r}")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.errors import EnvelopeError, PayloadTooLargeError
+from lambdajobs.runtime.errors import EnvelopeError, PayloadTooLargeError
 
 #: SQS maximum message size (1 MiB since 2025; it was 256 KiB before).
 MAX_MESSAGE_BYTES = 1_048_576

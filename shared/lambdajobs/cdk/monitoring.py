@@ -11,8 +11,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from infra.job_worker import JobWorker
-from shared.settings import METRICS_NAMESPACE, SERVICE_NAME
+from lambdajobs.cdk.job_worker import JobWorker
+from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)

@@ -31,12 +31,12 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
 from pydantic import BaseModel, ValidationError
 
-from shared import aws, pii
-from shared.context import JobContext
-from shared.envelope import Envelope, decode, summarize_validation_error
-from shared.errors import EnvelopeError, LambdaJobsError, PayloadValidationError, UnknownJobError
-from shared.records import JobRecordStore, error_fields, is_final_failure
-from shared.settings import (
+from lambdajobs.runtime import aws, pii
+from lambdajobs.runtime.context import JobContext
+from lambdajobs.runtime.envelope import Envelope, decode, summarize_validation_error
+from lambdajobs.runtime.errors import EnvelopeError, LambdaJobsError, PayloadValidationError, UnknownJobError
+from lambdajobs.runtime.records import JobRecordStore, error_fields, is_final_failure
+from lambdajobs.runtime.settings import (
     ATTR_ATTEMPTS,
     ATTR_ERROR_TYPE,
     ATTR_FAILED_AT,
@@ -51,7 +51,7 @@ from shared.settings import (
     record_ttl_seconds,
     stack_name,
 )
-from shared.spec import JobSpec, get_spec
+from lambdajobs.runtime.spec import JobSpec, get_spec
 
 logger = Logger(service=SERVICE_NAME)
 pii.install(logger)  # every line is checked for the current record's personal data

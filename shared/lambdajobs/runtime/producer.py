@@ -22,17 +22,17 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared import aws, manifest
-from shared.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
-from shared.errors import PayloadValidationError
-from shared.settings import (
+from lambdajobs.runtime import aws, manifest
+from lambdajobs.runtime.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
+from lambdajobs.runtime.errors import PayloadValidationError
+from lambdajobs.runtime.settings import (
     ENV_SCHEDULER_DLQ_ARN,
     ENV_SCHEDULER_GROUP,
     ENV_SCHEDULER_ROLE_ARN,
     queue_arn_env,
     queue_url_env,
 )
-from shared.spec import JobRef, JobSpec, get_spec
+from lambdajobs.runtime.spec import JobRef, JobSpec, get_spec
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 
-from shared import aws
-from shared.errors import QueueNotFoundError, StackNotFoundError
-from shared.settings import manifest_parameter, queue_url_env, stack_manifest_parameter, stack_name
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.errors import QueueNotFoundError, StackNotFoundError
+from lambdajobs.runtime.settings import manifest_parameter, queue_url_env, stack_manifest_parameter, stack_name
 
 _cache: dict[tuple[str, str], dict[str, str]] = {}
 _lock = threading.Lock()

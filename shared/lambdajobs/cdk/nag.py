@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from cdk_nag import NagPackSuppression, NagSuppressions
 
-from shared.settings import MANIFEST_PREFIX, bucket_prefix
+from lambdajobs.runtime.settings import MANIFEST_PREFIX, bucket_prefix
 
 if TYPE_CHECKING:
-    from infra.stack import LambdaJobsStack
+    from lambdajobs.cdk.stack import LambdaJobsStack
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 

@@ -15,13 +15,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lambdajobs.emulator import EventSourceMapping
-from lambdajobs.local_scheduler import LocalScheduler
+from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
-from lambdajobs.provision import Provisioned, provision
-from shared import aws, manifest
-from shared.settings import ENV_JOB, SERVICE_NAME
-from shared.spec import JobSpec, registered_jobs
+from lambdajobs.local.provision import Provisioned, provision
+from lambdajobs.runtime import aws, manifest
+from lambdajobs.runtime.settings import ENV_JOB, SERVICE_NAME
+from lambdajobs.runtime.spec import JobSpec, registered_jobs
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
@@ -29,7 +29,7 @@ LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "loc
 
 def route_worker_logs(path: Path) -> None:
     """Send the worker's JSON logs (Powertools Logger) to a file instead of stdout."""
-    import shared.worker  # noqa: F401  (creates the Powertools logger whose handler we redirect)
+    import lambdajobs.runtime.worker  # noqa: F401  (creates the Powertools logger whose handler we redirect)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     stream = path.open("a", encoding="utf-8")

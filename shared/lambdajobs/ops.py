@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared import aws
-from shared.producer import chunk_by_size
-from shared.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.producer import chunk_by_size
+from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
 
 PEEK_VISIBILITY_SECONDS = 30
 

@@ -25,10 +25,10 @@ from rich.table import Table
 from handlers import emails, video
 from handlers.emails import SendEmail, TransientSendError
 from handlers.video import TranscodeVideo
-from lambdajobs.local import LocalStack
+from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters
-from shared.producer import enqueue, enqueue_many
-from shared.records import JobStatus, get_status, get_statuses
+from lambdajobs.runtime.producer import enqueue, enqueue_many
+from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
 
 RECIPIENTS = 240
 INVALID = {

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from shared import aws
-from shared.settings import (
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
     ENV_STACK,
@@ -24,7 +24,7 @@ from shared.settings import (
     schedule_group_names,
     stack_manifest_parameter,
 )
-from shared.spec import JobSpec
+from lambdajobs.runtime.spec import JobSpec
 
 #: What EventBridge Scheduler replaces with the slot's time when it sends a schedule's input.
 SCHEDULED_TIME_PLACEHOLDER = "<aws.scheduler.scheduled-time>"

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from shared import aws
-from shared.spec import JobSpec
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.spec import JobSpec
 
 _AT = re.compile(r"^at\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)$")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from shared.errors import LambdaJobsError
+from lambdajobs.runtime.errors import LambdaJobsError
 
 _CRON = re.compile(r"^cron\((?P<fields>[^()]+)\)$")
 _RATE = re.compile(r"^rate\((?P<value>\d+) (?P<unit>minutes?|hours?|days?)\)$")

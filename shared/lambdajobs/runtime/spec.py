@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.alarms import Alarms
-from shared.backoff import Backoff
-from shared.envelope import summarize_validation_error
-from shared.errors import DeclarationError, UnknownJobError
-from shared.schedule import Schedule, ScheduleError, parse_schedule
-from shared.settings import JOB_NAME_RE
+from lambdajobs.runtime.alarms import Alarms
+from lambdajobs.runtime.backoff import Backoff
+from lambdajobs.runtime.envelope import summarize_validation_error
+from lambdajobs.runtime.errors import DeclarationError, UnknownJobError
+from lambdajobs.runtime.schedule import Schedule, ScheduleError, parse_schedule
+from lambdajobs.runtime.settings import JOB_NAME_RE
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
 MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
@@ -352,12 +352,12 @@ class Job:
         return self.spec.func(*args, **kwargs)
 
     def enqueue(self, payload: Any, **options: Any) -> str:
-        from shared.producer import enqueue
+        from lambdajobs.runtime.producer import enqueue
 
         return enqueue(self, payload, **options)
 
     def enqueue_many(self, payloads: Any, **options: Any) -> Any:
-        from shared.producer import enqueue_many
+        from lambdajobs.runtime.producer import enqueue_many
 
         return enqueue_many(self, payloads, **options)
 

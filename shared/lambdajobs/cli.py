@@ -59,7 +59,7 @@ def _root(
     ):
         if value:
             os.environ[name] = value
-    from shared import aws, manifest
+    from lambdajobs.runtime import aws, manifest
 
     aws.reset_clients()
     manifest.clear_cache()
@@ -92,7 +92,7 @@ def friendly(command: F) -> F:
             PartialCredentialsError,
         )
 
-        from shared.errors import LambdaJobsError, StackNotFoundError
+        from lambdajobs.runtime.errors import LambdaJobsError, StackNotFoundError
 
         try:
             return command(*args, **kwargs)
@@ -125,14 +125,14 @@ def friendly(command: F) -> F:
 
 
 def _spec(job: str) -> Any:
-    from shared.spec import get_spec
+    from lambdajobs.runtime.spec import get_spec
 
     return get_spec(job)
 
 
 def _queues(job: str) -> tuple[str, str]:
     """(queue URL, DLQ URL) of a job, from the stack's manifest (never from hand-typed URLs)."""
-    from shared import manifest
+    from lambdajobs.runtime import manifest
 
     spec = _spec(job)
     manifest.stack_entry()  # a missing stack says so, rather than "no queue for job"
@@ -173,7 +173,7 @@ def queues() -> None:
     from botocore.exceptions import ClientError
 
     from lambdajobs.ops import oldest_age_seconds, queue_health
-    from shared.spec import load_jobs, registered_jobs
+    from lambdajobs.runtime.spec import load_jobs, registered_jobs
 
     load_jobs()
     table = _table("job", "depth", "in flight", "delayed", "DLQ", "oldest", "health", title="queues")
@@ -221,7 +221,7 @@ def enqueue(
     ),
 ) -> None:
     """Send one job."""
-    from shared.producer import enqueue as send
+    from lambdajobs.runtime.producer import enqueue as send
 
     try:
         payload = json.loads(payload_json)
@@ -245,7 +245,7 @@ def status(
     wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
 ) -> None:
     """A job's state, attempts, progress, result and last error."""
-    from shared.records import get_status, wait_for
+    from lambdajobs.runtime.records import get_status, wait_for
 
     info = wait_for(job_id, wait, poll_seconds=1) if wait else get_status(job_id)
     table = _table("field", "value", show_header=False, title=f"job {job_id}")
@@ -361,7 +361,7 @@ def dlq_redrive(
 def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not ask")) -> None:
     """Delete every message in a job's DLQ (cannot be undone)."""
     from lambdajobs.ops import queue_health
-    from shared import aws
+    from lambdajobs.runtime import aws
 
     queue_url, dlq_url = _queues(job)
     count = queue_health(job, queue_url, dlq_url).dlq_depth
@@ -379,7 +379,7 @@ def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not as
 @friendly
 def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
     """Scheduled jobs and their next fire times, in their time zone."""
-    from shared.spec import load_jobs, registered_jobs
+    from lambdajobs.runtime.spec import load_jobs, registered_jobs
 
     load_jobs()
     table = _table("job", "schedule", "time zone", "next fire times", title="cron jobs")
@@ -396,8 +396,8 @@ def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
 @friendly
 def cron_trigger(job: str) -> None:
     """Run a scheduled job now: send the envelope its schedule would send, for the current minute."""
-    from lambdajobs.local_scheduler import slot_text
-    from shared import aws
+    from lambdajobs.local.scheduler import slot_text
+    from lambdajobs.runtime import aws
 
     spec = _spec(job)
     if spec.schedule is None:
@@ -449,7 +449,7 @@ def dev(
     refresh_seconds: float = typer.Option(1.0, help="how often the queue lines refresh"),
 ) -> None:
     """Run every job of handlers/ on a local stack: embedded AWS, Lambda-like polling, cron."""
-    from lambdajobs.local import LocalStack
+    from lambdajobs.local.stack import LocalStack
 
     if port and not _port_free(port):
         _fail(f"port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port.")
@@ -466,7 +466,7 @@ def dev(
         console.print(f"  export {exports}", soft_wrap=True, highlight=False)
         console.print("  lambdajobs queues")
         console.print(
-            "  python -c 'from shared import enqueue; "
+            "  python -c 'from lambdajobs.runtime import enqueue; "
             'print(enqueue("send_email", {"to": "ada@example.com", "subject": "Hi", "body": "Hello"}))\'',
             soft_wrap=True,
             highlight=False,

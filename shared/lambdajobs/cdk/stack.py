@@ -16,9 +16,9 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from infra.job_worker import JobWorker
-from infra.monitoring import Monitoring
-from shared.settings import (
+from lambdajobs.cdk.job_worker import JobWorker
+from lambdajobs.cdk.monitoring import Monitoring
+from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
     JOB_STATS_INDEX,
@@ -28,7 +28,7 @@ from shared.settings import (
     schedule_group_names,
     stack_manifest_parameter,
 )
-from shared.spec import JobSpec
+from lambdajobs.runtime.spec import JobSpec
 
 #: The official public Powertools layer (v3, Python 3.13, arm64). It carries Powertools and pydantic,
 #: so the function asset holds only our code and synth needs no network. Override the version with
