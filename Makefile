@@ -20,10 +20,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy shared infra
+	$(VENV)/bin/mypy shared/lambdajobs infra app.py demo.py
 
 demo: $(STAMP)
-	$(PY) -m lambdajobs.demo
+	$(PY) demo.py
 
 bench: $(STAMP)
 	$(PY) bench/bench.py

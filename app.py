@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""CDK entry point: import the jobs (fills the registry), build the stack, synthesize.
+"""CDK entry point: build this project's stack (infra/app.py) and synthesize.
 
 Fails (exit 1) when cdk-nag reports an unsuppressed error.
 """
 
 import sys
 
-from infra.app import build_app, nag_errors
+from infra.app import build_app
+from lambdajobs.cdk import nag_errors
 
 if __name__ == "__main__":
     app, _ = build_app()

@@ -1,4 +1,7 @@
-"""`make demo`: a scripted tour of lambdajobs on the local stack (embedded AWS, no account needed).
+"""`make demo`: a scripted tour of this project's jobs on the local stack (embedded AWS, no account).
+
+The tour is part of the example app, not of the library: it drives `handlers` (named in
+pyproject.toml) through `lambdajobs.local.LocalStack`, as a user's own script would.
 
 1. An email campaign of 240 recipients sent with `enqueue_many`: 5 invalid addresses go to the DLQ at
    once (no retries), 8 recipients hit a flaky provider and are retried with backoff, then succeed.
@@ -25,10 +28,11 @@ from rich.table import Table
 from handlers import emails, video
 from handlers.emails import SendEmail, TransientSendError
 from handlers.video import TranscodeVideo
-from lambdajobs.local.stack import LocalStack
+from lambdajobs import enqueue, enqueue_many, get_status, using
+from lambdajobs.local import LocalStack
 from lambdajobs.ops import peek_dead_letters
-from lambdajobs.runtime.producer import enqueue, enqueue_many
-from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
+from lambdajobs.project import require_jobs_module
+from lambdajobs.runtime.records import JobStatus, get_statuses
 
 RECIPIENTS = 240
 INVALID = {
@@ -158,7 +162,7 @@ def run(local: LocalStack, provider: FlakyProvider) -> dict[str, Any]:
 
     console.rule("5. The dead-letter queue")
     assert local.provisioned is not None
-    letters = peek_dead_letters(local.provisioned.queues["send_email"].dlq_url)
+    letters = peek_dead_letters(local.provisioned.queues["send_email"].dlq_url, config=local.config)
     table = Table("job id", "error", "reason", "attempts")
     for letter in sorted(letters, key=lambda d: d.job_id or ""):
         table.add_row(letter.job_id or "?", letter.error_type, letter.reason, letter.attempts)
@@ -219,10 +223,11 @@ def main() -> int:
         "[bold]lambdajobs demo[/bold]: the whole system on an embedded AWS emulator (moto), no account."
     )
     try:
-        with LocalStack(stack="demo", port=0, log_file=LOG_FILE) as local:
+        with LocalStack(require_jobs_module(), stack="demo", port=0, log_file=LOG_FILE) as local:
             console.print(f"local AWS endpoint {local.endpoint}; worker logs in {LOG_FILE}")
             local.start_workers(scheduler=False)  # the tour fires the report slot itself
-            figures = run(local, provider)
+            with using(local.config):  # this script's enqueue and get_status reach the local stack
+                figures = run(local, provider)
     finally:
         emails.set_sender(previous_sender)
         video.set_encoder(previous_encoder)

@@ -1,6 +1,5 @@
-"""The jobs of this stack. Importing this package declares every job (fills the registry).
+"""This project's jobs package, named once in pyproject.toml: `[tool.lambdajobs] jobs = "handlers"`.
 
-Add a module per domain and import it here; CDK, the worker and producers all read the registry.
+One module per domain. lambdajobs imports every module of the package itself (`load_jobs`), so this
+file imports nothing: each Lambda function then ships only its own job's module and what it needs.
 """
-
-from handlers import emails, reports, video  # noqa: F401

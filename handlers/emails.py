@@ -8,7 +8,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from lambdajobs.runtime import JobContext, PermanentError, job
+from lambdajobs import JobContext, PermanentError, job
 
 # Deliberately simple: one '@', a dot in the domain, no spaces. Real deliverability is the sender's job.
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")

@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from lambdajobs.runtime import Alarms, JobContext, job
+from lambdajobs import Alarms, JobContext, job
 
 Format = Literal["720p", "1080p", "4k"]
 ALL_FORMATS: tuple[Format, ...] = ("720p", "1080p", "4k")

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -40,9 +41,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 REDRIVE_VISIBILITY_SECONDS = 300
 
 
+#: The stack this invocation works on, built once from the options (never written to os.environ).
+_config: Any = None
+_jobs_option: str | None = None
+
+
 @app.callback()
 def _root(
     stack: str = typer.Option(None, envvar="LAMBDAJOBS_STACK", help="stack name (default: lambdajobs)"),
+    jobs: str = typer.Option(
+        None,
+        "--jobs",
+        envvar="LAMBDAJOBS_JOBS",
+        help="your jobs package (default: [tool.lambdajobs] jobs in pyproject.toml, or cdk.json)",
+    ),
     profile: str = typer.Option(None, help="AWS profile (default: AWS_PROFILE / the default profile)"),
     region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
     endpoint_url: str = typer.Option(
@@ -50,19 +62,38 @@ def _root(
     ),
 ) -> None:
     """lambdajobs: serverless background jobs on AWS."""
-    for name, value in (
-        ("LAMBDAJOBS_STACK", stack),
-        ("AWS_PROFILE", profile),
-        ("AWS_DEFAULT_REGION", region),
-        ("AWS_REGION", region),
-        ("AWS_ENDPOINT_URL", endpoint_url),
-    ):
-        if value:
-            os.environ[name] = value
-    from lambdajobs.runtime import aws, manifest
+    global _config, _jobs_option
+    from lambdajobs.runtime.config import StackConfig
+    from lambdajobs.runtime.settings import DEFAULT_STACK_NAME
 
-    aws.reset_clients()
-    manifest.clear_cache()
+    _jobs_option = jobs
+    _config = StackConfig(
+        stack=stack or DEFAULT_STACK_NAME, region=region, endpoint_url=endpoint_url, profile=profile
+    )
+
+
+def _project_importable() -> None:
+    """Your jobs package is imported from the current folder (as `celery -A` and `flask` do): the
+    console script's own folder is first on sys.path, not yours."""
+    here = str(Path.cwd())
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def config() -> Any:
+    """The stack configuration of this invocation, with the jobs package named (loaded on demand)."""
+    from lambdajobs.project import require_jobs_module
+    from lambdajobs.runtime.config import StackConfig
+
+    _project_importable()
+    base = _config or StackConfig()
+    return base if base.jobs else base.with_resources(jobs=require_jobs_module(_jobs_option))
+
+
+def _all_jobs() -> list[Any]:
+    from lambdajobs.runtime.spec import load_jobs
+
+    return load_jobs(config().jobs)
 
 
 def _table(*columns: str, title: str | None = None, show_header: bool = True) -> Table:
@@ -127,17 +158,16 @@ def friendly(command: F) -> F:
 def _spec(job: str) -> Any:
     from lambdajobs.runtime.spec import get_spec
 
-    return get_spec(job)
+    return get_spec(job, jobs=config().jobs)
 
 
 def _queues(job: str) -> tuple[str, str]:
     """(queue URL, DLQ URL) of a job, from the stack's manifest (never from hand-typed URLs)."""
-    from lambdajobs.runtime import manifest
-
     spec = _spec(job)
-    manifest.stack_entry()  # a missing stack says so, rather than "no queue for job"
-    entry = manifest.job_entry(spec.name)
-    return entry["queue_url"], entry["dlq_url"]
+    cfg = config()
+    cfg.stack_entry()  # a missing stack says so, rather than "no queue for job"
+    queue = cfg.queue(spec.name)
+    return queue.url, queue.dlq_url
 
 
 def _age(seconds: float | None) -> str:
@@ -173,15 +203,13 @@ def queues() -> None:
     from botocore.exceptions import ClientError
 
     from lambdajobs.ops import oldest_age_seconds, queue_health
-    from lambdajobs.runtime.spec import load_jobs, registered_jobs
 
-    load_jobs()
     table = _table("job", "depth", "in flight", "delayed", "DLQ", "oldest", "health", title="queues")
-    for spec in registered_jobs():
+    for spec in _all_jobs():
         queue_url, dlq_url = _queues(spec.name)
-        health = queue_health(spec.name, queue_url, dlq_url)
+        health = queue_health(spec.name, queue_url, dlq_url, config=config())
         try:
-            age = oldest_age_seconds(queue_url)
+            age = oldest_age_seconds(queue_url, config=config())
         except ClientError:
             age = None  # no CloudWatch read permission: show the counters anyway
         limits = spec.alarms
@@ -235,7 +263,7 @@ def enqueue(
             when = datetime.fromisoformat(run_at)
         except ValueError:
             _fail(f"--run-at {run_at!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00+00:00.")
-    console.print(send(_spec(job), payload, job_id=job_id, delay_seconds=delay, run_at=when))
+    console.print(send(_spec(job), payload, job_id=job_id, delay_seconds=delay, run_at=when, config=config()))
 
 
 @app.command()
@@ -247,7 +275,8 @@ def status(
     """A job's state, attempts, progress, result and last error."""
     from lambdajobs.runtime.records import get_status, wait_for
 
-    info = wait_for(job_id, wait, poll_seconds=1) if wait else get_status(job_id)
+    cfg = _config
+    info = wait_for(job_id, wait, poll_seconds=1, config=cfg) if wait else get_status(job_id, config=cfg)
     table = _table("field", "value", show_header=False, title=f"job {job_id}")
     for key in (
         "state",
@@ -279,7 +308,7 @@ def dlq_list(job: str, limit: int = typer.Option(50, help="at most this many")) 
     from lambdajobs.ops import peek_dead_letters
 
     _, dlq_url = _queues(job)
-    letters = peek_dead_letters(dlq_url, limit=limit)
+    letters = peek_dead_letters(dlq_url, limit=limit, config=config())
     table = _table("message id", "job id", "error", "reason", "attempts", "age", title=f"{job}: dead letters")
     for d in sorted(letters, key=lambda d: d.sent_at):
         table.add_row(
@@ -296,7 +325,8 @@ def dlq_show(job: str, message_id: str) -> None:
     from lambdajobs.ops import peek_dead_letters
 
     _, dlq_url = _queues(job)
-    found = [d for d in peek_dead_letters(dlq_url, limit=10_000) if d.message_id == message_id]
+    letters = peek_dead_letters(dlq_url, limit=10_000, config=config())
+    found = [d for d in letters if d.message_id == message_id]
     if not found:
         _fail(f"message {message_id} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
     d = found[0]
@@ -347,6 +377,7 @@ def dlq_redrive(
             visibility_seconds=REDRIVE_VISIBILITY_SECONDS,
             on_selected=lambda n: bar.update(task, total=n),
             on_moved=lambda n: bar.update(task, completed=n),
+            config=config(),
         )
     verb = "would move" if dry_run else "moved"
     console.print(f"{verb} {report.moved} of {report.scanned} dead letters of {job}; {report.failed} failed")
@@ -361,14 +392,13 @@ def dlq_redrive(
 def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not ask")) -> None:
     """Delete every message in a job's DLQ (cannot be undone)."""
     from lambdajobs.ops import queue_health
-    from lambdajobs.runtime import aws
 
     queue_url, dlq_url = _queues(job)
-    count = queue_health(job, queue_url, dlq_url).dlq_depth
+    count = queue_health(job, queue_url, dlq_url, config=config()).dlq_depth
     if not yes and not typer.confirm(f"Delete all {count} messages in the DLQ of {job}?", default=False):
         console.print("nothing deleted.")
         raise typer.Exit(1)
-    aws.client("sqs").purge_queue(QueueUrl=dlq_url)
+    config().client("sqs").purge_queue(QueueUrl=dlq_url)
     console.print(f"purged the DLQ of {job} ({count} messages).")
 
 
@@ -379,11 +409,8 @@ def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not as
 @friendly
 def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
     """Scheduled jobs and their next fire times, in their time zone."""
-    from lambdajobs.runtime.spec import load_jobs, registered_jobs
-
-    load_jobs()
     table = _table("job", "schedule", "time zone", "next fire times", title="cron jobs")
-    for spec in registered_jobs():
+    for spec in _all_jobs():
         if spec.schedule is None:
             continue
         times = spec.schedule.next_fire_times(count)
@@ -397,7 +424,6 @@ def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
 def cron_trigger(job: str) -> None:
     """Run a scheduled job now: send the envelope its schedule would send, for the current minute."""
     from lambdajobs.local.scheduler import slot_text
-    from lambdajobs.runtime import aws
 
     spec = _spec(job)
     if spec.schedule is None:
@@ -405,11 +431,11 @@ def cron_trigger(job: str) -> None:
     queue_url, _ = _queues(job)
     slot = datetime.now(UTC).replace(second=0, microsecond=0)
     body = json.dumps(spec.scheduled_envelope(slot_text(slot)), separators=(",", ":"))
-    aws.client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)
+    config().client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)
     console.print(f"{spec.name}@{slot_text(slot)}")
 
 
-def _dev_table(local) -> Table:  # type: ignore[no-untyped-def]
+def _dev_table(local: Any) -> Table:
     table = Table(title=f"lambdajobs dev: stack '{local.stack}' on {local.endpoint}")
     for column in ("job", "depth", "in flight", "delayed", "DLQ", "ok", "failed", "invocations"):
         table.add_column(column, justify="left" if column == "job" else "right")
@@ -445,18 +471,24 @@ def _port_free(port: int) -> bool:
 def dev(
     port: int = typer.Option(4580, help="loopback port of the embedded AWS endpoint (0: any free port)"),
     stack: str = typer.Option("local", help="stack name (queue names, manifest)"),
+    jobs: str = typer.Option(
+        None, "--jobs", help="your jobs package (default: --jobs before the command, or pyproject.toml)"
+    ),
     log_file: Path = typer.Option(Path("build/local/worker.log"), help="where the workers' JSON logs go"),
     refresh_seconds: float = typer.Option(1.0, help="how often the queue lines refresh"),
 ) -> None:
-    """Run every job of handlers/ on a local stack: embedded AWS, Lambda-like polling, cron."""
+    """Run every job of your jobs package on a local stack: embedded AWS, Lambda-like polling, cron."""
     from lambdajobs.local.stack import LocalStack
+    from lambdajobs.project import require_jobs_module
 
+    package = require_jobs_module(jobs or _jobs_option)
+    _project_importable()
     if port and not _port_free(port):
         _fail(f"port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port.")
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    local = LocalStack(stack=stack, port=port, log_file=log_file)
+    local = LocalStack(package, stack=stack, port=port, log_file=log_file)
     local.start()
     try:
         local.start_workers()
@@ -465,9 +497,10 @@ def dev(
         console.print("Point boto3, a producer or the CLI at it from another shell:")
         console.print(f"  export {exports}", soft_wrap=True, highlight=False)
         console.print("  lambdajobs queues")
+        first = local.specs[0].name if local.specs else "<job>"
+        console.print(f"  lambdajobs enqueue {first} '<payload JSON>'", soft_wrap=True, highlight=False)
         console.print(
-            "  python -c 'from lambdajobs.runtime import enqueue; "
-            'print(enqueue("send_email", {"to": "ada@example.com", "subject": "Hi", "body": "Hello"}))\'',
+            f"  python -c 'from lambdajobs import enqueue; print(enqueue(\"{first}\", {{...}}))'",
             soft_wrap=True,
             highlight=False,
         )

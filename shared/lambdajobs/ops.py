@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.producer import chunk_by_size
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
 
@@ -72,9 +72,9 @@ class QueueHealth:
     dlq_depth: int
 
 
-def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
+def queue_health(job: str, queue_url: str, dlq_url: str, *, config: StackConfig | None = None) -> QueueHealth:
     """Queue and DLQ counters (two GetQueueAttributes calls)."""
-    sqs = aws.client("sqs")
+    sqs = resolve(config).client("sqs")
     names = [
         "ApproximateNumberOfMessages",
         "ApproximateNumberOfMessagesNotVisible",
@@ -93,13 +93,14 @@ def queue_health(job: str, queue_url: str, dlq_url: str) -> QueueHealth:
     )
 
 
-def oldest_age_seconds(queue_url: str) -> float | None:
+def oldest_age_seconds(queue_url: str, *, config: StackConfig | None = None) -> float | None:
     """ApproximateAgeOfOldestMessage from CloudWatch over the last 5 minutes (SQS does not answer it
     directly); None when CloudWatch has no datapoint (an idle queue, or the local stack)."""
     name = queue_url.rstrip("/").rsplit("/", 1)[-1]
     now = datetime.now(UTC)
     points = (
-        aws.client("cloudwatch")
+        resolve(config)
+        .client("cloudwatch")
         .get_metric_statistics(
             Namespace="AWS/SQS",
             MetricName="ApproximateAgeOfOldestMessage",
@@ -131,11 +132,15 @@ def _dead_letter(message: dict[str, Any]) -> DeadLetter:
 
 
 def receive_dead_letters(
-    dlq_url: str, *, limit: int = 100, visibility_seconds: int = PEEK_VISIBILITY_SECONDS
+    dlq_url: str,
+    *,
+    limit: int = 100,
+    visibility_seconds: int = PEEK_VISIBILITY_SECONDS,
+    config: StackConfig | None = None,
 ) -> list[DeadLetter]:
     """Receive up to `limit` DLQ messages, hidden for `visibility_seconds` so a caller can act on them
     (redrive, delete) without another reader taking them. Batch calls: moto's SQS costs O(depth)."""
-    sqs = aws.client("sqs")
+    sqs = resolve(config).client("sqs")
     seen: dict[str, DeadLetter] = {}
     empty_rounds = 0
     while len(seen) < limit and empty_rounds < 2:
@@ -153,9 +158,9 @@ def receive_dead_letters(
     return list(seen.values())
 
 
-def release(dlq_url: str, letters: list[DeadLetter]) -> None:
+def release(dlq_url: str, letters: list[DeadLetter], *, config: StackConfig | None = None) -> None:
     """Make received messages visible again at once (after a peek)."""
-    sqs = aws.client("sqs")
+    sqs = resolve(config).client("sqs")
     for start in range(0, len(letters), 10):
         chunk = letters[start : start + 10]
         sqs.change_message_visibility_batch(
@@ -167,10 +172,12 @@ def release(dlq_url: str, letters: list[DeadLetter]) -> None:
         )
 
 
-def peek_dead_letters(dlq_url: str, *, limit: int = 100) -> list[DeadLetter]:
+def peek_dead_letters(
+    dlq_url: str, *, limit: int = 100, config: StackConfig | None = None
+) -> list[DeadLetter]:
     """List DLQ messages without taking them: receive, then make them visible again."""
-    letters = receive_dead_letters(dlq_url, limit=limit)
-    release(dlq_url, letters)
+    letters = receive_dead_letters(dlq_url, limit=limit, config=config)
+    release(dlq_url, letters, config=config)
     return letters
 
 
@@ -202,6 +209,7 @@ def redrive(
     visibility_seconds: int = 300,
     on_selected: Any = None,
     on_moved: Any = None,
+    config: StackConfig | None = None,
 ) -> RedriveReport:
     """Move DLQ messages back to their queue, body and attributes as they were.
 
@@ -211,23 +219,26 @@ def redrive(
     `visibility_seconds`, and what was sent but not yet deleted runs once: its job id is the
     idempotency key. (SQS's own StartMessageMoveTask cannot filter, and moto lacks it.)
     """
-    sqs = aws.client("sqs")
+    sqs = resolve(config).client("sqs")
     report = RedriveReport()
     now = datetime.now(UTC)
-    letters = receive_dead_letters(dlq_url, limit=100_000, visibility_seconds=visibility_seconds)
+    letters = receive_dead_letters(
+        dlq_url, limit=100_000, visibility_seconds=visibility_seconds, config=config
+    )
     report.scanned = len(letters)
-    selected, skipped = [], []
+    selected: list[DeadLetter] = []
+    skipped: list[DeadLetter] = []
     for letter in letters:
         wanted = (error_type is None or letter.error_type == error_type) and (
             older_than is None or now - letter.sent_at >= older_than
         )
         (selected if wanted and (limit is None or len(selected) < limit) else skipped).append(letter)
-    release(dlq_url, skipped)
+    release(dlq_url, skipped, config=config)
     report.selected = len(selected)
     if on_selected:
         on_selected(len(selected))
     if dry_run:
-        release(dlq_url, selected)
+        release(dlq_url, selected, config=config)
         report.moved = len(selected)
         return report
     # SendMessageBatch: at most 10 entries and 1 MiB in total (bodies and attributes).
@@ -245,7 +256,8 @@ def redrive(
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception:
-            release(dlq_url, [d for i, d in by_index.items() if i not in done])  # not sent: back at once
+            unsent_yet = [d for i, d in by_index.items() if i not in done]
+            release(dlq_url, unsent_yet, config=config)  # not sent: back at once
             raise
         sent = [chunk[int(ok["Id"])] for ok in response.get("Successful", [])]
         unsent = [chunk[int(bad["Id"])] for bad in response.get("Failed", [])]
@@ -258,7 +270,7 @@ def redrive(
             # Sent but still in the DLQ: it may be redriven again later; the job id keeps it one run.
             report.failed += len(deleted.get("Failed", []))
             report.moved += len(sent) - len(deleted.get("Failed", []))
-        release(dlq_url, unsent)
+        release(dlq_url, unsent, config=config)
         report.failed += len(unsent)
         if on_moved:
             on_moved(report.moved)

@@ -150,8 +150,8 @@ def test_dlq_show_gives_reason_attempts_and_body(cli, emails_runner, sender, clo
     assert "not in the DLQ" in one_line_error(missing)
 
 
-def test_queues_enqueue_and_status(cli, emails_runner, sender, clock, monkeypatch):
-    monkeypatch.delenv("LAMBDAJOBS_QUEUE_URL_SEND_EMAIL")  # the CLI finds queues through the manifest
+def test_queues_enqueue_and_status(cli, emails_runner, sender, clock):
+    # The CLI is given only the stack's name: it finds the queues through the stack's manifest.
     sent = cli(
         "enqueue",
         "send_email",
@@ -178,9 +178,9 @@ def test_cron_list_and_trigger(cli, stack, clock):
     triggered = cli("cron", "trigger", "daily_report")
     assert triggered.exit_code == 0 and triggered.output.strip() == "daily_report@2026-11-29T12:00:00Z"
     body = json.loads(
-        aws.client("sqs").receive_message(QueueUrl=stack.queues["daily_report"].queue_url)["Messages"][0][
-            "Body"
-        ]
+        aws.client("sqs").receive_message(QueueUrl=stack.provisioned.queues["daily_report"].queue_url)[
+            "Messages"
+        ][0]["Body"]
     )
     assert body["id"] == "daily_report@2026-11-29T12:00:00Z" and body["payload"]["recipients"]
     assert "not a cron job" in one_line_error(cli("cron", "trigger", "send_email"))

@@ -8,8 +8,9 @@ import pytest
 
 from handlers.emails import SendEmail
 from lambdajobs.runtime import PayloadTooLargeError, PayloadValidationError, QueueNotFoundError, aws
+from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES
-from lambdajobs.runtime.producer import clear_manifest_cache, enqueue, enqueue_many
+from lambdajobs.runtime.producer import enqueue, enqueue_many
 
 
 def email(i: int) -> SendEmail:
@@ -56,7 +57,7 @@ def test_enqueue_many_delivers_all_despite_partially_failed_batch(stack):
     results = enqueue_many("send_email", [email(i) for i in range(25)])
     # THEN every item is reported sent and all 25 are on the queue exactly once
     assert results.ok and len(results) == 25 and flaky.calls == 4  # 3 chunks + 1 retry
-    bodies = all_bodies(stack.queues["send_email"].queue_url)
+    bodies = all_bodies(stack.provisioned.queues["send_email"].queue_url)
     assert sorted(b["id"] for b in bodies) == sorted(results.job_ids)
     assert len(set(results.job_ids)) == 25
 
@@ -77,7 +78,7 @@ def test_enqueue_many_reports_entries_that_keep_failing(stack):
     # THEN the first entry of each chunk is reported failed with its code, the others sent
     assert [r.job_id for r in results.failed] == [results[0].job_id, results[10].job_id]
     assert all("InvalidParameterValue" in r.error for r in results.failed)
-    assert len(all_bodies(stack.queues["send_email"].queue_url)) == 10
+    assert len(all_bodies(stack.provisioned.queues["send_email"].queue_url)) == 10
 
 
 def test_invalid_payload_sends_nothing(stack):
@@ -88,14 +89,14 @@ def test_invalid_payload_sends_nothing(stack):
         enqueue_many("send_email", payloads)
     with pytest.raises(PayloadValidationError):
         enqueue("send_email", {"to": 42})
-    assert all_bodies(stack.queues["send_email"].queue_url) == []
+    assert all_bodies(stack.provisioned.queues["send_email"].queue_url) == []
 
 
 def test_oversized_payload_is_refused_before_sending(stack):
     big = SendEmail(to="a@example.com", subject="big", body="x" * MAX_MESSAGE_BYTES)
     with pytest.raises(PayloadTooLargeError, match="S3"):
         enqueue("send_email", big)
-    assert all_bodies(stack.queues["send_email"].queue_url) == []
+    assert all_bodies(stack.provisioned.queues["send_email"].queue_url) == []
 
 
 def test_enqueue_many_splits_by_size(stack):
@@ -109,19 +110,32 @@ def test_enqueue_many_splits_by_size(stack):
     assert results.ok and calls == [2, 2, 1]
 
 
-def test_queue_is_found_through_the_stack_manifest(stack, monkeypatch):
-    # GIVEN a producer with no queue URL in its environment (outside the stack's functions)
-    monkeypatch.delenv("LAMBDAJOBS_QUEUE_URL_SEND_EMAIL")
+def test_queue_is_found_through_the_stack_manifest(stack):
+    # GIVEN a producer that knows only the stack's name (outside the stack's functions)
+    producer = StackConfig(stack=stack.stack, jobs="handlers")
     # WHEN it enqueues THEN the URL comes from the manifest the stack published in SSM
-    job_id = enqueue("send_email", email(1))
-    assert [b["id"] for b in all_bodies(stack.queues["send_email"].queue_url)] == [job_id]
-    # AND an unknown stack gives a clear error
-    monkeypatch.setenv("LAMBDAJOBS_STACK", "other")
-    clear_manifest_cache()
-    with pytest.raises(QueueNotFoundError, match="LAMBDAJOBS_QUEUE_URL_SEND_EMAIL"):
-        enqueue("send_email", email(2))
+    job_id = enqueue("send_email", email(1), config=producer)
+    assert [b["id"] for b in all_bodies(stack.provisioned.queues["send_email"].queue_url)] == [job_id]
+    # AND an unknown stack gives a clear error naming the job and the stack
+    with pytest.raises(QueueNotFoundError, match="no queue for job 'send_email' in stack 'other'"):
+        enqueue("send_email", email(2), config=StackConfig(stack="other"))
+
+
+def test_the_environment_configures_a_producer_with_no_config(stack, monkeypatch):
+    # GIVEN no configuration bound, and the variables CDK sets on a function (here: this stack's)
+    from lambdajobs.runtime import config
+
+    monkeypatch.setenv("LAMBDAJOBS_STACK", stack.stack)
+    monkeypatch.setenv("LAMBDAJOBS_JOBS", "handlers")
+    token = config._current.set(None)
+    try:
+        # WHEN a producer enqueues with no config THEN it reaches the stack named in the environment
+        job_id = enqueue("send_email", email(3))
+    finally:
+        config._current.reset(token)
+    assert [b["id"] for b in all_bodies(stack.provisioned.queues["send_email"].queue_url)] == [job_id]
 
 
 def test_job_id_is_returned_and_sent(stack):
     assert enqueue("send_email", email(1), job_id="order-42") == "order-42"
-    assert all_bodies(stack.queues["send_email"].queue_url)[0]["id"] == "order-42"
+    assert all_bodies(stack.provisioned.queues["send_email"].queue_url)[0]["id"] == "order-42"

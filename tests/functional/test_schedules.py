@@ -21,7 +21,7 @@ SLOT = "2026-11-30T14:00:00Z"  # 09:00 in New York
 def send_scheduled(stack, job: str, slot: str, times: int = 1) -> None:
     body = json.dumps(get_spec(job).scheduled_envelope(slot))
     for _ in range(times):
-        aws.client("sqs").send_message(QueueUrl=stack.queues[job].queue_url, MessageBody=body)
+        aws.client("sqs").send_message(QueueUrl=stack.provisioned.queues[job].queue_url, MessageBody=body)
 
 
 def queued_bodies(url: str) -> list[dict]:
@@ -37,7 +37,7 @@ def test_the_same_scheduled_time_delivered_three_times_runs_once(stack, sender, 
     # THEN the report ran once: one record attempt, one email per recipient
     status = get_status(f"daily_report@{SLOT}")
     assert (status.state, status.attempts) == ("succeeded", 1)
-    emails = queued_bodies(stack.queues["send_email"].queue_url)
+    emails = queued_bodies(stack.provisioned.queues["send_email"].queue_url)
     assert [e["payload"]["to"] for e in emails] == ["ops@example.com"]
 
 
@@ -63,14 +63,14 @@ def test_daily_report_counts_the_day_writes_to_s3_and_emails_a_link(stack, sende
     # THEN the figures are in the data bucket, under the job's own prefix
     day = datetime.now(UTC).astimezone(ZoneInfo("America/New_York")).strftime("%Y-%m-%d")
     key = f"daily_report/{day}.json"
-    report = json.loads(aws.client("s3").get_object(Bucket=stack.bucket, Key=key)["Body"].read())
+    report = json.loads(aws.client("s3").get_object(Bucket=stack.provisioned.bucket, Key=key)["Body"].read())
     assert report["jobs"]["send_email"] == {"succeeded": 3, "dead": 1}
     assert report["jobs"]["transcode_video"] == {"succeeded": 0, "dead": 0}
     # AND the recipients get an email job with the link, which the email worker then sends
     emails.drain()
     assert sender.sent[-1] == "ops@example.com"
     status = get_status(f"daily_report@{slot}")
-    assert status.result["report"] == f"s3://{stack.bucket}/{key}"
+    assert status.result["report"] == f"s3://{stack.provisioned.bucket}/{key}"
 
 
 def test_run_at_beyond_15_minutes_creates_a_one_time_schedule(stack, clock):
@@ -78,17 +78,17 @@ def test_run_at_beyond_15_minutes_creates_a_one_time_schedule(stack, clock):
     when = datetime.now(UTC) + timedelta(days=2)
     job_id = enqueue("send_email", SendEmail(to="a@example.com", subject="Reminder", body="b"), run_at=when)
     # THEN nothing is on the queue; a self-deleting one-time schedule targets the queue instead
-    assert queued_bodies(stack.queues["send_email"].queue_url) == []
+    assert queued_bodies(stack.provisioned.queues["send_email"].queue_url) == []
     schedule = aws.client("scheduler").get_schedule(
-        Name=one_time_schedule_name("send_email", job_id), GroupName=stack.one_time_group
+        Name=one_time_schedule_name("send_email", job_id), GroupName=stack.provisioned.one_time_group
     )
     assert schedule["ScheduleExpression"] == f"at({when:%Y-%m-%dT%H:%M:%S})"
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["ActionAfterCompletion"] == "DELETE"
     target = schedule["Target"]
-    assert target["Arn"] == stack.queues["send_email"].queue_arn
-    assert target["RoleArn"] == stack.scheduler_role_arn
-    assert target["DeadLetterConfig"]["Arn"] == stack.scheduler_dlq_arn
+    assert target["Arn"] == stack.provisioned.queues["send_email"].queue_arn
+    assert target["RoleArn"] == stack.provisioned.scheduler_role_arn
+    assert target["DeadLetterConfig"]["Arn"] == stack.provisioned.scheduler_dlq_arn
     envelope = json.loads(target["Input"])
     assert (envelope["job"], envelope["id"], envelope["payload"]["subject"]) == (
         "send_email",
@@ -102,14 +102,14 @@ def test_the_same_job_scheduled_twice_is_one_schedule(stack, clock):
     payload = SendEmail(to="a@example.com", subject="s", body="b")
     enqueue("send_email", payload, job_id="remind-1", run_at=when)
     enqueue("send_email", payload, job_id="remind-1", run_at=when)
-    listed = aws.client("scheduler").list_schedules(GroupName=stack.one_time_group)["Schedules"]
+    listed = aws.client("scheduler").list_schedules(GroupName=stack.provisioned.one_time_group)["Schedules"]
     assert [s["Name"] for s in listed] == [one_time_schedule_name("send_email", "remind-1")]
 
 
 def test_delay_beyond_15_minutes_also_uses_a_schedule(stack, clock):
     job_id = enqueue("send_email", SendEmail(to="a@example.com", subject="s", body="b"), delay_seconds=3600)
     schedule = aws.client("scheduler").get_schedule(
-        Name=one_time_schedule_name("send_email", job_id), GroupName=stack.one_time_group
+        Name=one_time_schedule_name("send_email", job_id), GroupName=stack.provisioned.one_time_group
     )
     assert schedule["ScheduleExpression"] == f"at({datetime.now(UTC) + timedelta(hours=1):%Y-%m-%dT%H:%M:%S})"
 
@@ -119,8 +119,10 @@ def test_run_at_within_15_minutes_waits_in_sqs(stack, clock):
     when = (datetime.now(UTC) + timedelta(minutes=10)).astimezone(ZoneInfo("Asia/Tokyo"))
     job_id = enqueue("send_email", SendEmail(to="a@example.com", subject="s", body="b"), run_at=when)
     # THEN no schedule, and the message becomes visible only after 10 minutes
-    assert aws.client("scheduler").list_schedules(GroupName=stack.one_time_group)["Schedules"] == []
-    url = stack.queues["send_email"].queue_url
+    assert (
+        aws.client("scheduler").list_schedules(GroupName=stack.provisioned.one_time_group)["Schedules"] == []
+    )
+    url = stack.provisioned.queues["send_email"].queue_url
     clock.shift(599)
     assert queued_bodies(url) == []
     clock.shift(2)
@@ -134,7 +136,7 @@ def test_run_at_in_the_past_runs_now(stack, clock):
         run_at=datetime.now(UTC) - timedelta(days=1),
     )
     clock.shift(1)
-    assert [b["id"] for b in queued_bodies(stack.queues["send_email"].queue_url)] == [job_id]
+    assert [b["id"] for b in queued_bodies(stack.provisioned.queues["send_email"].queue_url)] == [job_id]
 
 
 def test_naive_run_at_is_rejected_and_nothing_is_sent(stack):
@@ -149,7 +151,7 @@ def test_naive_run_at_is_rejected_and_nothing_is_sent(stack):
             run_at=datetime(2030, 1, 1, tzinfo=UTC),
             delay_seconds=5,
         )
-    assert queued_bodies(stack.queues["send_email"].queue_url) == []
+    assert queued_bodies(stack.provisioned.queues["send_email"].queue_url) == []
 
 
 def test_scheduling_a_job_id_again_differently_is_refused(stack, clock):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from handlers.emails import SendEmail
 from lambdajobs.local.lambda_events import LambdaContext, sqs_event
@@ -10,6 +11,7 @@ from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON
+from lambdajobs.runtime.worker import Worker
 
 
 def email(to: str = "ada@example.com") -> SendEmail:
@@ -133,9 +135,13 @@ def test_records_that_can_never_succeed_are_dead_lettered_at_once(emails_runner,
     assert get_status("bad-1").state == "dead"
 
 
-def test_failed_dlq_move_reports_the_record_failed(emails_runner, sender, clock, monkeypatch):
-    # GIVEN a permanent failure while the DLQ cannot be written
-    monkeypatch.setenv("LAMBDAJOBS_DLQ_URL_SEND_EMAIL", emails_runner.queues.queue_url + "-missing")
+def test_failed_dlq_move_reports_the_record_failed(stack, emails_runner, sender, clock):
+    # GIVEN a permanent failure while the DLQ cannot be written (a worker configured with a missing DLQ)
+    own = stack.config.queues["send_email"]
+    broken = stack.config.with_resources(
+        queues={**stack.config.queues, "send_email": replace(own, dlq_url=own.url + "-missing")}
+    )
+    emails_runner = stack.runner("send_email", worker=Worker("send_email", config=broken))
     enqueue("send_email", email("not-an-address"))
     # WHEN it is delivered
     outcome = emails_runner.poll()

@@ -29,4 +29,5 @@ def template(synthesized) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def stack(synthesized):
-    return synthesized[2]
+    """The `LambdaJobs` construct of this project's stack (its `resolve` and `stack_name` are the stack's)."""
+    return synthesized[2].lambdajobs

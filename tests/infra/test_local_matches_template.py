@@ -7,14 +7,13 @@ import json
 import pytest
 from moto import mock_aws
 
-import handlers  # noqa: F401
 from lambdajobs.local.provision import SCHEDULED_TIME_PLACEHOLDER, provision
 from lambdajobs.runtime import aws
-from lambdajobs.runtime.spec import registered_jobs
+from lambdajobs.runtime.spec import load_jobs
 from tests.conftest import FAKE_AWS_ENV
 from tests.infra.test_stack import logical_id, props
 
-JOBS = [spec.name for spec in registered_jobs()]
+JOBS = [spec.name for spec in load_jobs("handlers")]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +23,7 @@ def local():
             env.setenv(key, value)
         env.delenv("AWS_ENDPOINT_URL", raising=False)
         aws.reset_clients()
-        provisioned = provision(registered_jobs(), stack="drift")
+        provisioned = provision(load_jobs("handlers"), stack="drift")
         sqs = aws.client("sqs")
         queues = {}
         for job, q in provisioned.queues.items():
@@ -38,7 +37,7 @@ def local():
         ]
         schedules = {
             s.name: aws.client("scheduler").get_schedule(Name=s.name, GroupName=provisioned.cron_group)
-            for s in registered_jobs()
+            for s in load_jobs("handlers")
             if s.schedule
         }
         yield {"queues": queues, "table": table, "ttl": ttl, "schedules": schedules}
@@ -78,7 +77,7 @@ def test_table_matches(template, stack, local):
     assert table["BillingModeSummary"]["BillingMode"] == cdk["BillingMode"]
 
 
-@pytest.mark.parametrize("job", [s.name for s in registered_jobs() if s.schedule])
+@pytest.mark.parametrize("job", [s.name for s in load_jobs("handlers") if s.schedule])
 def test_schedules_match(template, stack, local, job):
     cdk = props(template, stack, stack.workers[job].schedule)
     schedule = local["schedules"][job]

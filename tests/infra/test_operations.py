@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import handlers  # noqa: F401
-from infra.app import nag_errors
-from lambdajobs.runtime.spec import get_spec, registered_jobs
+from lambdajobs.cdk import nag_errors
+from lambdajobs.runtime.spec import get_spec, load_jobs
 from tests.infra.conftest import ALARM_EMAIL
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
-JOBS = [spec.name for spec in registered_jobs()]
+JOBS = [spec.name for spec in load_jobs("handlers")]
 
 
 def test_cdk_nag_reports_no_unsuppressed_error(synthesized):

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-import handlers  # noqa: F401
 from lambdajobs.runtime.settings import JOB_STATS_INDEX, schedule_group_names, stack_manifest_parameter
-from lambdajobs.runtime.spec import registered_jobs
+from lambdajobs.runtime.spec import load_jobs
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
-CRON_JOBS = [spec for spec in registered_jobs() if spec.schedule]
+CRON_JOBS = [spec for spec in load_jobs("handlers") if spec.schedule]
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 

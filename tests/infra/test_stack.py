@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-import handlers  # noqa: F401
 from lambdajobs.runtime.settings import manifest_parameter
-from lambdajobs.runtime.spec import get_spec, registered_jobs
+from lambdajobs.runtime.spec import get_spec, load_jobs
 
-JOBS = [spec.name for spec in registered_jobs()]
+JOBS = [spec.name for spec in load_jobs("handlers")]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -99,7 +98,7 @@ def test_worker_function(template, stack, job):
     fn = props(template, stack, worker.function)
     assert fn["Architectures"] == ["arm64"]
     assert fn["Runtime"] == "python3.13"
-    assert fn["Handler"] == "handlers.entry.lambda_handler"
+    assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
     assert fn["Timeout"] == spec.timeout_seconds
     assert fn["MemorySize"] == spec.memory_mb
     assert "S3Bucket" in fn["Code"] and "ZipFile" not in fn["Code"]  # an asset, not inline code
@@ -203,36 +202,74 @@ def test_manifest_and_outputs_for_producers(template, stack, job):
     assert any(ref_ids(o["Value"]) == {logical_id(stack, worker.queue)} for o in outputs.values())
 
 
-def test_asset_holds_only_runtime_code(synthesized):
-    from infra.app import VENDORED_PACKAGES
-
+def asset_of(synthesized, job: str) -> Path:
     template, outdir, stack, _ = synthesized
-    fn = props(template, stack, next(iter(stack.workers.values())).function)
-    asset_hash = fn["Code"]["S3Key"].removesuffix(".zip")
-    asset = Path(outdir) / f"asset.{asset_hash}"
-    top = sorted(p.name for p in asset.iterdir())
-    # our runtime packages, and the pure-Python ones @cron validates with; no infra, tests, caches
-    assert top == sorted(["handlers", "shared", *VENDORED_PACKAGES])
-    ours = [p for name in ("handlers", "shared") for p in (asset / name).rglob("*") if p.is_file()]
-    assert ours and all(p.suffix == ".py" for p in ours)
+    fn = props(template, stack.lambdajobs, stack.lambdajobs.workers[job].function)
+    return Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+
+#: What each function ships from the jobs package: its own module, those of the jobs it enqueues, and
+#: what they import (daily_report enqueues send_email and imports handlers.emails).
+EXPECTED_JOB_FILES = {
+    "send_email": {"handlers/__init__.py", "handlers/emails.py"},
+    "transcode_video": {"handlers/__init__.py", "handlers/video.py"},
+    "daily_report": {"handlers/__init__.py", "handlers/emails.py", "handlers/reports.py"},
+}
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_each_asset_holds_the_runtime_and_only_the_job_modules_it_needs(synthesized, job):
+    from lambdajobs.cdk import VENDORED_PACKAGES
+
+    asset = asset_of(synthesized, job)
+    # the package (its __init__ and runtime only), the jobs package, and the vendored pure-Python packages
+    assert sorted(p.name for p in asset.iterdir()) == sorted(["handlers", "lambdajobs", *VENDORED_PACKAGES])
+    ours = files_under(asset / "lambdajobs")
+    assert "__init__.py" in ours and "runtime/worker.py" in ours and "runtime/entry.py" in ours
+    assert all(f == "__init__.py" or f.startswith("runtime/") for f in ours), ours  # no cdk, local, cli
+    assert {f"handlers/{f}" for f in files_under(asset / "handlers")} == EXPECTED_JOB_FILES[job]
     assert not list(asset.rglob("__pycache__"))
 
 
-def test_handler_imports_from_the_asset_alone(synthesized, tmp_path):
+@pytest.mark.parametrize("job", JOBS)
+def test_each_function_runs_the_librarys_entry_point_with_its_modules(template, stack, job):
+    from lambdajobs.runtime.settings import ENV_JOB, ENV_JOBS, ENV_MODULES
+
+    fn = props(template, stack, stack.workers[job].function)
+    assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
+    env = fn["Environment"]["Variables"]
+    modules = {f.removesuffix(".py").replace("/", ".") for f in EXPECTED_JOB_FILES[job]} - {
+        "handlers.__init__"
+    }
+    assert env[ENV_JOB] == job and env[ENV_JOBS] == "handlers"
+    assert set(env[ENV_MODULES].split(",")) == modules
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_the_handler_imports_from_the_asset_alone(synthesized, tmp_path, job):
     """The asset plus what the layer and runtime provide (Powertools, pydantic, boto3) is enough:
-    import the entry point with only the asset on the path for project code."""
+    the cold start runs with only the asset on the path for project code, and the job is declared."""
     import subprocess
     import sys
 
-    template, outdir, stack, _ = synthesized
-    fn = props(template, stack, next(iter(stack.workers.values())).function)
-    asset = Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
+    template, _, stack, _ = synthesized
+    asset = asset_of(synthesized, job)
+    fn = props(template, stack.lambdajobs, stack.lambdajobs.workers[job].function)
+    env = {k: v for k, v in fn["Environment"]["Variables"].items() if isinstance(v, str)}
     code = (
-        "import json, handlers.entry, shared, aws_cron_expression_validator as v\n"
-        "print(json.dumps([handlers.entry.__file__, shared.__file__, v.__file__]))"
+        "import json, sys, lambdajobs.runtime.entry as entry, aws_cron_expression_validator as v\n"
+        "from lambdajobs import get_spec\n"
+        f"spec = get_spec({job!r})\n"
+        "ours = ('lambdajobs', 'handlers')\n"
+        "mods = [m.__file__ for n, m in sys.modules.items() if n.split('.')[0] in ours]\n"
+        "print(json.dumps(mods + [v.__file__]))"
     )
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(asset), "LAMBDAJOBS_JOB": "send_email"}
+    env |= {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(asset), "AWS_DEFAULT_REGION": "us-east-1"}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     files = json.loads(out.stdout.strip().splitlines()[-1])
-    assert all(f.startswith(str(asset)) for f in files), files
+    assert files and all(f.startswith(str(asset)) for f in files), files

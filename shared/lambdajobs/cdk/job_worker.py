@@ -19,6 +19,8 @@ from constructs import Construct
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_JOB,
+    ENV_JOBS,
+    ENV_MODULES,
     ENV_STACK,
     ENV_TABLE,
     METRICS_NAMESPACE,
@@ -34,11 +36,15 @@ from lambdajobs.runtime.spec import JobSpec
 DLQ_RETENTION = Duration.seconds(DLQ_RETENTION_SECONDS)  # longer than the source: see settings
 QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
 RUNTIME = lambda_.Runtime.PYTHON_3_13
-HANDLER = "handlers.entry.lambda_handler"
+#: The library's own entry point: every function runs it; LAMBDAJOBS_JOB says which job.
+HANDLER = "lambdajobs.runtime.entry.lambda_handler"
 
 
 class JobWorker(Construct):
     """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job.
+
+    `code` is the function's asset (the runtime plus `modules` of `jobs_package`: see
+    `lambdajobs.cdk.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
 
     Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`, `manifest`, and for cron
     jobs `schedule`.
@@ -52,6 +58,8 @@ class JobWorker(Construct):
         spec: JobSpec,
         table: dynamodb.ITable,
         code: lambda_.Code,
+        jobs_package: str,
+        modules: Sequence[str],
         layers: Sequence[lambda_.ILayerVersion] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         cron_group: scheduler.IScheduleGroup | None = None,
@@ -104,6 +112,9 @@ class JobWorker(Construct):
             description=f"lambdajobs worker for job {spec.name}",
             environment={
                 ENV_JOB: spec.name,
+                # the job modules this function ships and imports at cold start (see cdk/asset.py)
+                ENV_JOBS: jobs_package,
+                ENV_MODULES: ",".join(modules),
                 ENV_STACK: stack.stack_name,
                 ENV_TABLE: table.table_name,
                 # its own queue: for retry delays (ChangeMessageVisibility) without a lookup

@@ -6,19 +6,20 @@ wildcard or managed policy it accepts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdk_nag import NagPackSuppression, NagSuppressions
 
 from lambdajobs.runtime.settings import MANIFEST_PREFIX, bucket_prefix
 
 if TYPE_CHECKING:
-    from lambdajobs.cdk.stack import LambdaJobsStack
+    from lambdajobs.cdk.stack import LambdaJobs
 
 BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole"
 
 
-def suppress(stack: LambdaJobsStack) -> None:
+def suppress(stack: LambdaJobs) -> None:
+    """Add the suppressions to a `LambdaJobs` construct's resources (call before synthesis)."""
     for job, worker in stack.workers.items():
         NagSuppressions.add_resource_suppressions(
             worker.function,
@@ -93,3 +94,30 @@ def suppress(stack: LambdaJobsStack) -> None:
             )
         ],
     )
+
+
+def check_with_cdk_nag(app: Any, *constructs: LambdaJobs) -> None:
+    """Run cdk-nag's AwsSolutions rules on every synth of `app`, with lambdajobs' suppressions on
+    `constructs` (each suppression names its rule, resource and reason). Errors then show in the
+    synthesized assembly: `nag_errors(app.synth())`.
+
+    Example:
+        >>> check_with_cdk_nag(app, stack.lambdajobs)
+        >>> assert not nag_errors(app.synth())
+    """
+    from aws_cdk import Aspects
+    from cdk_nag import AwsSolutionsChecks
+
+    for construct in constructs:
+        suppress(construct)
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+
+
+def nag_errors(assembly: Any) -> list[str]:
+    """Unsuppressed cdk-nag errors (and any other synth errors) in a synthesized assembly."""
+    found = []
+    for artifact in assembly.stacks:
+        for message in artifact.messages:
+            if str(message.entry.type) == "aws:cdk:error":
+                found.append(f"{message.id}: {message.entry.data}")
+    return found

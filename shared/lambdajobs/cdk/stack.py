@@ -1,8 +1,14 @@
-"""The lambdajobs stack: a job table, a data bucket, schedule groups, and one `JobWorker` per job."""
+"""`LambdaJobs`: every resource of a jobs package, as one construct to put in your own stack; and
+`LambdaJobsStack`, a stack holding just that. A job table, a data bucket, schedule groups, a producer
+policy, dashboard and alarms, and one `JobWorker` per job, all derived from the job declarations.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import atexit
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
@@ -16,8 +22,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from lambdajobs.cdk.asset import modules_for, stage_function_asset
 from lambdajobs.cdk.job_worker import JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
+from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
@@ -28,38 +36,100 @@ from lambdajobs.runtime.settings import (
     schedule_group_names,
     stack_manifest_parameter,
 )
-from lambdajobs.runtime.spec import JobSpec
+from lambdajobs.runtime.spec import JobSpec, load_jobs
 
 #: The official public Powertools layer (v3, Python 3.13, arm64). It carries Powertools and pydantic,
 #: so the function asset holds only our code and synth needs no network. Override the version with
 #: the `powertools_layer_version` context value in cdk.json.
 POWERTOOLS_ACCOUNT = "017000801446"
 POWERTOOLS_LAYER = "AWSLambdaPowertoolsPythonV3-python313-arm64"
+DEFAULT_POWERTOOLS_LAYER_VERSION = 27
 #: Reports and other job outputs expire from the data bucket after this many days.
 DATA_EXPIRY_DAYS = 90
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+}
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """CloudWatch Logs retention for a number of days.
+
+    Raises:
+        ConfigurationError: not a retention CloudWatch offers here.
+    """
+    if days not in _RETENTION:
+        raise ConfigurationError(
+            f"log_retention_days={days} is not supported; use one of {sorted(_RETENTION)}."
+        )
+    return _RETENTION[days]
+
+
+def _staging_root() -> Path:
+    """A temporary folder for the function assets; CDK copies them into cdk.out during synth."""
+    root = Path(tempfile.mkdtemp(prefix="lambdajobs-assets-"))
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 def construct_id(job: str) -> str:
     return "".join(part.capitalize() for part in job.split("_")) + "Job"
 
 
-class LambdaJobsStack(Stack):
-    """Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `scheduler_dlq`,
-    `cron_group`, `one_time_group`, `scheduler_role`, `producer_policy`, `monitoring`."""
+class LambdaJobs(Construct):
+    """Everything the jobs of one jobs package need on AWS. One per stack (queue names, schedule
+    groups and the manifest are named after the stack).
+
+    Args:
+        jobs: your jobs package, e.g. "myjobs" (loaded here; its jobs become workers).
+        powertools_layer_version: version of the official Powertools layer (python3.13, arm64).
+        log_retention_days: worker log retention (1, 3, 5, 7, 14, 30, 60, 90, 180 or 365).
+        alarm_email: an address subscribed to the alarm topic, or None.
+        staging_dir: where function assets are staged (default: a temporary folder).
+
+    Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `scheduler_dlq`, `cron_group`,
+    `one_time_group`, `scheduler_role`, `producer_policy`, `monitoring`, `specs`.
+
+    Raises:
+        ConfigurationError: the jobs package cannot be found, or declares no job; a bad option.
+        DeclarationError: a job enqueues a job that is not declared.
+
+    Example:
+        >>> from aws_cdk import App, Stack
+        >>> from lambdajobs.cdk import LambdaJobs
+        >>> app = App(); stack = Stack(app, "orders")
+        >>> jobs = LambdaJobs(stack, "Jobs", jobs="myjobs", alarm_email="oncall@example.com")
+        >>> jobs.workers["send_invoice"].queue
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id_: str,
         *,
-        jobs: Sequence[JobSpec],
-        asset_dir: str,
-        powertools_layer_version: int,
-        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        jobs: str,
+        powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION,
+        log_retention_days: int = 30,
         alarm_email: str | None = None,
-        **kwargs: Any,
+        staging_dir: str | Path | None = None,
     ) -> None:
-        super().__init__(scope, construct_id_, **kwargs)
+        super().__init__(scope, construct_id_)
+        self.jobs_package = jobs
+        specs = load_jobs(jobs)
+        if not specs:
+            raise ConfigurationError(f"jobs package '{jobs}' declares no job; declare one with @job.")
+        self.specs = {spec.name: spec for spec in specs}
+        retention = log_retention(log_retention_days)
+        staging = Path(staging_dir) if staging_dir else _staging_root()
+        stack = Stack.of(self)
         self.table = dynamodb.Table(
             self,
             "JobTable",
@@ -100,7 +170,7 @@ class LambdaJobsStack(Stack):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
         )
-        cron_group_name, once_group_name = schedule_group_names(self.stack_name)
+        cron_group_name, once_group_name = schedule_group_names(stack.stack_name)
         self.cron_group = scheduler.ScheduleGroup(self, "CronSchedules", schedule_group_name=cron_group_name)
         self.one_time_group = scheduler.ScheduleGroup(
             self, "OneTimeSchedules", schedule_group_name=once_group_name
@@ -112,22 +182,31 @@ class LambdaJobsStack(Stack):
             f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_ACCOUNT}:layer:"
             f"{POWERTOOLS_LAYER}:{powertools_layer_version}",
         )
-        code = lambda_.Code.from_asset(asset_dir)
-        self.workers = {
-            spec.name: JobWorker(
+        for spec in specs:  # a job that enqueues an undeclared job fails before anything is staged
+            unknown = [t for t in spec.enqueues if t not in self.specs]
+            if unknown:
+                raise DeclarationError(
+                    f"job '{spec.name}' enqueues {unknown}, not declared in jobs package '{jobs}' "
+                    f"(declared: {sorted(self.specs)})."
+                )
+        self.workers: dict[str, JobWorker] = {}
+        for spec in specs:
+            modules = modules_for(spec, self.specs)
+            asset = stage_function_asset(staging / spec.name, jobs_package=jobs, modules=modules)
+            self.workers[spec.name] = JobWorker(
                 self,
                 construct_id(spec.name),
                 spec=spec,
                 table=self.table,
-                code=code,
+                code=lambda_.Code.from_asset(str(asset)),
+                jobs_package=jobs,
+                modules=modules,
                 layers=[layer],
-                log_retention=log_retention,
+                log_retention=retention,
                 cron_group=self.cron_group,
                 scheduler_dlq=self.scheduler_dlq,
             )
-            for spec in jobs
-        }
-        for spec in jobs:
+        for spec in specs:
             self._wire(spec)
 
         # The role one-time schedules (enqueue(run_at=...)) run with: send to the job queues only.
@@ -148,8 +227,8 @@ class LambdaJobsStack(Stack):
         ssm.StringParameter(
             self,
             "StackManifest",
-            parameter_name=stack_manifest_parameter(self.stack_name),
-            string_value=self.to_json_string(
+            parameter_name=stack_manifest_parameter(stack.stack_name),
+            string_value=stack.to_json_string(
                 {
                     "table": self.table.table_name,
                     "bucket": self.bucket.bucket_name,
@@ -161,34 +240,25 @@ class LambdaJobsStack(Stack):
             ),
             description="lambdajobs stack manifest: table, bucket, scheduler settings",
         )
-        CfnOutput(self, "JobTableName", value=self.table.table_name, description="lambdajobs job table")
-        CfnOutput(
-            self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn, description="alarm notifications"
-        )
-        CfnOutput(
-            self,
-            "DashboardName",
-            value=self.monitoring.dashboard.dashboard_name,
-            description="CloudWatch dashboard of the jobs",
-        )
-        CfnOutput(
-            self, "DataBucketName", value=self.bucket.bucket_name, description="reports and job outputs"
-        )
-        CfnOutput(
-            self,
-            "ProducerPolicyArn",
-            value=self.producer_policy.managed_policy_arn,
-            description="attach to roles that enqueue jobs or read their status",
-        )
+        # Stack outputs under plain names (JobTableName, ...), wherever this construct sits: operators
+        # and scripts read them by name.
+        for name, value, description in (
+            ("JobTableName", self.table.table_name, "lambdajobs job table"),
+            ("AlarmTopicArn", self.monitoring.topic.topic_arn, "alarm notifications"),
+            ("DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard of the jobs"),
+            ("DataBucketName", self.bucket.bucket_name, "reports and job outputs"),
+            (
+                "ProducerPolicyArn",
+                self.producer_policy.managed_policy_arn,
+                "attach to roles that enqueue jobs or read their status",
+            ),
+        ):
+            CfnOutput(self, name, value=value, description=description).override_logical_id(name)
 
     def _wire(self, spec: JobSpec) -> None:
         """Give a job what it declared beyond its own queue: other jobs' queues, the bucket, stats."""
         fn = self.workers[spec.name].function
         for target in spec.enqueues:
-            if target not in self.workers:
-                raise ValueError(
-                    f"job '{spec.name}' enqueues unknown job '{target}'; declared: {sorted(self.workers)}."
-                )
             queue = self.workers[target].queue
             queue.grant_send_messages(fn)
             fn.add_environment(queue_url_env(target), queue.queue_url)
@@ -210,6 +280,7 @@ class LambdaJobsStack(Stack):
 
     def _producer_policy(self) -> iam.ManagedPolicy:
         """Everything a producer needs: send jobs, schedule later ones, read the manifest and statuses."""
+        stack = Stack.of(self)
         return iam.ManagedPolicy(
             self,
             "ProducerPolicy",
@@ -221,15 +292,15 @@ class LambdaJobsStack(Stack):
                 iam.PolicyStatement(
                     actions=["ssm:GetParameter"],
                     resources=[
-                        self.format_arn(
+                        stack.format_arn(
                             service="ssm",
                             resource="parameter",
-                            resource_name=MANIFEST_PREFIX.format(stack=self.stack_name).strip("/") + "/*",
+                            resource_name=MANIFEST_PREFIX.format(stack=stack.stack_name).strip("/") + "/*",
                         ),
-                        self.format_arn(
+                        stack.format_arn(
                             service="ssm",
                             resource="parameter",
-                            resource_name=stack_manifest_parameter(self.stack_name).strip("/"),
+                            resource_name=stack_manifest_parameter(stack.stack_name).strip("/"),
                         ),
                     ],
                 ),
@@ -237,7 +308,7 @@ class LambdaJobsStack(Stack):
                 iam.PolicyStatement(
                     actions=["scheduler:CreateSchedule"],
                     resources=[
-                        self.format_arn(
+                        stack.format_arn(
                             service="scheduler",
                             resource="schedule",
                             resource_name=f"{self.one_time_group.schedule_group_name}/*",
@@ -250,4 +321,51 @@ class LambdaJobsStack(Stack):
                     conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
                 ),
             ],
+        )
+
+    @property
+    def stack_name(self) -> str:
+        return Stack.of(self).stack_name
+
+    def resolve(self, value: Any) -> Any:
+        """Resolve a token in this construct's stack (logical ids, in tests)."""
+        return Stack.of(self).resolve(value)
+
+
+class LambdaJobsStack(Stack):
+    """A stack that holds one `LambdaJobs` construct (`self.lambdajobs`) and nothing else.
+
+    Takes `LambdaJobs`' options plus any `Stack` option (`env`, `description`, ...).
+
+    Raises:
+        ConfigurationError, DeclarationError: as `LambdaJobs`.
+
+    Example:
+        >>> from aws_cdk import App
+        >>> app = App()
+        >>> LambdaJobsStack(app, "orders", jobs="myjobs")
+        >>> app.synth()
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id_: str,
+        *,
+        jobs: str,
+        powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION,
+        log_retention_days: int = 30,
+        alarm_email: str | None = None,
+        staging_dir: str | Path | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id_, **kwargs)
+        self.lambdajobs = LambdaJobs(
+            self,
+            "LambdaJobs",
+            jobs=jobs,
+            powertools_layer_version=powertools_layer_version,
+            log_retention_days=log_retention_days,
+            alarm_email=alarm_email,
+            staging_dir=staging_dir,
         )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdajobs.local.lambda_events import LambdaContext, sqs_event
-from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import StackConfig
 
 Handler = Callable[[dict[str, Any], Any], Any]
 log = logging.getLogger("lambdajobs.local")
@@ -96,8 +96,11 @@ class EventSourceMapping:
         memory_mb: int = 256,
         wait_seconds: int = 1,
         region: str = "us-east-1",
+        config: StackConfig | None = None,
     ) -> None:
         self.queue_url, self.queue_arn, self.handler = queue_url, queue_arn, handler
+        #: Where the queue is (the local stack's endpoint, or moto in-process): its SQS client.
+        self.config = config or StackConfig()
         self.function_name, self.timeout_seconds, self.memory_mb = function_name, timeout_seconds, memory_mb
         self.batch_size, self.window = batch_size, max_batching_window_seconds
         self.max_concurrency, self.wait_seconds, self.region = max_concurrency, wait_seconds, region
@@ -111,7 +114,7 @@ class EventSourceMapping:
     def gather(self) -> list[dict[str, Any]]:
         """Receive up to `batch_size` messages, waiting at most the batching window to fill the batch
         (with no window: one long-polling receive, as soon as records are there)."""
-        sqs = aws.client("sqs")
+        sqs = self.config.client("sqs")
         deadline = time.monotonic() + self.window
         messages: list[dict[str, Any]] = []
         while True:
@@ -165,7 +168,7 @@ class EventSourceMapping:
         return outcome
 
     def _delete(self, messages: list[dict[str, Any]]) -> None:
-        sqs = aws.client("sqs")
+        sqs = self.config.client("sqs")
         for start in range(0, len(messages), MAX_RECEIVE):
             chunk = messages[start : start + MAX_RECEIVE]
             entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)]
@@ -215,6 +218,7 @@ def poll_once(
     batch_size: int = 10,
     wait_seconds: int = 0,
     region: str = "us-east-1",
+    config: StackConfig | None = None,
 ) -> BatchOutcome | None:
     """Receive one batch, invoke the handler, settle it (tests drive the worker with this)."""
     mapping = EventSourceMapping(
@@ -226,5 +230,6 @@ def poll_once(
         batch_size=min(batch_size, MAX_RECEIVE),
         wait_seconds=wait_seconds,
         region=region,
+        config=config,
     )
     return mapping.poll_once()

@@ -4,15 +4,15 @@ specs CDK reads: used by the local stack (embedded moto server) and by the moto-
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import QueueAddress, StackConfig
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
+    ENV_JOBS,
     ENV_STACK,
     ENV_TABLE,
     JOB_STATS_INDEX,
@@ -51,13 +51,30 @@ class Provisioned:
     cron_group: str = ""
     one_time_group: str = ""
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, jobs: str | None = None) -> dict[str, str]:
         """The environment variables CDK sets on the stack's functions, for these resources."""
         env = {ENV_STACK: self.stack, ENV_TABLE: self.table, ENV_BUCKET: self.bucket}
+        if jobs:
+            env[ENV_JOBS] = jobs
         for q in self.queues.values():
             env[queue_url_env(q.job)] = q.queue_url
             env[dlq_url_env(q.job)] = q.dlq_url
         return env
+
+    def config(self, base: StackConfig) -> StackConfig:
+        """`base` (its connection and jobs package) with every resource provisioned here known."""
+        return base.with_resources(
+            stack=self.stack,
+            table=self.table,
+            bucket=self.bucket,
+            queues={
+                q.job: QueueAddress(url=q.queue_url, arn=q.queue_arn, dlq_url=q.dlq_url)
+                for q in self.queues.values()
+            },
+            scheduler_role_arn=self.scheduler_role_arn,
+            one_time_group=self.one_time_group,
+            scheduler_dlq_arn=self.scheduler_dlq_arn,
+        )
 
     def manifest(self) -> dict[str, str]:
         """What the stack publishes at /lambdajobs/<stack>/stack."""
@@ -70,17 +87,14 @@ class Provisioned:
             "scheduler_dlq_arn": self.scheduler_dlq_arn,
         }
 
-    def export(self) -> None:
-        os.environ.update(self.environment())
-
 
 def _arn(sqs: Any, url: str) -> str:
     arn: str = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return arn
 
 
-def provision_queues(spec: JobSpec, stack: str) -> JobQueues:
-    sqs = aws.client("sqs")
+def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> JobQueues:
+    sqs = config.client("sqs")
     name = queue_name(stack, spec.name)
     dlq_url = sqs.create_queue(
         QueueName=f"{name}-dlq"[:80],
@@ -108,8 +122,8 @@ def provision_queues(spec: JobSpec, stack: str) -> JobQueues:
     return JobQueues(spec.name, url, arn, dlq_url, dlq_arn)
 
 
-def provision_table(name: str) -> str:
-    ddb = aws.client("dynamodb")
+def provision_table(name: str, config: StackConfig) -> str:
+    ddb = config.client("dynamodb")
     ddb.create_table(
         TableName=name,
         AttributeDefinitions=[
@@ -136,9 +150,9 @@ def provision_table(name: str) -> str:
     return name
 
 
-def provision_scheduling(stack: str, queues: dict[str, JobQueues]) -> dict[str, str]:
+def provision_scheduling(stack: str, config: StackConfig) -> dict[str, str]:
     """Schedule groups, the Scheduler DLQ and the role one-time schedules send with."""
-    sqs, scheduler = aws.client("sqs"), aws.client("scheduler")
+    sqs, scheduler = config.client("sqs"), config.client("scheduler")
     dlq_url = sqs.create_queue(
         QueueName=f"{stack}-scheduler-dlq"[:80],
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
@@ -160,12 +174,14 @@ def provision_scheduling(stack: str, queues: dict[str, JobQueues]) -> dict[str, 
     }
 
 
-def provision_schedule(spec: JobSpec, queues: JobQueues, scheduling: dict[str, str]) -> None:
+def provision_schedule(
+    spec: JobSpec, queues: JobQueues, scheduling: dict[str, str], config: StackConfig
+) -> None:
     """The cron job's schedule, as CDK declares it (moto stores it; it never fires: the local
     scheduler does that)."""
     assert spec.schedule is not None
     window = spec.schedule.flexible_window_minutes
-    aws.client("scheduler").create_schedule(
+    config.client("scheduler").create_schedule(
         Name=spec.name,
         GroupName=scheduling["cron_group"],
         ScheduleExpression=spec.schedule.expression,
@@ -183,21 +199,29 @@ def provision_schedule(spec: JobSpec, queues: JobQueues, scheduling: dict[str, s
     )
 
 
-def provision(specs: Iterable[JobSpec], *, stack: str = "lambdajobs", manifest: bool = True) -> Provisioned:
+def provision(
+    specs: Iterable[JobSpec],
+    *,
+    stack: str = "lambdajobs",
+    config: StackConfig | None = None,
+    manifest: bool = True,
+) -> Provisioned:
     """Create every queue pair, the job table, the data bucket and the scheduling resources, the
-    cron schedules, and publish the manifest to SSM like the stack does."""
+    cron schedules, and publish the manifest to SSM like the stack does. `config` says where (its
+    connection: the local stack's endpoint, or moto in-process); default: boto3's defaults."""
+    config = config or StackConfig(stack=stack)
     specs = list(specs)
-    queues = {spec.name: provision_queues(spec, stack) for spec in specs}
-    table = provision_table(f"{stack}-jobs")
+    queues = {spec.name: provision_queues(spec, stack, config) for spec in specs}
+    table = provision_table(f"{stack}-jobs", config)
     bucket = f"{stack}-data".lower()
-    aws.client("s3").create_bucket(Bucket=bucket)
-    scheduling = provision_scheduling(stack, queues)
+    config.client("s3").create_bucket(Bucket=bucket)
+    scheduling = provision_scheduling(stack, config)
     for spec in specs:
         if spec.schedule is not None:
-            provision_schedule(spec, queues[spec.name], scheduling)
+            provision_schedule(spec, queues[spec.name], scheduling, config)
     provisioned = Provisioned(stack=stack, table=table, queues=queues, bucket=bucket, **scheduling)
     if manifest:
-        ssm = aws.client("ssm")
+        ssm = config.client("ssm")
         for q in queues.values():
             ssm.put_parameter(
                 Name=manifest_parameter(stack, q.job),

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.spec import JobSpec
 
 _AT = re.compile(r"^at\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)$")
@@ -34,7 +34,9 @@ class LocalScheduler:
         queue_urls: dict[str, str],
         one_time_group: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        config: StackConfig | None = None,
     ) -> None:
+        self.config = config or StackConfig()
         self.specs = [s for s in specs if s.schedule is not None]
         self.queue_urls = queue_urls
         self.one_time_group = one_time_group
@@ -55,7 +57,7 @@ class LocalScheduler:
         spec = next(s for s in self.specs if s.name == job)
         text = slot_text(slot)
         body = json.dumps(spec.scheduled_envelope(text), separators=(",", ":"))
-        aws.client("sqs").send_message(QueueUrl=self.queue_urls[job], MessageBody=body)
+        self.config.client("sqs").send_message(QueueUrl=self.queue_urls[job], MessageBody=body)
         self.fired.append((job, text))
         return f"{job}@{text}"
 
@@ -79,7 +81,7 @@ class LocalScheduler:
     def _run_one_time(self, now: datetime) -> list[str]:
         if not self.one_time_group:
             return []
-        scheduler, sqs = aws.client("scheduler"), aws.client("sqs")
+        scheduler, sqs = self.config.client("scheduler"), self.config.client("sqs")
         sent = []
         listed = scheduler.list_schedules(GroupName=self.one_time_group).get("Schedules", [])
         for item in listed:

@@ -2,26 +2,30 @@
 
 moto's server holds SQS, DynamoDB, S3, SSM and Scheduler state on a loopback port; queues, the table,
 the bucket and the schedules are provisioned from the same job specs CDK reads; an event source
-mapping per job polls its queue like Lambda and calls the deployed handler
-(`handlers.entry.lambda_handler`); a local scheduler fires cron jobs and one-time schedules. Every
-boto3 client, Powertools' included, reaches the server through `AWS_ENDPOINT_URL`.
+mapping per job polls its queue like Lambda and calls the same handler a deployed function runs
+(`lambdajobs.runtime.handler.make_handler` around a `Worker`); a local scheduler fires cron jobs and
+one-time schedules.
+
+Nothing here writes `os.environ`: the stack's `config` (endpoint, credentials, resources) is passed
+to the worker, the emulator and the scheduler, and the worker binds it while a job runs, so a job's
+own `enqueue` or `ctx.client("s3")` reaches this stack. `environment()` is what another shell
+exports to reach it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.provision import Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
-from lambdajobs.local.provision import Provisioned, provision
-from lambdajobs.runtime import aws, manifest
-from lambdajobs.runtime.settings import ENV_JOB, SERVICE_NAME
-from lambdajobs.runtime.spec import JobSpec, registered_jobs
+from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME
+from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
 
 REGION = "us-east-1"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
@@ -39,49 +43,58 @@ def route_worker_logs(path: Path) -> None:
 
 
 class LocalStack:
-    """Use as a context manager: `with LocalStack() as local: local.start_workers() ...`."""
+    """The jobs of one jobs package on an embedded AWS. Use as a context manager:
+
+    Example:
+        >>> with LocalStack(jobs="myjobs") as local:
+        ...     local.start_workers()
+        ...     job_id = enqueue("send_email", {...}, config=local.config)
+
+    `jobs` names the jobs package (loaded here); `specs` gives the jobs directly instead (tests).
+    """
 
     def __init__(
         self,
-        specs: list[JobSpec] | None = None,
+        jobs: str | None = None,
         *,
+        specs: list[JobSpec] | None = None,
         stack: str = "local",
         port: int = 0,
         log_file: Path | None = None,
         wait_seconds: int = 1,
     ) -> None:
+        self.jobs = jobs
         self._specs = specs
         self.stack, self.port, self.log_file, self.wait_seconds = stack, port, log_file, wait_seconds
         self.server: Any = None
         self.endpoint = ""
         self.provisioned: Provisioned | None = None
+        self.config = StackConfig(stack=stack, jobs=jobs)
         self.mappings: dict[str, EventSourceMapping] = {}
         self.scheduler: LocalScheduler | None = None
-        self._saved_env: dict[str, str | None] = {}
 
     @property
     def specs(self) -> list[JobSpec]:
-        return self._specs if self._specs is not None else registered_jobs()
+        if self._specs is None:
+            self._specs = load_jobs(self.jobs) if self.jobs else registered_jobs()
+        return self._specs
 
     def environment(self) -> dict[str, str]:
-        """What a producer, the CLI or boto3 in another shell needs to reach this stack."""
-        return {
+        """What a producer, the CLI or boto3 in another shell exports to reach this stack."""
+        env = {
             "AWS_ENDPOINT_URL": self.endpoint,
             **LOCAL_CREDENTIALS,
             "AWS_DEFAULT_REGION": REGION,
-            "LAMBDAJOBS_STACK": self.stack,
+            ENV_STACK: self.stack,
         }
-
-    def _set_env(self, values: dict[str, str]) -> None:
-        for key, value in values.items():
-            self._saved_env.setdefault(key, os.environ.get(key))
-            os.environ[key] = value
+        if self.jobs:
+            env[ENV_JOBS] = self.jobs
+        return env
 
     def start(self) -> LocalStack:
         from moto.server import ThreadedMotoServer
 
-        import handlers  # noqa: F401  (declares every job)
-
+        specs = self.specs  # load the jobs first: a bad declaration fails before the server starts
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request from the server
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
@@ -91,33 +104,34 @@ class LocalStack:
         urllib.request.urlopen(
             urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST"), timeout=10
         )
-        # One process serves every job: no LAMBDAJOBS_JOB, the worker finds the job from the queue.
-        self._saved_env.setdefault(ENV_JOB, os.environ.pop(ENV_JOB, None))
-        self._set_env(
-            {
-                **self.environment(),
-                "AWS_REGION": REGION,
-                "POWERTOOLS_METRICS_DISABLED": "true",  # EMF lines are for CloudWatch, not a terminal
-            }
+        base = StackConfig(
+            stack=self.stack,
+            region=REGION,
+            endpoint_url=self.endpoint,
+            access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            jobs=self.jobs,
         )
-        aws.reset_clients()
-        manifest.clear_cache()
-        self.provisioned = provision(self.specs, stack=self.stack)
-        self._set_env(self.provisioned.environment())
+        self.provisioned = provision(specs, stack=self.stack, config=base)
+        self.config = self.provisioned.config(base)
         if self.log_file:
             route_worker_logs(self.log_file)
         return self
 
     def start_workers(self, *, scheduler: bool = True) -> None:
-        from handlers.entry import lambda_handler
+        from lambdajobs.runtime.handler import make_handler
+        from lambdajobs.runtime.worker import Worker
 
         assert self.provisioned is not None, "start() first"
+        # One worker serves every job (it finds the job from the queue), as the deployed handler
+        # would with LAMBDAJOBS_JOB set; no EMF lines in a terminal.
+        handler = make_handler(Worker(config=self.config, emit_metrics=False))
         for spec in self.specs:
             queues = self.provisioned.queues[spec.name]
             mapping = EventSourceMapping(
                 queue_url=queues.queue_url,
                 queue_arn=queues.queue_arn,
-                handler=lambda_handler,
+                handler=handler,
                 function_name=f"{self.stack}-{spec.name}",
                 timeout_seconds=spec.timeout_seconds,
                 batch_size=spec.batch_size,
@@ -126,6 +140,7 @@ class LocalStack:
                 memory_mb=spec.memory_mb,
                 wait_seconds=self.wait_seconds,
                 region=REGION,
+                config=self.config,
             )
             mapping.start()
             self.mappings[spec.name] = mapping
@@ -133,6 +148,7 @@ class LocalStack:
             self.specs,
             queue_urls={job: q.queue_url for job, q in self.provisioned.queues.items()},
             one_time_group=self.provisioned.one_time_group,
+            config=self.config,
         )
         if scheduler:
             self.scheduler.start()
@@ -151,14 +167,6 @@ class LocalStack:
         if self.server:
             self.server.stop()
             self.server = None
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved_env.clear()
-        aws.reset_clients()
-        manifest.clear_cache()
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -168,4 +176,5 @@ class LocalStack:
 
     def health(self, job: str) -> QueueHealth:
         assert self.provisioned is not None
-        return queue_health(job, self.provisioned.queues[job].queue_url, self.provisioned.queues[job].dlq_url)
+        queues = self.provisioned.queues[job]
+        return queue_health(job, queues.queue_url, queues.dlq_url, config=self.config)

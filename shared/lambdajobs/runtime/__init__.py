@@ -1,62 +1,89 @@
 """lambdajobs runtime: declare jobs, enqueue them, run them in Lambda, read their status.
 
-`aws` (lazy boto3 clients) is importable from here too. Ships inside every Lambda: imports only the
-standard library, pydantic and (lazily) boto3 here; Powertools is imported by the worker. Never imports
-aws_cdk, moto, rich or typer.
+This subpackage (plus `lambdajobs/__init__.py`) is what ships in every Lambda function, beside the
+user's job modules. It imports only the standard library, pydantic and (lazily) boto3 and Powertools;
+never aws_cdk, moto, rich or typer (tests/unit/test_layering.py enforces it).
 """
 
-from lambdajobs.runtime import aws
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
+from lambdajobs.runtime.config import StackConfig, current, using
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.errors import (
+    ConfigurationError,
     DeclarationError,
+    EnqueueError,
     EnvelopeError,
+    JobIdError,
     LambdaJobsError,
+    NotStartedError,
     PayloadTooLargeError,
     PayloadValidationError,
     PermanentError,
+    ProgressError,
     QueueNotFoundError,
+    ScheduleConflictError,
+    ScheduleError,
     StackNotFoundError,
     UnknownJobError,
+    WaitTimeoutError,
 )
-from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, registered_jobs
+from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 __all__ = [
     "Alarms",
     "Backoff",
+    "ConfigurationError",
     "DeclarationError",
+    "EnqueueError",
     "EnvelopeError",
     "Job",
     "JobContext",
+    "JobIdError",
     "JobSpec",
+    "JobState",
+    "JobStatus",
     "LambdaJobsError",
+    "NotStartedError",
     "PayloadTooLargeError",
     "PayloadValidationError",
     "PermanentError",
+    "ProgressError",
     "QueueNotFoundError",
+    "ScheduleConflictError",
+    "ScheduleError",
+    "StackConfig",
     "StackNotFoundError",
     "UnknownJobError",
-    "aws",
+    "WaitTimeoutError",
     "cron",
+    "current",
     "enqueue",
     "enqueue_many",
     "get_spec",
     "get_status",
     "job",
+    "jobs_in",
+    "load_jobs",
     "registered_jobs",
+    "using",
     "wait_for",
 ]
 
+_LAZY = {
+    # The producer and status readers pull in Powertools and more: load them on first use only.
+    "enqueue": "lambdajobs.runtime.producer",
+    "enqueue_many": "lambdajobs.runtime.producer",
+    "get_status": "lambdajobs.runtime.records",
+    "wait_for": "lambdajobs.runtime.records",
+    "JobStatus": "lambdajobs.runtime.records",
+}
+
 
 def __getattr__(name: str) -> object:
-    # The producer and status readers pull in more modules; load them on first use only.
-    if name in ("enqueue", "enqueue_many"):
-        from lambdajobs.runtime import producer
+    if name in _LAZY:
+        import importlib
 
-        return getattr(producer, name)
-    if name in ("get_status", "wait_for"):
-        from lambdajobs.runtime import records
-
-        return getattr(records, name)
-    raise AttributeError(f"module 'shared' has no attribute {name!r}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}")

@@ -1,38 +1,58 @@
-"""boto3 clients, created lazily and injectable.
+"""boto3 clients, created lazily, one per service and connection, and injectable.
 
 Never at import time: cold starts pay for eager clients, and moto can only intercept clients created
-after it starts. Every client honours `AWS_ENDPOINT_URL`, which is how the local stack redirects them.
+after it starts. A connection is what a `StackConfig` says about where AWS is (region, endpoint,
+profile, credentials); with none of them set, boto3's own defaults apply (the Lambda environment).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
-_clients: dict[str, Any] = {}
+
+class Connection(NamedTuple):
+    """Where a client talks to. All None: boto3's defaults (environment, profile, instance role)."""
+
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+
+DEFAULT = Connection()
+
+_clients: dict[tuple[str, Connection], Any] = {}
 _lock = threading.Lock()
 
 
-def client(service: str) -> Any:
-    """A shared client for `service` ('sqs', 'dynamodb', 'ssm'), created on first use."""
-    found = _clients.get(service)
+def client(service: str, connection: Connection = DEFAULT) -> Any:
+    """A shared client for `service` ('sqs', 'dynamodb', 'ssm', ...) on `connection`, created on first use."""
+    key = (service, connection)
+    found = _clients.get(key)
     if found is not None:
         return found
     with _lock:
-        if service not in _clients:
+        if key not in _clients:
             import boto3
             from botocore.config import Config
 
-            _clients[service] = boto3.session.Session().client(
-                service, config=Config(retries={"mode": "standard", "max_attempts": 5})
+            session = boto3.session.Session(profile_name=connection.profile, region_name=connection.region)
+            _clients[key] = session.client(
+                service,
+                endpoint_url=connection.endpoint_url,
+                aws_access_key_id=connection.access_key_id,
+                aws_secret_access_key=connection.secret_access_key,
+                config=Config(retries={"mode": "standard", "max_attempts": 5}),
             )
-        return _clients[service]
+        return _clients[key]
 
 
-def set_client(service: str, instance: Any) -> None:
+def set_client(service: str, instance: Any, connection: Connection = DEFAULT) -> None:
     """Inject a client (tests, or a producer that manages its own session)."""
     with _lock:
-        _clients[service] = instance
+        _clients[(service, connection)] = instance
 
 
 def reset_clients() -> None:

@@ -7,13 +7,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.errors import ProgressError
+
 
 @dataclass
 class JobContext:
     """What a running job knows about itself.
 
     `remaining_seconds()` is the time left in the Lambda invocation; `logger` is bound to the job id;
-    `progress(percent, message)` persists to the job record, readable through `get_status`.
+    `progress(percent, message)` persists to the job record, readable through `get_status`;
+    `config` is the stack the job runs in, and `client("s3")` a boto3 client on it (in `lambdajobs
+    dev` and tests it reaches the local stack, not AWS).
     """
 
     job_id: str
@@ -25,6 +30,11 @@ class JobContext:
     #: For scheduled runs: the slot this run is for (Scheduler's scheduled time), else None.
     scheduled_at: datetime | None = None
     progress_sink: Callable[[str, float, str | None], None] | None = field(default=None, repr=False)
+    config: StackConfig = field(default_factory=StackConfig, repr=False)
+
+    def client(self, service: str) -> Any:
+        """A boto3 client for `service` on this job's stack (created once, shared)."""
+        return self.config.client(service)
 
     @property
     def is_last_attempt(self) -> bool:
@@ -39,6 +49,6 @@ class JobContext:
         """Record progress (0 to 100) and an optional short message. Each call is one DynamoDB write:
         report per stage, not per byte."""
         if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100:
-            raise ValueError(f"progress percent must be a number from 0 to 100, got {percent!r}")
+            raise ProgressError(f"progress percent must be a number from 0 to 100, got {percent!r}")
         if self.progress_sink is not None:
             self.progress_sink(self.job_id, float(percent), message)

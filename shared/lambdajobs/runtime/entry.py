@@ -1,18 +1,12 @@
-"""The one Lambda entry point for every job: `handlers.entry.lambda_handler`.
+"""The Lambda entry point of every job function: `lambdajobs.runtime.entry.lambda_handler`.
 
-Each worker function serves the job named by its `LAMBDAJOBS_JOB` environment variable (set by CDK).
+Importing this module is the cold start: it reads the function's environment once and builds its
+worker (`lambdajobs.runtime.handler.from_environment`). Import it only in Lambda (or a process that
+sets the same variables); elsewhere use `lambdajobs.runtime.handler.make_handler`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from lambdajobs.runtime.handler import from_environment
 
-import handlers  # noqa: F401  (declares every job)
-from lambdajobs.runtime.worker import Worker, logger
-
-worker = Worker()
-
-
-@logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return worker.handle(event, context)
+lambda_handler = from_environment()

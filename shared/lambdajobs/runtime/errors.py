@@ -1,6 +1,15 @@
-"""Errors raised by lambdajobs. Every message says what was wrong and what to do."""
+"""Every error lambdajobs raises, in one place. Every message says what was wrong and what to do.
+
+All of them derive from `LambdaJobsError`; those about a bad argument also derive from `ValueError`
+(and lookups from `LookupError`), so callers that catch the built-in kinds keep working.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.records import JobStatus
 
 
 class LambdaJobsError(Exception):
@@ -11,8 +20,16 @@ class DeclarationError(LambdaJobsError, ValueError):
     """A `@job` declaration is invalid. Raised at import time, naming the job and the fix."""
 
 
+class ScheduleError(LambdaJobsError, ValueError):
+    """A schedule expression or time zone is invalid."""
+
+
+class ConfigurationError(LambdaJobsError, ValueError):
+    """The stack configuration is incomplete or invalid (a CDK option, a jobs module, a variable)."""
+
+
 class UnknownJobError(LambdaJobsError, LookupError):
-    """No job of that name is declared in this process."""
+    """No job of that name is declared in the jobs module that was searched."""
 
 
 class EnvelopeError(LambdaJobsError, ValueError):
@@ -27,6 +44,22 @@ class PayloadTooLargeError(LambdaJobsError, ValueError):
     """An encoded message exceeds the SQS message size limit."""
 
 
+class EnqueueError(LambdaJobsError, ValueError):
+    """An `enqueue` option is invalid: job id, delay, run_at, or a mismatch between them."""
+
+
+class JobIdError(EnqueueError):
+    """A job id is empty, not a string, or longer than 256 characters."""
+
+
+class ScheduleConflictError(EnqueueError):
+    """A job id is already scheduled for another time or with another payload."""
+
+
+class ProgressError(LambdaJobsError, ValueError):
+    """`ctx.progress` was given a percentage outside 0 to 100."""
+
+
 class QueueNotFoundError(LambdaJobsError, LookupError):
     """The queue of a job could not be resolved (no environment variable, no stack manifest)."""
 
@@ -35,9 +68,45 @@ class StackNotFoundError(QueueNotFoundError):
     """The stack's manifest is not there: wrong stack name, region or account, or not deployed."""
 
 
+class NotStartedError(LambdaJobsError):
+    """The invocation was too close to its deadline to start this record; it comes back at once."""
+
+
+class WaitTimeoutError(LambdaJobsError, TimeoutError):
+    """`wait_for` gave up; `.status` is the last status seen."""
+
+    def __init__(self, status: JobStatus, timeout_seconds: float) -> None:
+        super().__init__(
+            f"job '{status.job_id}' is still {status.state} after {timeout_seconds:g} s; "
+            f"wait longer or check it with get_status."
+        )
+        self.status = status
+
+
 class PermanentError(LambdaJobsError):
     """Raise from a job when retrying cannot help (bad input, a refused request).
 
     The worker records the job as dead and moves its message to the dead-letter queue at once,
     with this error's message as the reason; it does not use up the remaining attempts.
     """
+
+
+__all__ = [
+    "ConfigurationError",
+    "DeclarationError",
+    "EnqueueError",
+    "EnvelopeError",
+    "JobIdError",
+    "LambdaJobsError",
+    "NotStartedError",
+    "PayloadTooLargeError",
+    "PayloadValidationError",
+    "PermanentError",
+    "ProgressError",
+    "QueueNotFoundError",
+    "ScheduleConflictError",
+    "ScheduleError",
+    "StackNotFoundError",
+    "UnknownJobError",
+    "WaitTimeoutError",
+]

@@ -1,9 +1,9 @@
 """The producer API: enqueue, enqueue_many; later work with delay_seconds or run_at.
 
-Payloads are validated against the job's model and size-checked before anything is sent: an invalid
-payload raises and sends nothing. Queues are found without hard-coded URLs: the environment variable
-CDK sets on the stack's own functions (`LAMBDAJOBS_QUEUE_URL_<JOB>`), else the stack's manifest in SSM
-Parameter Store (`/lambdajobs/<stack>/jobs/<job>`, stack from `LAMBDAJOBS_STACK`, default `lambdajobs`).
+Payloads are validated against the job's model (`JobSpec.validate`, the same rule the worker applies)
+and size-checked before anything is sent: an invalid payload raises and sends nothing. Queues are
+found through the stack configuration (`config=`, default `lambdajobs.runtime.config.current()`):
+URLs CDK put in a function's environment, else the stack's manifest in SSM Parameter Store.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -20,18 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from lambdajobs.runtime import aws, manifest
-from lambdajobs.runtime.envelope import MAX_JOB_ID_LENGTH, MAX_MESSAGE_BYTES, encode, summarize_validation_error
-from lambdajobs.runtime.errors import PayloadValidationError
-from lambdajobs.runtime.settings import (
-    ENV_SCHEDULER_DLQ_ARN,
-    ENV_SCHEDULER_GROUP,
-    ENV_SCHEDULER_ROLE_ARN,
-    queue_arn_env,
-    queue_url_env,
-)
+from lambdajobs.runtime.config import StackConfig, resolve
+from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, encode
+from lambdajobs.runtime.errors import EnqueueError, ScheduleConflictError
 from lambdajobs.runtime.spec import JobRef, JobSpec, get_spec
 
 logger = logging.getLogger(__name__)
@@ -41,36 +31,11 @@ BATCH_MAX_ENTRIES = 10  # SendMessageBatch: at most 10 entries...
 BATCH_MAX_BYTES = MAX_MESSAGE_BYTES  # ...and 1 MiB in total
 
 
-def queue_url(job: str) -> str:
-    """The URL of a job's queue: environment variable first, then the stack's manifest."""
-    return os.environ.get(queue_url_env(job)) or manifest.job_entry(job)["queue_url"]
-
-
-clear_manifest_cache = manifest.clear_cache
-
-
-def validate_payload(spec: JobSpec, payload: Any) -> dict[str, Any]:
-    """The payload as JSON-ready data, validated by the job's model. Error messages hold no values."""
-    model = spec.payload_model
-    if isinstance(payload, BaseModel) and not isinstance(payload, model):
-        raise PayloadValidationError(
-            f"job '{spec.name}' takes a {model.__name__} payload, not a {type(payload).__name__}."
-        )
-    try:
-        instance = payload if isinstance(payload, model) else model.model_validate(payload)
-    except ValidationError as exc:
-        raise PayloadValidationError(
-            f"job '{spec.name}': invalid {model.__name__} payload: {summarize_validation_error(exc)}"
-        ) from exc
-    data: dict[str, Any] = instance.model_dump(mode="json")
-    return data
-
-
 def _check_delay(delay_seconds: int, limit: int | None = MAX_DELAY_SECONDS) -> None:
     if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int):
-        raise ValueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
+        raise EnqueueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
     if delay_seconds < 0 or (limit is not None and delay_seconds > limit):
-        raise ValueError(
+        raise EnqueueError(
             f"delay_seconds={delay_seconds} is out of range: 0 to {limit} s here; "
             f"for later, use enqueue(..., run_at=...) per job."
         )
@@ -82,9 +47,9 @@ def _when(delay_seconds: int, run_at: datetime | None) -> tuple[int, datetime | 
     now = datetime.now(UTC)
     if run_at is not None:
         if delay_seconds:
-            raise ValueError("give run_at or delay_seconds, not both.")
+            raise EnqueueError("give run_at or delay_seconds, not both.")
         if not isinstance(run_at, datetime) or run_at.tzinfo is None or run_at.utcoffset() is None:
-            raise ValueError(
+            raise EnqueueError(
                 f"run_at={run_at!r} has no time zone, so the moment is ambiguous; pass an aware datetime, "
                 f"e.g. datetime(2026, 12, 1, 9, 0, tzinfo=ZoneInfo('America/New_York'))."
             )
@@ -96,15 +61,9 @@ def _when(delay_seconds: int, run_at: datetime | None) -> tuple[int, datetime | 
     return 0, now + timedelta(seconds=seconds)
 
 
-def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID_LENGTH:
-        raise ValueError(f"job_id must be a string of 1 to {MAX_JOB_ID_LENGTH} characters, got {job_id!r}")
-    return job_id
-
-
 def _prepare(spec: JobSpec, payload: Any, job_id: str | None) -> tuple[str, str]:
-    data = validate_payload(spec, payload)
-    jid = _check_job_id(job_id) if job_id is not None else (spec.derive_job_id(data) or uuid.uuid4().hex)
+    data = spec.payload_data(payload)
+    jid = spec.job_id(data, job_id) or uuid.uuid4().hex
     return jid, encode(spec.name, data, jid)
 
 
@@ -115,20 +74,39 @@ def enqueue(
     job_id: str | None = None,
     delay_seconds: int = 0,
     run_at: datetime | None = None,
+    config: StackConfig | None = None,
 ) -> str:
-    """Send one job; returns its job id (yours, derived from the job's idempotency_key, or a new uuid).
+    """Send one job; return its job id (yours, derived from the job's `idempotency_key`, or a new uuid).
 
     Later work: `delay_seconds` or `run_at` (an aware datetime). Up to 15 minutes away the message
     waits in SQS (`DelaySeconds`); further away a one-time EventBridge Scheduler schedule sends it at
-    that time and deletes itself. A time in the past runs now.
+    that time and deletes itself. A time in the past runs now. Sending the same job id twice runs the
+    job once.
+
+    Raises:
+        UnknownJobError: no job of that name in the configured jobs module.
+        PayloadValidationError: the payload does not fit the job's model (nothing is sent).
+        PayloadTooLargeError: the message would exceed 1 MiB.
+        EnqueueError: a bad job id, delay or run_at (ScheduleConflictError: the job id is already
+            scheduled for another time or payload).
+        QueueNotFoundError: the stack has no queue for the job (not deployed, or another stack).
+
+    Example:
+        >>> from lambdajobs import enqueue, get_status
+        >>> job_id = enqueue("send_email", {"to": "ada@example.com", "subject": "Hi", "body": "Hello"})
+        >>> get_status(job_id).state
+        'pending'
     """
-    spec = get_spec(job)
+    cfg = resolve(config)
+    spec = get_spec(job, jobs=cfg.jobs)
     delay, at = _when(delay_seconds, run_at)
     jid, body = _prepare(spec, payload, job_id)
     if at is None:
-        aws.client("sqs").send_message(QueueUrl=queue_url(spec.name), MessageBody=body, DelaySeconds=delay)
+        cfg.client("sqs").send_message(
+            QueueUrl=cfg.queue_url(spec.name), MessageBody=body, DelaySeconds=delay
+        )
     else:
-        _schedule_once(spec.name, jid, body, at)
+        _schedule_once(cfg, spec.name, jid, body, at)
     return jid
 
 
@@ -137,17 +115,16 @@ def one_time_schedule_name(job: str, job_id: str) -> str:
     return f"{job[:40]}-{hashlib.sha256(job_id.encode()).hexdigest()[:23]}"
 
 
-def _schedule_once(job: str, job_id: str, body: str, at: datetime) -> None:
-    role_arn = os.environ.get(ENV_SCHEDULER_ROLE_ARN) or manifest.stack_entry()["scheduler_role_arn"]
-    group = os.environ.get(ENV_SCHEDULER_GROUP) or manifest.stack_entry()["one_time_group"]
-    dlq_arn = os.environ.get(ENV_SCHEDULER_DLQ_ARN) or manifest.stack_entry()["scheduler_dlq_arn"]
-    queue_arn = os.environ.get(queue_arn_env(job)) or manifest.job_entry(job)["queue_arn"]
-    scheduler = aws.client("scheduler")
+def _schedule_once(config: StackConfig, job: str, job_id: str, body: str, at: datetime) -> None:
+    role_arn, group, dlq_arn = config.scheduler_settings()
+    queue_arn = config.queue_arn(job)
+    scheduler = config.client("scheduler")
+    expression = f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
     try:
         scheduler.create_schedule(
             Name=one_time_schedule_name(job, job_id),
             GroupName=group,
-            ScheduleExpression=f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})",
+            ScheduleExpression=expression,
             ScheduleExpressionTimezone="UTC",
             FlexibleTimeWindow={"Mode": "OFF"},
             ActionAfterCompletion="DELETE",  # a one-time schedule removes itself after it fires
@@ -164,10 +141,10 @@ def _schedule_once(job: str, job_id: str, body: str, at: datetime) -> None:
         # The same job id scheduled again: fine if it is the same job at the same time (a producer's
         # retry); anything else would be silently ignored, so say so.
         existing = scheduler.get_schedule(Name=one_time_schedule_name(job, job_id), GroupName=group)
-        same_time = existing["ScheduleExpression"] == f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
+        same_time = existing["ScheduleExpression"] == expression
         same_payload = json.loads(existing["Target"]["Input"]).get("payload") == json.loads(body)["payload"]
         if not (same_time and same_payload):
-            raise ValueError(
+            raise ScheduleConflictError(
                 f"job '{job}' id '{job_id}' is already scheduled ({existing['ScheduleExpression']}) with "
                 f"{'another payload' if not same_payload else 'another time'}; use a new job id, or delete "
                 f"schedule {one_time_schedule_name(job, job_id)} in group {group} first."
@@ -226,23 +203,35 @@ def enqueue_many(
     job_ids: Sequence[str] | None = None,
     delay_seconds: int = 0,
     max_retries: int = 3,
+    config: StackConfig | None = None,
 ) -> EnqueueResults:
     """Send many jobs in SendMessageBatch calls (at most 10 entries and 1 MiB each).
 
     Every payload is validated first: one invalid payload raises and nothing is sent. Entries SQS
     reports in `Failed` (it answers HTTP 200 for partial failures) are retried up to `max_retries`
     times with a short backoff; what still fails is in the result's `.failed`, with its error.
+
+    Raises:
+        UnknownJobError, PayloadValidationError, PayloadTooLargeError: as `enqueue`, before sending.
+        EnqueueError: a bad job id or delay, or `job_ids` of another length than `payloads`.
+
+    Example:
+        >>> emails = [{"to": a, "subject": "Hi", "body": "Hello"} for a in addresses]
+        >>> results = enqueue_many("send_email", emails)
+        >>> results.ok, len(results.failed)
+        (True, 0)
     """
-    spec = get_spec(job)
+    cfg = resolve(config)
+    spec = get_spec(job, jobs=cfg.jobs)
     _check_delay(delay_seconds)
     items = list(payloads)
     if job_ids is not None and len(job_ids) != len(items):
-        raise ValueError(
+        raise EnqueueError(
             f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload."
         )
     prepared = [_prepare(spec, p, job_ids[i] if job_ids else None) for i, p in enumerate(items)]
-    url = queue_url(spec.name)
-    sqs = aws.client("sqs")
+    url = cfg.queue_url(spec.name)
+    sqs = cfg.client("sqs")
     outcome: dict[int, EnqueueResult] = {}
 
     pending = list(enumerate(body for _, body in prepared))

@@ -11,14 +11,12 @@ error {type, message}, expiration (TTL, epoch s), in_progress_expiration (epoch 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
@@ -30,36 +28,20 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from lambdajobs.runtime import aws, pii
-from lambdajobs.runtime.errors import LambdaJobsError, PermanentError
-from lambdajobs.runtime.settings import ENV_TABLE, JOB_STATS_INDEX, record_ttl_seconds
+from lambdajobs.runtime import lifecycle, pii
+from lambdajobs.runtime.config import StackConfig, resolve
+from lambdajobs.runtime.errors import JobIdError, WaitTimeoutError
+from lambdajobs.runtime.lifecycle import FINAL_STATES, MAX_ERROR_CHARS, JobState
+from lambdajobs.runtime.settings import JOB_STATS_INDEX
 
-State = Literal["pending", "running", "retrying", "succeeded", "dead"]
-FINAL_STATES: frozenset[str] = frozenset({"succeeded", "dead"})
-
-#: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
-MAX_RESULT_BYTES = 32 * 1024
-MAX_ERROR_CHARS = 1000
-
-_TO_POWERTOOLS = {"running": STATUS_CONSTANTS["INPROGRESS"], "succeeded": STATUS_CONSTANTS["COMPLETED"]}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
+_TO_POWERTOOLS = {
+    JobState.RUNNING: STATUS_CONSTANTS["INPROGRESS"],
+    JobState.SUCCEEDED: STATUS_CONSTANTS["COMPLETED"],
+}
 
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def table_name() -> str:
-    """The job table: `LAMBDAJOBS_TABLE` (CDK sets it on every worker), else the stack's manifest."""
-    name = os.environ.get(ENV_TABLE)
-    if name:
-        return name
-    from lambdajobs.runtime import manifest
-
-    return manifest.stack_entry()["table"]
 
 
 def error_fields(exc: BaseException) -> dict[str, str]:
@@ -67,21 +49,20 @@ def error_fields(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
 
 
-def is_final_failure(run: dict[str, Any], exc: BaseException) -> bool:
-    """Whether a failure ends the job: a PermanentError, or a failure on the last attempt."""
-    return isinstance(exc, PermanentError) or run["attempt"] >= run["max_attempts"]
-
-
 class JobRecordStore(BasePersistenceLayer):
     """Powertools persistence layer writing one job-record item per job id.
 
     The data Powertools hands us is the `run` dict the worker builds: job_id, job, attempt,
     max_attempts. The idempotency key is the job id itself, so producers and operators read status
-    by job id with no knowledge of the worker's function name.
+    by job id with no knowledge of the worker's function name. Every state it writes goes through
+    `lambdajobs.runtime.lifecycle`.
     """
 
-    def __init__(self, table: str | None = None, client: Any = None) -> None:
+    def __init__(
+        self, config: StackConfig | None = None, *, table: str | None = None, client: Any = None
+    ) -> None:
         super().__init__()
+        self.config = resolve(config)
         self._table = table
         self._client = client
         # The run being acquired, per thread: the local event source runs batches concurrently.
@@ -89,11 +70,11 @@ class JobRecordStore(BasePersistenceLayer):
 
     @property
     def table(self) -> str:
-        return self._table or table_name()
+        return self._table or self.config.table_name()
 
     @property
     def client(self) -> Any:
-        return self._client or aws.client("dynamodb")
+        return self._client or self.config.client("dynamodb")
 
     # -- Powertools hooks ---------------------------------------------------------------------------
 
@@ -109,81 +90,42 @@ class JobRecordStore(BasePersistenceLayer):
 
     def _put_record(self, data_record: DataRecord) -> None:
         run = getattr(self._local, "run", None) or {}
-        now = _now()
-        values: dict[str, Any] = {
-            ":job": {"S": str(run.get("job", ""))},
-            ":running": {"S": "running"},
-            ":retrying": {"S": "retrying"},
-            ":dead": {"S": "dead"},
-            ":one": {"N": "1"},
-            ":now_iso": {"S": _iso(now)},
-            ":exp": {"N": str(data_record.expiry_timestamp)},
-            ":now": {"N": str(int(now.timestamp()))},
-            ":now_ms": {"N": str(int(now.timestamp() * 1000))},
-        }
-        sets = [
-            "job = :job",
-            "#state = :running",
-            "started_at = :now_iso",
-            "updated_at = :now_iso",
-            "created_at = if_not_exists(created_at, :now_iso)",
-            "expiration = :exp",
-        ]
-        if data_record.in_progress_expiry_timestamp is not None:
-            values[":ipe"] = {"N": str(data_record.in_progress_expiry_timestamp)}
-            sets.append("in_progress_expiration = :ipe")
-        # Acquire when: no record yet; the record expired; an earlier attempt failed (retrying, or
-        # dead and now redriven); or a running lock whose invocation died (its expiry passed).
-        condition = (
-            "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead) OR "
-            "(#state = :running AND attribute_exists(in_progress_expiration) "
-            "AND in_progress_expiration < :now_ms)"
-        )
         try:
-            self.client.update_item(
-                TableName=self.table,
-                Key={"id": {"S": data_record.idempotency_key}},
-                UpdateExpression=(
-                    "SET "
-                    + ", ".join(sets)
-                    + " ADD attempts :one REMOVE finished_at, progress, progress_message"
-                ),
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            lifecycle.acquire(
+                self.client,
+                self.table,
+                data_record.idempotency_key,
+                str(run.get("job", "")),
+                expiration=int(data_record.expiry_timestamp or 0),
+                in_progress_expiration=data_record.in_progress_expiry_timestamp,
             )
-        except self.client.exceptions.ConditionalCheckFailedException as exc:
-            item = exc.response.get("Item")
-            old = self._to_data_record(item) if item else None
+        except lifecycle.AlreadyHeldError as exc:
+            old = self._to_data_record(exc.item) if exc.item else None
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 
     def _update_record(self, data_record: DataRecord) -> None:
-        result = data_record.response_data or "null"
-        if len(result.encode()) > MAX_RESULT_BYTES:
-            result = json.dumps({"omitted": f"result of {len(result.encode())} bytes > {MAX_RESULT_BYTES}"})
-        now_iso = _iso(_now())
-        self.client.update_item(
-            TableName=self.table,
-            Key={"id": {"S": data_record.idempotency_key}},
-            UpdateExpression=(
-                "SET #state = :succeeded, #result = :result, finished_at = :now_iso, "
-                "updated_at = :now_iso, expiration = :exp REMOVE in_progress_expiration"
-            ),
-            ExpressionAttributeNames={"#state": "state", "#result": "result"},
-            ExpressionAttributeValues={
-                ":succeeded": {"S": "succeeded"},
-                ":result": {"S": result},
-                ":now_iso": {"S": now_iso},
-                ":exp": {"N": str(data_record.expiry_timestamp)},
-            },
+        lifecycle.succeed(
+            self.client,
+            self.table,
+            data_record.idempotency_key,
+            data_record.response_data or "null",
+            expiration=int(data_record.expiry_timestamp or 0),
         )
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
         # Powertools deletes the lock when the job raises. We keep the item (it is the job's status)
         # and release the lock by moving it to `retrying`, or to `dead` when the failure is final.
-        state: State = "dead" if is_final_failure(data, exception) else "retrying"
-        self.mark(str(data["job_id"]), str(data["job"]), state, exception, lock_released=True)
+        state = lifecycle.after_failure(exception, int(data["attempt"]), int(data["max_attempts"]))
+        lifecycle.fail(
+            self.client,
+            self.table,
+            str(data["job_id"]),
+            str(data["job"]),
+            state,
+            error_fields(exception),
+            release=True,
+            ttl_seconds=self.config.record_ttl_seconds,
+        )
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record
         raise NotImplementedError("JobRecordStore keeps records; delete_record marks them instead")
@@ -196,69 +138,22 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def mark(
-        self,
-        job_id: str,
-        job: str,
-        state: State,
-        exception: BaseException,
-        *,
-        lock_released: bool = False,
-    ) -> None:
-        """Record a failure: `retrying` (another attempt will come) or `dead` (no more attempts)."""
-        now_iso = _iso(_now())
-        err = error_fields(exception)
-        sets = [
-            "job = :job",
-            "#state = :state",
-            "#error = :error",
-            "updated_at = :now_iso",
-            "created_at = if_not_exists(created_at, :now_iso)",
-        ]
-        values: dict[str, Any] = {
-            ":job": {"S": job},
-            ":state": {"S": state},
-            ":error": {"M": {"type": {"S": err["type"]}, "message": {"S": err["message"]}}},
-            ":now_iso": {"S": now_iso},
-        }
-        if state == "dead":
-            sets.append("finished_at = :now_iso")
-        if not lock_released:
-            # A job that never ran (invalid payload): the record still needs an expiry.
-            sets.append("expiration = if_not_exists(expiration, :exp)")
-            values[":exp"] = {"N": str(int(time.time()) + record_ttl_seconds())}
-        # Never overwrite a success (a bad re-send of a finished job id is dead-lettered on its own);
-        # releasing a lock only touches a record that is still running.
-        if lock_released:
-            condition = "#state = :running"
-            values[":running"] = {"S": "running"}
-        else:
-            condition = "attribute_not_exists(id) OR #state <> :succeeded"
-            values[":succeeded"] = {"S": "succeeded"}
-        # If the condition fails the record moved on (succeeded, or taken over): not ours to change.
-        with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):
-            self.client.update_item(
-                TableName=self.table,
-                Key={"id": {"S": job_id}},
-                UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#state": "state", "#error": "error"},
-                ExpressionAttributeValues=values,
-            )
+    def reject(self, job_id: str, job: str, exception: BaseException) -> None:
+        """A message that can never run (invalid payload): its record becomes `dead` with the reason."""
+        lifecycle.fail(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            JobState.DEAD,
+            error_fields(exception),
+            release=False,
+            ttl_seconds=self.config.record_ttl_seconds,
+        )
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
         """Persist a running job's progress (one UpdateItem)."""
-        sets = ["progress = :p", "updated_at = :now_iso"]
-        values: dict[str, Any] = {":p": {"N": repr(float(percent))}, ":now_iso": {"S": _iso(_now())}}
-        if message is not None:
-            sets.append("progress_message = :m")
-            values[":m"] = {"S": message[:MAX_ERROR_CHARS]}
-        self.client.update_item(
-            TableName=self.table,
-            Key={"id": {"S": job_id}},
-            UpdateExpression="SET " + ", ".join(sets),
-            ExpressionAttributeValues=values,
-        )
+        lifecycle.report_progress(self.client, self.table, job_id, percent, message)
 
     def get_item(self, job_id: str) -> dict[str, Any] | None:
         response = self.client.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
@@ -285,7 +180,7 @@ class JobStatus:
     """What `get_status` returns. A job not started yet (or an unknown id) reads as `pending`."""
 
     job_id: str
-    state: State
+    state: JobState
     job: str | None = None
     attempts: int = 0
     created_at: str | None = None
@@ -302,9 +197,16 @@ class JobStatus:
         return self.state in FINAL_STATES
 
 
+def _state(text: str | None) -> JobState:
+    try:
+        return JobState(text) if text else JobState.PENDING
+    except ValueError:  # a state written by a newer version: show it as pending, not crash
+        return JobState.PENDING
+
+
 def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
     if not item:
-        return JobStatus(job_id=job_id, state="pending")
+        return JobStatus(job_id=job_id, state=JobState.PENDING)
 
     def s(name: str) -> str | None:
         value = item.get(name, {}).get("S")
@@ -314,7 +216,7 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
     err = item.get("error", {}).get("M")
     return JobStatus(
         job_id=job_id,
-        state=s("state") or "pending",  # type: ignore[arg-type]
+        state=_state(s("state")),
         job=s("job"),
         attempts=int(item.get("attempts", {}).get("N", "0")),
         created_at=s("created_at"),
@@ -328,30 +230,50 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
     )
 
 
-def get_status(job_id: str, *, store: JobRecordStore | None = None) -> JobStatus:
-    """The status of a job by id: state, attempts, timestamps, result, last error. Never raises for
-    an unknown id: a job that has not started yet reads as `pending`."""
+def _store(config: StackConfig | None, store: JobRecordStore | None) -> JobRecordStore:
+    return store if store is not None else JobRecordStore(config)
+
+
+def get_status(
+    job_id: str, *, config: StackConfig | None = None, store: JobRecordStore | None = None
+) -> JobStatus:
+    """The status of a job by id: state, attempts, timestamps, progress, result, last error.
+
+    One consistent GetItem. Never raises for an unknown id: a job that has not started yet reads as
+    `pending`. `config` defaults to the current configuration (`lambdajobs.runtime.config.current`).
+
+    Raises:
+        JobIdError: `job_id` is empty or not a string.
+        StackNotFoundError: the stack's manifest (for the table name) is not there.
+
+    Example:
+        >>> status = get_status("order-42")
+        >>> status.state, status.attempts, status.result
+        ('succeeded', 1, {'provider_id': '...'})
+    """
     if not isinstance(job_id, str) or not job_id:
-        raise ValueError(f"job_id must be a non-empty string, got {job_id!r}")
-    store = store or JobRecordStore()
-    return status_from_item(job_id, store.get_item(job_id))
+        raise JobIdError(f"job_id must be a non-empty string, got {job_id!r}")
+    found = _store(config, store)
+    return status_from_item(job_id, found.get_item(job_id))
 
 
-def get_statuses(job_ids: list[str], *, store: JobRecordStore | None = None) -> dict[str, JobStatus]:
+def get_statuses(
+    job_ids: list[str], *, config: StackConfig | None = None, store: JobRecordStore | None = None
+) -> dict[str, JobStatus]:
     """Statuses of many jobs in BatchGetItem calls (100 keys each); unknown ids read as pending."""
-    store = store or JobRecordStore()
+    found_store = _store(config, store)
     found: dict[str, dict[str, Any]] = {}
     unique = list(dict.fromkeys(job_ids))
     for start in range(0, len(unique), 100):
         request: dict[str, Any] = {
-            store.table: {
+            found_store.table: {
                 "Keys": [{"id": {"S": j}} for j in unique[start : start + 100]],
                 "ConsistentRead": True,
             }
         }
         while request:
-            response = store.client.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(store.table, []):
+            response = found_store.client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(found_store.table, []):
                 found[item["id"]["S"]] = item
             request = response.get("UnprocessedKeys") or {}
     return {j: status_from_item(j, found.get(j)) for j in unique}
@@ -362,14 +284,24 @@ def wait_for(
     timeout_seconds: float = 60.0,
     *,
     poll_seconds: float = 1.0,
+    config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> JobStatus:
-    """Poll `get_status` until the job is `succeeded` or `dead`; raise WaitTimeoutError after
-    `timeout_seconds` (the error carries the last status seen)."""
-    store = store or JobRecordStore()
+    """Poll `get_status` until the job is `succeeded` or `dead`, and return that status.
+
+    Raises:
+        WaitTimeoutError: still not final after `timeout_seconds` (`.status` is the last one seen).
+        JobIdError: `job_id` is empty or not a string.
+
+    Example:
+        >>> job_id = enqueue("send_email", {"to": "ada@example.com", "subject": "Hi", "body": "Hello"})
+        >>> wait_for(job_id, timeout_seconds=30).state
+        'succeeded'
+    """
+    found_store = _store(config, store)
     deadline = time.monotonic() + timeout_seconds
     while True:
-        status = get_status(job_id, store=store)
+        status = get_status(job_id, store=found_store)
         if status.done:
             return status
         left = deadline - time.monotonic()
@@ -378,27 +310,21 @@ def wait_for(
         time.sleep(min(poll_seconds, left))
 
 
-class WaitTimeoutError(LambdaJobsError, TimeoutError):
-    """`wait_for` gave up; `.status` is the last status seen."""
-
-    def __init__(self, status: JobStatus, timeout_seconds: float) -> None:
-        super().__init__(
-            f"job '{status.job_id}' is still {status.state} after {timeout_seconds:g} s; "
-            f"wait longer or check it with get_status."
-        )
-        self.status = status
-
-
 def count_finished(
-    job: str, since: datetime, until: datetime, *, store: JobRecordStore | None = None
+    job: str,
+    since: datetime,
+    until: datetime,
+    *,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
 ) -> dict[str, int]:
     """How many jobs named `job` finished (succeeded or dead) in [since, until): one Query on the
     job-stats index per page, no table scan."""
-    store = store or JobRecordStore()
-    counts = {"succeeded": 0, "dead": 0}
-    paginator = store.client.get_paginator("query")
+    found_store = _store(config, store)
+    counts = {JobState.SUCCEEDED.value: 0, JobState.DEAD.value: 0}
+    paginator = found_store.client.get_paginator("query")
     pages = paginator.paginate(
-        TableName=store.table,
+        TableName=found_store.table,
         IndexName=JOB_STATS_INDEX,
         KeyConditionExpression="job = :job AND finished_at BETWEEN :since AND :until",
         ExpressionAttributeValues={

@@ -13,16 +13,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from lambdajobs.runtime.errors import LambdaJobsError
+from lambdajobs.runtime.errors import ScheduleError
 
 _CRON = re.compile(r"^cron\((?P<fields>[^()]+)\)$")
 _RATE = re.compile(r"^rate\((?P<value>\d+) (?P<unit>minutes?|hours?|days?)\)$")
 _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
 MAX_FLEXIBLE_WINDOW_MINUTES = 1440  # EventBridge Scheduler: 1 to 1,440 minutes
-
-
-class ScheduleError(LambdaJobsError, ValueError):
-    """A schedule expression or time zone is invalid."""
 
 
 @dataclass(frozen=True)

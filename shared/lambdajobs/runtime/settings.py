@@ -1,12 +1,12 @@
 """Names and defaults that more than one layer needs, written once.
 
-CDK (infra/) sets these environment variables on every worker function, the producer and the worker
-read them, and the local stack sets them too. Change a name here and every layer follows.
+The CDK constructs (`lambdajobs.cdk`) set these environment variables on every worker function;
+`StackConfig.from_environment` (lambdajobs.runtime.config) is the only reader. Change a name here and
+every layer follows.
 """
 
 from __future__ import annotations
 
-import os
 import re
 
 #: Names a job: lower-case letters, digits and underscores, starting with a letter. It becomes part
@@ -15,6 +15,8 @@ import re
 JOB_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 
 ENV_JOB = "LAMBDAJOBS_JOB"  # the job a worker function serves
+ENV_JOBS = "LAMBDAJOBS_JOBS"  # the user's jobs package (e.g. "myjobs"), named once in configuration
+ENV_MODULES = "LAMBDAJOBS_MODULES"  # the job modules a function imports: its own and those it enqueues
 ENV_TABLE = "LAMBDAJOBS_TABLE"  # the job table
 ENV_STACK = "LAMBDAJOBS_STACK"  # the stack whose manifest producers read
 ENV_QUEUE_URL_PREFIX = "LAMBDAJOBS_QUEUE_URL_"  # + JOB_NAME upper-cased
@@ -96,11 +98,3 @@ def queue_arn_env(job: str) -> str:
 def schedule_group_names(stack: str) -> tuple[str, str]:
     """(cron group, one-time group). Scheduler group names: 1 to 64 of [0-9a-zA-Z-_.]."""
     return f"{stack}-cron"[:64], f"{stack}-once"[:64]
-
-
-def stack_name() -> str:
-    return os.environ.get(ENV_STACK, DEFAULT_STACK_NAME)
-
-
-def record_ttl_seconds() -> int:
-    return int(os.environ.get(ENV_RECORD_TTL_DAYS, DEFAULT_RECORD_TTL_DAYS)) * 86_400

@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import pkgutil
 import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,9 +22,16 @@ from pydantic import BaseModel, ValidationError
 
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
-from lambdajobs.runtime.envelope import summarize_validation_error
-from lambdajobs.runtime.errors import DeclarationError, UnknownJobError
-from lambdajobs.runtime.schedule import Schedule, ScheduleError, parse_schedule
+from lambdajobs.runtime.envelope import MAX_JOB_ID_LENGTH, summarize_validation_error
+from lambdajobs.runtime.errors import (
+    ConfigurationError,
+    DeclarationError,
+    JobIdError,
+    PayloadValidationError,
+    ScheduleError,
+    UnknownJobError,
+)
+from lambdajobs.runtime.schedule import Schedule, parse_schedule
 from lambdajobs.runtime.settings import JOB_NAME_RE
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
@@ -108,6 +116,48 @@ class JobSpec:
         values = {name: payload.get(name) for name in self.idempotency_key}
         digest = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
         return f"{self.name}-{digest[:32]}"
+
+    # -- payload rules: the producer and the worker both call these, so they cannot drift ---------
+
+    def validate(self, payload: Any) -> BaseModel:
+        """The payload as an instance of the job's model.
+
+        Raises:
+            PayloadValidationError: the payload does not fit the model (the message holds no values).
+        """
+        model = self.payload_model
+        if isinstance(payload, model):
+            return payload
+        if isinstance(payload, BaseModel):
+            raise PayloadValidationError(
+                f"job '{self.name}' takes a {model.__name__} payload, not a {type(payload).__name__}."
+            )
+        try:
+            return model.model_validate(payload)
+        except ValidationError as exc:
+            raise PayloadValidationError(
+                f"job '{self.name}': invalid {model.__name__} payload: {summarize_validation_error(exc)}"
+            ) from exc
+
+    def payload_data(self, payload: Any) -> dict[str, Any]:
+        """The validated payload as JSON-ready data, defaults applied (what goes in the envelope)."""
+        data: dict[str, Any] = self.validate(payload).model_dump(mode="json")
+        return data
+
+    def job_id(self, data: dict[str, Any], given: str | None = None) -> str | None:
+        """The job id of a run: the one given (checked), else derived from `idempotency_key` over the
+        validated payload data, else None (the caller picks one: a new uuid, or the message id).
+
+        Raises:
+            JobIdError: `given` is not a string of 1 to 256 characters.
+        """
+        if given is not None:
+            if not isinstance(given, str) or not 0 < len(given) <= MAX_JOB_ID_LENGTH:
+                raise JobIdError(
+                    f"job_id must be a string of 1 to {MAX_JOB_ID_LENGTH} characters, got {given!r}"
+                )
+            return given
+        return self.derive_job_id(data)
 
 
 _REGISTRY: dict[str, JobSpec] = {}
@@ -368,46 +418,84 @@ class Job:
 JobRef = str | Job | JobSpec
 
 
-def get_spec(job_ref: JobRef) -> JobSpec:
-    """The spec of a job given by name, `Job` or `JobSpec`."""
+def get_spec(job_ref: JobRef, *, jobs: str | None = None) -> JobSpec:
+    """The spec of a job given by name, `Job` or `JobSpec`.
+
+    A name not declared yet is looked up in the jobs package `jobs` (your configured jobs module,
+    e.g. "myjobs"), which is then loaded with `load_jobs`. Nothing else is ever imported.
+
+    Raises:
+        UnknownJobError: no such job, naming the job and the jobs module searched.
+    """
     if isinstance(job_ref, JobSpec):
         return job_ref
     if isinstance(job_ref, Job):
         return job_ref.spec
     spec = _REGISTRY.get(job_ref)
-    if spec is None and _import_jobs_package():
+    if spec is None and jobs and not _isolated and jobs not in _loaded:
+        load_jobs(jobs)
         spec = _REGISTRY.get(job_ref)
     if spec is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
+        where = (
+            f"it is not declared in jobs module '{jobs}'"
+            if jobs
+            else "no jobs module is configured ([tool.lambdajobs] jobs, --jobs, or LAMBDAJOBS_JOBS)"
+        )
         raise UnknownJobError(
-            f"unknown job '{job_ref}' (declared jobs: {known}); import the module that declares it."
+            f"unknown job '{job_ref}': {where} (declared jobs: {known}); check the name, or import "
+            f"the module that declares it."
         )
     return spec
 
 
-#: Where a project's jobs live (ARCHITECTURE.md): imported on first lookup of an unknown job name, so
-#: a producer can `enqueue("send_email", ...)` without importing the module that declares it.
-JOBS_PACKAGE = "handlers"
-_jobs_imported = False
+#: Jobs packages loaded so far (for error messages and to load each once).
+_loaded: set[str] = set()
+_isolated = False
 
 
-def _import_jobs_package() -> bool:
-    global _jobs_imported
-    if _jobs_imported:
-        return False
-    _jobs_imported = True
+def load_jobs(module: str) -> list[JobSpec]:
+    """Import a jobs package and every module inside it, declaring their jobs; return those jobs.
+
+    The package is named by you, once (`[tool.lambdajobs] jobs = "myjobs"` in pyproject.toml, or
+    cdk.json, or `--jobs`), and found like any import (your project, or site-packages). Its
+    `__init__.py` need not import its modules: every module in the package is imported here.
+
+    Raises:
+        ConfigurationError: the package cannot be found.
+
+    Example:
+        >>> [spec.name for spec in load_jobs("myjobs")]
+        ['send_invoice', 'nightly_export']
+    """
     try:
-        importlib.import_module(JOBS_PACKAGE)
+        package = importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name != JOBS_PACKAGE:
-            raise  # the package exists but something it imports does not: say so
-        return False
-    return True
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            raise ConfigurationError(
+                f"jobs module '{module}' is not importable from here; check the name "
+                f"([tool.lambdajobs] jobs in pyproject.toml, or --jobs) and run from your project's folder."
+            ) from None
+        raise  # the package exists but something it imports does not: say so
+    modules = [package]
+    if hasattr(package, "__path__"):
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{module}."):
+            modules.append(importlib.import_module(info.name))
+    for found in modules:  # modules imported before (then registry cleared): register their jobs again
+        for value in list(vars(found).values()):
+            if isinstance(value, Job) and value.name not in _REGISTRY:
+                _REGISTRY[value.name] = value.spec
+    _loaded.add(module)
+    return jobs_in(module)
 
 
-def load_jobs() -> None:
-    """Import the project's jobs package (`handlers`) if it has not been yet."""
-    _import_jobs_package()
+def jobs_in(module: str) -> list[JobSpec]:
+    """The declared jobs whose function lives in `module` or below it, sorted by name."""
+    return [
+        spec
+        for spec in registered_jobs()
+        if spec.func.__module__ == module or spec.func.__module__.startswith(f"{module}.")
+    ]
 
 
 def registered_jobs() -> list[JobSpec]:
@@ -419,10 +507,10 @@ def registered_jobs() -> list[JobSpec]:
 def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
     """Declare jobs in a block without touching the process registry (for tests). With `keep=True`
     the block starts with the jobs already declared; either way they are restored on exit. Inside
-    the block an unknown name does not import the jobs package (its jobs would land here and be lost)."""
-    global _jobs_imported
-    saved, saved_imported = dict(_REGISTRY), _jobs_imported
-    _jobs_imported = True
+    the block an unknown name never loads a jobs package (its jobs would land here and be lost)."""
+    global _isolated
+    saved, saved_isolated = dict(_REGISTRY), _isolated
+    _isolated = True
     if not keep:
         _REGISTRY.clear()
     try:
@@ -430,4 +518,4 @@ def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
     finally:
         _REGISTRY.clear()
         _REGISTRY.update(saved)
-        _jobs_imported = saved_imported
+        _isolated = saved_isolated

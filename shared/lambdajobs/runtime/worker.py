@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import threading
 import time
@@ -29,27 +28,30 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from lambdajobs.runtime import aws, pii
+from lambdajobs.runtime import config as configuration
+from lambdajobs.runtime import lifecycle, pii
+from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
-from lambdajobs.runtime.envelope import Envelope, decode, summarize_validation_error
-from lambdajobs.runtime.errors import EnvelopeError, LambdaJobsError, PayloadValidationError, UnknownJobError
-from lambdajobs.runtime.records import JobRecordStore, error_fields, is_final_failure
+from lambdajobs.runtime.envelope import Envelope, decode
+from lambdajobs.runtime.errors import (
+    ConfigurationError,
+    EnvelopeError,
+    NotStartedError,
+    PayloadValidationError,
+    UnknownJobError,
+)
+from lambdajobs.runtime.records import JobRecordStore, error_fields
 from lambdajobs.runtime.settings import (
     ATTR_ATTEMPTS,
     ATTR_ERROR_TYPE,
     ATTR_FAILED_AT,
     ATTR_REASON,
     DLQ_ATTRIBUTES,
-    ENV_JOB,
     METRICS_NAMESPACE,
     SERVICE_NAME,
-    dlq_url_env,
     job_for_queue,
-    queue_url_env,
-    record_ttl_seconds,
-    stack_name,
 )
 from lambdajobs.runtime.spec import JobSpec, get_spec
 
@@ -58,17 +60,6 @@ pii.install(logger)  # every line is checked for the current record's personal d
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
-
-
-def _metric(name: str, unit: MetricUnit, value: float) -> None:
-    # Powertools keeps adding (and prints at 100 values) even when POWERTOOLS_METRICS_DISABLED is
-    # set; the local stack sets it, so honour it before adding.
-    if not metrics_disabled():
-        metrics.add_metric(name=name, unit=unit, value=value)
-
-
-class NotStartedError(LambdaJobsError):
-    """The invocation was too close to its deadline to start this record; it comes back at once."""
 
 
 def deadline_margin_ms(spec: JobSpec) -> float:
@@ -108,42 +99,77 @@ _ran: ContextVar[bool] = ContextVar("lambdajobs_job_ran", default=False)
 
 
 class Worker:
-    """Runs the records of one job's queue. `job` defaults to the `LAMBDAJOBS_JOB` environment variable."""
+    """Runs the records of one job's queue (or, with no `job`, of whichever job's queue a batch comes
+    from: the local stack serves every job in one process).
 
-    def __init__(self, job: str | None = None, *, store: JobRecordStore | None = None) -> None:
+    `config` is the stack it works in (default: the current configuration); `emit_metrics=False`
+    keeps EMF lines out of a terminal (the local stack).
+
+    Example:
+        >>> worker = Worker("send_email", config=StackConfig.from_environment())
+        >>> worker.handle(sqs_event, lambda_context)
+        {'batchItemFailures': []}
+    """
+
+    def __init__(
+        self,
+        job: str | None = None,
+        *,
+        config: StackConfig | None = None,
+        store: JobRecordStore | None = None,
+        emit_metrics: bool = True,
+    ) -> None:
         self._job = job
-        self.store = store or JobRecordStore()
-        self.config = _ThreadLocalConfig(expires_after_seconds=record_ttl_seconds())
+        self.stack_config = configuration.resolve(config)
+        self.store = store or JobRecordStore(self.stack_config)
+        self.emit_metrics = emit_metrics
+        self.config = _ThreadLocalConfig(expires_after_seconds=self.stack_config.record_ttl_seconds)
         self.rng = random.Random()
         self._queue_urls: dict[str, str] = {}
         self._run_once = idempotent_function(
             data_keyword_argument="run", persistence_store=self.store, config=self.config
         )(self._execute)
 
+    def _metric(self, name: str, unit: MetricUnit, value: float) -> None:
+        # Powertools keeps adding (and prints at 100 values) even when POWERTOOLS_METRICS_DISABLED is
+        # set, so honour both before adding.
+        if self._metrics_on():
+            metrics.add_metric(name=name, unit=unit, value=value)
+
+    def _metrics_on(self) -> bool:
+        return self.emit_metrics and not metrics_disabled()
+
     def spec_for(self, event: dict[str, Any]) -> JobSpec:
-        """The job this invocation serves: the worker's job, else `LAMBDAJOBS_JOB` (set by CDK), else
-        the job whose queue the records come from (the local stack serves every job in one process)."""
-        name = self._job or os.environ.get(ENV_JOB)
+        """The job this invocation serves: the worker's job (CDK sets `LAMBDAJOBS_JOB` on each
+        function), else the job whose queue the records come from."""
+        name = self._job
         if not name:
             records = event.get("Records") or [{}]
-            name = job_for_queue(stack_name(), str(records[0].get("eventSourceARN", "")))
+            name = job_for_queue(self.stack_config.stack, str(records[0].get("eventSourceARN", "")))
         if not name:
-            raise LambdaJobsError(f"{ENV_JOB} is not set: this worker does not know which job it serves.")
-        return get_spec(name)
+            raise ConfigurationError(
+                "this worker does not know which job it serves: set LAMBDAJOBS_JOB on the function "
+                "(the lambdajobs CDK constructs do), or pass Worker(job=...)."
+            )
+        return get_spec(name, jobs=self.stack_config.jobs)
 
     def dlq_url(self, spec: JobSpec) -> str:
-        name = spec.name
-        url = os.environ.get(dlq_url_env(name))
-        if not url:
-            raise LambdaJobsError(f"{dlq_url_env(name)} is not set: cannot dead-letter job '{name}'.")
-        return url
+        return self.stack_config.dlq_url(spec.name)
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`."""
+        """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`.
+
+        While it runs, `current()` is this worker's configuration: a job's own `enqueue`,
+        `get_status` or `count_finished` reach the same stack.
+        """
+        with configuration.using(self.stack_config):
+            return self._handle(event, context)
+
+    def _handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         spec = self.spec_for(event)  # a misconfigured function fails the whole batch: nothing is deleted
         self.config.register_lambda_context(context)
         invocation = _Invocation(context)
-        if not metrics_disabled():
+        if self._metrics_on():
             metrics.add_dimension(name="job", value=spec.name)  # cleared by every flush
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
         # instead of failing the invocation (same retries, clearer errors).
@@ -157,7 +183,7 @@ class Worker:
             )
             return response
         finally:
-            if not metrics_disabled() and metrics.metric_set:  # nothing to publish: no empty-flush warning
+            if self._metrics_on() and metrics.metric_set:  # nothing to publish: no empty-flush warning
                 metrics.flush_metrics(raise_on_empty_metrics=False)
 
     # -- one record ---------------------------------------------------------------------------------
@@ -180,11 +206,11 @@ class Worker:
         if reason:
             # Report it failed without running it, visible again at once for the next invocation.
             self._retry_after(spec, record, 0)
-            _metric("JobDeferred", MetricUnit.Count, 1)
+            self._metric("JobDeferred", MetricUnit.Count, 1)
             raise NotStartedError(reason)
         try:
             envelope = decode(record.body)
-            target = get_spec(envelope.job)
+            target = get_spec(envelope.job, jobs=self.stack_config.jobs)
             if target.name != spec.name:
                 raise UnknownJobError(
                     f"job '{envelope.job}' was sent to the queue of job '{spec.name}'; "
@@ -195,16 +221,13 @@ class Worker:
 
         with pii.bound(spec.pii_fields, envelope.payload):
             try:
-                payload = spec.payload_model.model_validate(envelope.payload)
-            except ValidationError as exc:
+                payload = spec.validate(envelope.payload)  # the producer's rule, the same code
+            except PayloadValidationError as error:
                 job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-                error = PayloadValidationError(
-                    f"invalid {spec.payload_model.__name__} payload: {summarize_validation_error(exc)}"
-                )
-                self.store.mark(job_id, spec.name, "dead", error)
+                self.store.reject(job_id, spec.name, error)
                 return self._dead_letter(spec, record, error, attempt, job_id=job_id)
             # Derived from the validated payload, as the Python producer derives it: defaults applied.
-            job_id = envelope.id or spec.derive_job_id(payload.model_dump(mode="json")) or record.message_id
+            job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
             keys = {"correlation_id": job_id, "job": spec.name, "attempt": attempt}
             logger.thread_safe_append_keys(**keys)  # per thread: the local stack runs batches at once
             invocation.started += 1
@@ -235,6 +258,7 @@ class Worker:
             lambda_context=context,
             progress_sink=self.store.set_progress,
             scheduled_at=envelope.scheduled_at,
+            config=self.stack_config,
         )
         started = time.perf_counter()
         ran = _ran.set(False)
@@ -245,12 +269,12 @@ class Worker:
             logger.info("job already running elsewhere; will retry")
             raise
         except Exception as exc:
-            _metric("JobFailed", MetricUnit.Count, 1)
-            if is_final_failure(run, exc):
+            self._metric("JobFailed", MetricUnit.Count, 1)
+            if lifecycle.after_failure(exc, attempt, spec.max_attempts) is lifecycle.JobState.DEAD:
                 logger.warning("job failed for good", extra={"error": error_fields(exc)})
                 return self._dead_letter(spec, record, exc, attempt, job_id=job_id)
             delay = spec.backoff.delay(attempt, self.rng)
-            _metric("JobRetried", MetricUnit.Count, 1)
+            self._metric("JobRetried", MetricUnit.Count, 1)
             logger.warning(
                 "job failed; will retry", extra={"error": error_fields(exc), "retry_in_seconds": delay}
             )
@@ -260,13 +284,13 @@ class Worker:
             did_run = _ran.get()
             _ran.reset(ran)
             if did_run:
-                _metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
+                self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
         if not did_run:
             # The job id already succeeded: Powertools answered from the record, nothing ran.
-            _metric("JobDuplicate", MetricUnit.Count, 1)
+            self._metric("JobDuplicate", MetricUnit.Count, 1)
             logger.info("duplicate delivery of a job that already succeeded; not run again")
             return result
-        _metric("JobSucceeded", MetricUnit.Count, 1)
+        self._metric("JobSucceeded", MetricUnit.Count, 1)
         logger.info("job succeeded")
         return result
 
@@ -286,7 +310,7 @@ class Worker:
         """Make a failed record visible again after `seconds` (its backoff delay). Best effort: if this
         fails, the record is still reported failed and returns after the queue's visibility timeout."""
         try:
-            aws.client("sqs").change_message_visibility(
+            self.stack_config.client("sqs").change_message_visibility(
                 QueueUrl=self._queue_url(spec, record),
                 ReceiptHandle=record.receipt_handle,
                 VisibilityTimeout=seconds,
@@ -298,10 +322,12 @@ class Worker:
             )
 
     def _queue_url(self, spec: JobSpec, record: SQSRecord) -> str:
-        url = os.environ.get(queue_url_env(spec.name)) or self._queue_urls.get(record.event_source_arn)
+        known = self.stack_config.queues.get(spec.name)
+        url = (known.url if known else "") or self._queue_urls.get(record.event_source_arn)
         if not url:  # arn:aws:sqs:<region>:<account>:<name>
             *_, account, name = record.event_source_arn.split(":")
-            url = aws.client("sqs").get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+            sqs = self.stack_config.client("sqs")
+            url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
             self._queue_urls[record.event_source_arn] = url
         return url
 
@@ -332,10 +358,10 @@ class Worker:
             attributes[name] = converted
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}
-        aws.client("sqs").send_message(
+        self.stack_config.client("sqs").send_message(
             QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
         )
-        _metric("JobDeadLettered", MetricUnit.Count, 1)
+        self._metric("JobDeadLettered", MetricUnit.Count, 1)
         logger.warning(
             "moved to the dead-letter queue",
             extra={"message_id": record.message_id, "job_id": job_id, "error": err},

@@ -1,0 +1,269 @@
+"""Stack configuration: where a stack's resources are, built once and passed as an argument.
+
+A `StackConfig` says which stack (its name), where AWS is (region, endpoint, profile), which jobs
+package declares the jobs, and whatever resource names are already known (table, queue URLs, bucket,
+scheduler settings). Anything not known is read once from the stack's manifest in SSM Parameter
+Store, which the stack publishes:
+
+    /lambdajobs/<stack>/jobs/<job>   {"queue_url", "queue_arn", "dlq_url"}
+    /lambdajobs/<stack>/stack        {"table", "bucket", "scheduler_role_arn", "cron_group", ...}
+
+Who builds it: the Lambda entry point from the environment CDK sets (`StackConfig.from_environment`,
+once per cold start); the CLI from its options; the local stack and `lambdajobs.testing` from what
+they provisioned. The producer, the worker and the status readers take it as an argument (`config=`);
+when none is given they use `current()`: the configuration of the worker running the job, else one
+built from the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.errors import ConfigurationError, QueueNotFoundError, StackNotFoundError
+from lambdajobs.runtime.settings import (
+    DEFAULT_RECORD_TTL_DAYS,
+    DEFAULT_STACK_NAME,
+    ENV_BUCKET,
+    ENV_DLQ_URL_PREFIX,
+    ENV_JOBS,
+    ENV_QUEUE_ARN_PREFIX,
+    ENV_QUEUE_URL_PREFIX,
+    ENV_RECORD_TTL_DAYS,
+    ENV_SCHEDULER_DLQ_ARN,
+    ENV_SCHEDULER_GROUP,
+    ENV_SCHEDULER_ROLE_ARN,
+    ENV_STACK,
+    ENV_TABLE,
+    manifest_parameter,
+    stack_manifest_parameter,
+)
+
+
+@dataclass(frozen=True)
+class QueueAddress:
+    """A job's queue and dead-letter queue. Any part may be unknown (empty) until the manifest says."""
+
+    url: str = ""
+    arn: str = ""
+    dlq_url: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class StackConfig:
+    """Where one stack's resources are. Frozen; `with_resources` returns a copy with more known.
+
+    Example:
+        >>> config = StackConfig(stack="prod", region="eu-west-1", jobs="myjobs")
+        >>> config.stack
+        'prod'
+    """
+
+    stack: str = DEFAULT_STACK_NAME
+    #: Region, endpoint (the local stack's), profile and credentials; None: boto3's defaults.
+    region: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    #: The package that declares the jobs (e.g. "myjobs"): searched when a job name is unknown.
+    jobs: str | None = None
+    #: Resource names already known (Lambda's environment, the local stack); the rest come from SSM.
+    table: str | None = None
+    bucket: str | None = None
+    queues: Mapping[str, QueueAddress] = field(default_factory=dict)
+    scheduler_role_arn: str | None = None
+    one_time_group: str | None = None
+    scheduler_dlq_arn: str | None = None
+    record_ttl_days: int = DEFAULT_RECORD_TTL_DAYS
+
+    # -- building ----------------------------------------------------------------------------------
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> StackConfig:
+        """The configuration CDK gives a worker function (and any process that sets the same
+        variables): `LAMBDAJOBS_STACK`, `LAMBDAJOBS_TABLE`, `LAMBDAJOBS_QUEUE_URL_<JOB>`, ...
+
+        Raises:
+            ConfigurationError: `LAMBDAJOBS_RECORD_TTL_DAYS` is not a whole number of days.
+        """
+        env = os.environ if environ is None else environ
+        queues: dict[str, QueueAddress] = {}
+        for prefix, part in (
+            (ENV_QUEUE_URL_PREFIX, "url"),
+            (ENV_QUEUE_ARN_PREFIX, "arn"),
+            (ENV_DLQ_URL_PREFIX, "dlq_url"),
+        ):
+            for key, value in env.items():
+                if key.startswith(prefix) and value:
+                    job = key[len(prefix) :].lower()
+                    queues[job] = replace(queues.get(job, QueueAddress()), **{part: value})
+        ttl = env.get(ENV_RECORD_TTL_DAYS) or str(DEFAULT_RECORD_TTL_DAYS)
+        if not ttl.isdigit() or int(ttl) < 1:
+            raise ConfigurationError(f"{ENV_RECORD_TTL_DAYS}={ttl!r}; use a whole number of days, 1 or more.")
+        return cls(
+            stack=env.get(ENV_STACK) or DEFAULT_STACK_NAME,
+            jobs=env.get(ENV_JOBS) or None,
+            table=env.get(ENV_TABLE) or None,
+            bucket=env.get(ENV_BUCKET) or None,
+            queues=queues,
+            scheduler_role_arn=env.get(ENV_SCHEDULER_ROLE_ARN) or None,
+            one_time_group=env.get(ENV_SCHEDULER_GROUP) or None,
+            scheduler_dlq_arn=env.get(ENV_SCHEDULER_DLQ_ARN) or None,
+            record_ttl_days=int(ttl),
+        )
+
+    def with_resources(self, **changes: Any) -> StackConfig:
+        """A copy with some fields changed (for example `queues=` after provisioning)."""
+        return replace(self, **changes)
+
+    # -- AWS -----------------------------------------------------------------------------------------
+
+    @property
+    def connection(self) -> aws.Connection:
+        return aws.Connection(
+            self.region, self.endpoint_url, self.profile, self.access_key_id, self.secret_access_key
+        )
+
+    def client(self, service: str) -> Any:
+        """The shared boto3 client for `service` on this stack's connection (created on first use)."""
+        return aws.client(service, self.connection)
+
+    @property
+    def record_ttl_seconds(self) -> int:
+        return self.record_ttl_days * 86_400
+
+    # -- resources (known, else from the manifest) ----------------------------------------------------
+
+    def queue(self, job: str) -> QueueAddress:
+        """A job's queue URL, ARN and DLQ URL: what is known, completed from the manifest.
+
+        Raises:
+            QueueNotFoundError: the stack has no manifest entry for the job.
+        """
+        known = self.queues.get(job, QueueAddress())
+        if known.url and known.arn and known.dlq_url:
+            return known
+        entry = self._parameter(
+            manifest_parameter(self.stack, job), f"no queue for job '{job}' in stack '{self.stack}'"
+        )
+        return QueueAddress(
+            url=known.url or entry.get("queue_url", ""),
+            arn=known.arn or entry.get("queue_arn", ""),
+            dlq_url=known.dlq_url or entry.get("dlq_url", ""),
+        )
+
+    def queue_url(self, job: str) -> str:
+        known = self.queues.get(job)
+        return known.url if known and known.url else self.queue(job).url
+
+    def dlq_url(self, job: str) -> str:
+        known = self.queues.get(job)
+        return known.dlq_url if known and known.dlq_url else self.queue(job).dlq_url
+
+    def queue_arn(self, job: str) -> str:
+        known = self.queues.get(job)
+        return known.arn if known and known.arn else self.queue(job).arn
+
+    def stack_entry(self) -> dict[str, str]:
+        """The stack's manifest: table, bucket, scheduler settings.
+
+        Raises:
+            StackNotFoundError: the stack is not deployed here (wrong name, region or account).
+        """
+        return self._parameter(
+            stack_manifest_parameter(self.stack), f"stack '{self.stack}' not found", StackNotFoundError
+        )
+
+    def table_name(self) -> str:
+        return self.table or self.stack_entry()["table"]
+
+    def bucket_name(self) -> str:
+        return self.bucket or self.stack_entry()["bucket"]
+
+    def scheduler_settings(self) -> tuple[str, str, str]:
+        """(role ARN, one-time schedule group, scheduler DLQ ARN) for `enqueue(run_at=...)`."""
+        if self.scheduler_role_arn and self.one_time_group and self.scheduler_dlq_arn:
+            return self.scheduler_role_arn, self.one_time_group, self.scheduler_dlq_arn
+        entry = self.stack_entry()
+        return (
+            self.scheduler_role_arn or entry["scheduler_role_arn"],
+            self.one_time_group or entry["one_time_group"],
+            self.scheduler_dlq_arn or entry["scheduler_dlq_arn"],
+        )
+
+    def _parameter(
+        self, name: str, missing: str, error: type[QueueNotFoundError] = QueueNotFoundError
+    ) -> dict[str, str]:
+        key = (self.connection, name)
+        with _manifest_lock:
+            if key in _manifest_cache:
+                return _manifest_cache[key]
+        ssm = self.client("ssm")
+        try:
+            value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
+        except ssm.exceptions.ParameterNotFound:
+            raise error(
+                f"{missing}: parameter {name} does not exist. Deploy the stack, or point at the right one "
+                f"(stack name now '{self.stack}', region {self.region or 'from the environment'})."
+            ) from None
+        entry: dict[str, str] = json.loads(value)
+        with _manifest_lock:
+            _manifest_cache[key] = entry
+        return entry
+
+
+_manifest_cache: dict[tuple[aws.Connection, str], dict[str, str]] = {}
+_manifest_lock = threading.Lock()
+
+
+def clear_manifest_cache() -> None:
+    """Forget manifest entries read so far (after a redeploy, or between tests)."""
+    with _manifest_lock:
+        _manifest_cache.clear()
+
+
+# -- the current configuration -------------------------------------------------------------------------
+
+_current: ContextVar[StackConfig | None] = ContextVar("lambdajobs_config", default=None)
+_from_env: dict[tuple[tuple[str, str], ...], StackConfig] = {}
+
+
+def _ours(key: str) -> bool:
+    return key.startswith("LAMBDAJOBS_")
+
+
+def current() -> StackConfig:
+    """The configuration in effect: the one bound with `using(...)` (the worker binds its own while a
+    job runs, so a job's `enqueue` reaches its own stack), else the one the environment describes
+    (built once per distinct environment)."""
+    bound = _current.get()
+    if bound is not None:
+        return bound
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if _ours(k)))
+    found = _from_env.get(key)
+    if found is None:
+        found = _from_env[key] = StackConfig.from_environment()
+    return found
+
+
+@contextmanager
+def using(config: StackConfig) -> Iterator[StackConfig]:
+    """Make `config` the current configuration inside the block (this thread and context only)."""
+    token = _current.set(config)
+    try:
+        yield config
+    finally:
+        _current.reset(token)
+
+
+def resolve(config: StackConfig | None) -> StackConfig:
+    """`config`, or the current configuration when None."""
+    return config if config is not None else current()

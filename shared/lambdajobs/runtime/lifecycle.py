@@ -1,0 +1,220 @@
+"""The job lifecycle: the states a job record can be in, and every transition between them.
+
+This module is the only writer of a job's state. The worker and the Powertools persistence layer
+(`JobRecordStore`) call these functions; nothing else sets `state`.
+
+    (none) --acquire--> running --succeed--> succeeded
+                           |
+                           +--fail(after_failure)--> retrying --acquire--> running ...
+                           |                      `-> dead (PermanentError, or the last attempt)
+    (none) --reject--> dead         (a message that can never run: invalid payload)
+
+Each transition is one conditional UpdateItem on the job's item (keyed on the job id), so concurrent
+deliveries of one job cannot both hold it: at-least-once delivery, one run at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from lambdajobs.runtime.errors import PermanentError
+
+
+class JobState(StrEnum):
+    """The state of a job. A job not started yet (or an unknown id) reads as `pending`."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.DEAD})
+
+#: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
+MAX_RESULT_BYTES = 32 * 1024
+MAX_ERROR_CHARS = 1000
+
+
+def after_failure(exc: BaseException, attempt: int, max_attempts: int) -> JobState:
+    """The single decision between retry and dead: `dead` for a `PermanentError` or a failure on the
+    last attempt (SQS would dead-letter the next receive anyway), else `retrying`."""
+    if isinstance(exc, PermanentError) or attempt >= max_attempts:
+        return JobState.DEAD
+    return JobState.RETRYING
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class AlreadyHeldError(Exception):
+    """`acquire` found the record held (running, or finished and not expired); `.item` is the record."""
+
+    def __init__(self, item: dict[str, Any] | None) -> None:
+        super().__init__("job record is held")
+        self.item = item
+
+
+def acquire(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    *,
+    expiration: int,
+    in_progress_expiration: int | None,
+) -> None:
+    """pending/retrying/dead/expired -> running: take the job's lock and count an attempt.
+
+    Allowed when: no record yet; the record expired; an earlier attempt failed (retrying, or dead and
+    now redriven); or a running lock whose invocation died (its in-progress expiry passed).
+
+    Raises:
+        AlreadyHeldError: another delivery holds it, or it already succeeded (with the record).
+    """
+    now = time.time()
+    values: dict[str, Any] = {
+        ":job": {"S": job},
+        ":running": {"S": JobState.RUNNING},
+        ":retrying": {"S": JobState.RETRYING},
+        ":dead": {"S": JobState.DEAD},
+        ":one": {"N": "1"},
+        ":now_iso": {"S": now_iso()},
+        ":exp": {"N": str(expiration)},
+        ":now": {"N": str(int(now))},
+        ":now_ms": {"N": str(int(now * 1000))},
+    }
+    sets = [
+        "job = :job",
+        "#state = :running",
+        "started_at = :now_iso",
+        "updated_at = :now_iso",
+        "created_at = if_not_exists(created_at, :now_iso)",
+        "expiration = :exp",
+    ]
+    if in_progress_expiration is not None:
+        values[":ipe"] = {"N": str(in_progress_expiration)}
+        sets.append("in_progress_expiration = :ipe")
+    condition = (
+        "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead) OR "
+        "(#state = :running AND attribute_exists(in_progress_expiration) "
+        "AND in_progress_expiration < :now_ms)"
+    )
+    try:
+        client.update_item(
+            TableName=table,
+            Key={"id": {"S": job_id}},
+            UpdateExpression="SET "
+            + ", ".join(sets)
+            + " ADD attempts :one REMOVE finished_at, progress, progress_message",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        raise AlreadyHeldError(exc.response.get("Item")) from exc
+
+
+def succeed(client: Any, table: str, job_id: str, result_json: str, *, expiration: int) -> None:
+    """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note)."""
+    size = len(result_json.encode())
+    if size > MAX_RESULT_BYTES:
+        result_json = f'{{"omitted": "result of {size} bytes > {MAX_RESULT_BYTES}"}}'
+    stamp = now_iso()
+    client.update_item(
+        TableName=table,
+        Key={"id": {"S": job_id}},
+        UpdateExpression=(
+            "SET #state = :succeeded, #result = :result, finished_at = :now_iso, "
+            "updated_at = :now_iso, expiration = :exp REMOVE in_progress_expiration"
+        ),
+        ExpressionAttributeNames={"#state": "state", "#result": "result"},
+        ExpressionAttributeValues={
+            ":succeeded": {"S": JobState.SUCCEEDED},
+            ":result": {"S": result_json},
+            ":now_iso": {"S": stamp},
+            ":exp": {"N": str(expiration)},
+        },
+    )
+
+
+def fail(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    state: JobState,
+    error: dict[str, str],
+    *,
+    release: bool,
+    ttl_seconds: int,
+) -> None:
+    """running -> retrying/dead (`release=True`: the run that held the lock failed), or
+    (none)/pending -> dead (`release=False`: a message that could never run, e.g. an invalid payload).
+
+    Never overwrites a success (a bad re-send of a finished job id is dead-lettered on its own);
+    releasing only touches a record that is still running. If the condition fails the record moved
+    on (succeeded, or taken over): not ours to change.
+    """
+    if state not in (JobState.RETRYING, JobState.DEAD):
+        raise ValueError(f"fail() moves a job to retrying or dead, not {state}")
+    stamp = now_iso()
+    sets = [
+        "job = :job",
+        "#state = :state",
+        "#error = :error",
+        "updated_at = :now_iso",
+        "created_at = if_not_exists(created_at, :now_iso)",
+    ]
+    values: dict[str, Any] = {
+        ":job": {"S": job},
+        ":state": {"S": state},
+        ":error": {"M": {"type": {"S": error["type"]}, "message": {"S": error["message"]}}},
+        ":now_iso": {"S": stamp},
+    }
+    if state is JobState.DEAD:
+        sets.append("finished_at = :now_iso")
+    if release:
+        condition = "#state = :running"
+        values[":running"] = {"S": JobState.RUNNING}
+    else:
+        # A job that never ran still needs an expiry.
+        sets.append("expiration = if_not_exists(expiration, :exp)")
+        values[":exp"] = {"N": str(int(time.time()) + ttl_seconds)}
+        condition = "attribute_not_exists(id) OR #state <> :succeeded"
+        values[":succeeded"] = {"S": JobState.SUCCEEDED}
+    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+        client.update_item(
+            TableName=table,
+            Key={"id": {"S": job_id}},
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state", "#error": "error"},
+            ExpressionAttributeValues=values,
+        )
+
+
+def report_progress(client: Any, table: str, job_id: str, percent: float, message: str | None) -> None:
+    """A running job's progress (not a state change: one UpdateItem of progress fields)."""
+    sets = ["progress = :p", "updated_at = :now_iso"]
+    values: dict[str, Any] = {":p": {"N": repr(float(percent))}, ":now_iso": {"S": now_iso()}}
+    if message is not None:
+        sets.append("progress_message = :m")
+        values[":m"] = {"S": message[:MAX_ERROR_CHARS]}
+    client.update_item(
+        TableName=table,
+        Key={"id": {"S": job_id}},
+        UpdateExpression="SET " + ", ".join(sets),
+        ExpressionAttributeValues=values,
+    )
