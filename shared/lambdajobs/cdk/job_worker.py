@@ -46,6 +46,16 @@ class JobWorker(Construct):
     `code` is the function's asset (the runtime plus `modules` of `jobs_package`: see
     `lambdajobs.cdk.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
 
+    Raises:
+        jsii errors from CDK for settings it refuses (none for a spec `@job` accepted).
+
+    Example:
+        >>> asset = stage_function_asset(out, jobs_package="myjobs", modules=["myjobs.billing"])
+        >>> worker = JobWorker(stack, "SendInvoiceJob", spec=get_spec("send_invoice", jobs="myjobs"),
+        ...     table=table, code=lambda_.Code.from_asset(str(asset)), jobs_package="myjobs",
+        ...     modules=["myjobs.billing"])
+        >>> worker.queue, worker.dead_letter_queue, worker.function
+
     Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`, `manifest`, and for cron
     jobs `schedule`.
     """

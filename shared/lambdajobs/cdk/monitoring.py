@@ -35,6 +35,13 @@ class Monitoring(Construct):
     """One dashboard (a row per job), alarms per job, one SNS topic for alarm and OK notifications.
 
     Attributes: `topic`, `dashboard`, `alarms` (job -> {name: Alarm}).
+
+    Raises:
+        jsii errors from CDK for an invalid alarm email address.
+
+    Example:
+        >>> monitoring = Monitoring(stack, "Monitoring", workers=jobs.workers, alarm_email="ops@example.com")
+        >>> monitoring.alarms["send_email"]["DeadLetters"]
     """
 
     def __init__(

@@ -279,7 +279,26 @@ def job(
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
     The decorated function takes `(payload: Model)` or `(payload: Model, ctx: JobContext)`; its
-    return value (JSON-serializable, small) is stored as the job's result.
+    return value (JSON-serializable, small) is stored as the job's result. The declaration drives
+    everything: the CDK constructs build the job's queue, DLQ and worker from it, the worker runs it,
+    producers validate payloads with it. Every option is checked now, against the AWS limits.
+
+    Raises:
+        DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
+            pydantic payload annotation, or a name already used by another job; the message names
+            the job and the fix.
+
+    Example:
+        >>> from pydantic import BaseModel
+        >>> from lambdajobs import JobContext, job
+        >>> class SendEmail(BaseModel):
+        ...     to: str
+        ...     subject: str
+        >>> @job(timeout_seconds=30, max_attempts=5, pii_fields=("to",))
+        ... def send_email(payload: SendEmail, ctx: JobContext) -> dict:
+        ...     return {"sent": True}
+        >>> send_email.enqueue({"to": "ada@example.com", "subject": "Hi"})
+        'a3f1...'
     """
     options = {k: v for k, v in locals().items() if k not in ("func",)}
 
@@ -301,7 +320,17 @@ def cron(
     IANA time zone, e.g. `@cron("cron(0 9 * * ? *)", timezone="America/New_York")`.
 
     Every run gets `payload` (validated against the job's model now) and is an ordinary job on the
-    job's queue: same retries, backoff, DLQ and idempotency. `options` are those of `@job`.
+    job's queue: same retries, backoff, DLQ and idempotency; its job id is the job and the slot's
+    time, so Scheduler's at-least-once delivery runs each slot once. `options` are those of `@job`.
+
+    Raises:
+        DeclarationError: an invalid expression or time zone, a payload that does not fit the
+            model, or any `@job` option problem.
+
+    Example:
+        >>> @cron("cron(0 9 * * ? *)", timezone="America/New_York", payload={"to": ["ops@example.com"]})
+        ... def daily_report(payload: DailyReport, ctx: JobContext) -> dict:
+        ...     ...
     """
 
     def register(fn: Callable[..., Any]) -> Job:
