@@ -10,84 +10,18 @@ for your tests), `lambdajobs.cli` and `lambdajobs.ops` (operator tools).
 
 from typing import TYPE_CHECKING
 
-from lambdajobs.runtime import (
-    Alarms,
-    Backoff,
-    ConfigurationError,
-    DeclarationError,
-    EnqueueError,
-    EnvelopeError,
-    Job,
-    JobContext,
-    JobIdError,
-    JobSpec,
-    JobState,
-    LambdaJobsError,
-    NotStartedError,
-    PayloadTooLargeError,
-    PayloadValidationError,
-    PermanentError,
-    ProgressError,
-    QueueNotFoundError,
-    ScheduleConflictError,
-    ScheduleError,
-    StackConfig,
-    StackNotFoundError,
-    UnknownJobError,
-    WaitTimeoutError,
-    cron,
-    current,
-    get_spec,
-    job,
-    jobs_in,
-    load_jobs,
-    registered_jobs,
-    using,
-)
+from lambdajobs.runtime import *  # noqa: F403  (the runtime's public API: its __all__)
+from lambdajobs.runtime import LAZY as _LAZY
+from lambdajobs.runtime import __all__ as _RUNTIME
 
 if TYPE_CHECKING:
-    from lambdajobs.runtime.producer import enqueue, enqueue_many
-    from lambdajobs.runtime.records import JobStatus, get_status, wait_for
+    from lambdajobs.runtime.producer import enqueue as enqueue
+    from lambdajobs.runtime.producer import enqueue_many as enqueue_many
+    from lambdajobs.runtime.records import JobStatus as JobStatus
+    from lambdajobs.runtime.records import get_status as get_status
+    from lambdajobs.runtime.records import wait_for as wait_for
 
-__all__ = [
-    "Alarms",
-    "Backoff",
-    "ConfigurationError",
-    "DeclarationError",
-    "EnqueueError",
-    "EnvelopeError",
-    "Job",
-    "JobContext",
-    "JobIdError",
-    "JobSpec",
-    "JobState",
-    "JobStatus",
-    "LambdaJobsError",
-    "NotStartedError",
-    "PayloadTooLargeError",
-    "PayloadValidationError",
-    "PermanentError",
-    "ProgressError",
-    "QueueNotFoundError",
-    "ScheduleConflictError",
-    "ScheduleError",
-    "StackConfig",
-    "StackNotFoundError",
-    "UnknownJobError",
-    "WaitTimeoutError",
-    "cron",
-    "current",
-    "enqueue",
-    "enqueue_many",
-    "get_spec",
-    "get_status",
-    "job",
-    "jobs_in",
-    "load_jobs",
-    "registered_jobs",
-    "using",
-    "wait_for",
-]
+__all__ = sorted([*_RUNTIME, *_LAZY])
 
 
 def __getattr__(name: str) -> object:

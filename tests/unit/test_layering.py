@@ -132,3 +132,34 @@ def test_a_configured_jobs_package_is_searched_and_named_in_the_error():
     found = run(code)
     assert found["name"] == "send_email"
     assert "unknown job 'no_such_job'" in found["message"] and "jobs module 'handlers'" in found["message"]
+
+
+def test_users_import_the_api_from_lambdajobs_and_declaring_loads_no_powertools():
+    # GIVEN a fresh interpreter importing what a job module imports
+    code = (
+        "import sys, json\n"
+        "from lambdajobs import job, cron, JobContext, PermanentError, JobState, StackConfig\n"
+        "declaring = 'aws_lambda_powertools' in sys.modules\n"
+        "from lambdajobs import enqueue, enqueue_many, get_status, wait_for, JobStatus\n"
+        "import lambdajobs\n"
+        "print(json.dumps({'declaring': declaring, 'all': lambdajobs.__all__}))"
+    )
+    found = run(code)
+    # THEN declaring jobs costs no Powertools import (the producer and status readers load on first use)
+    assert found["declaring"] is False
+    # AND the whole public API is importable from lambdajobs and listed in __all__
+    for name in (
+        "job",
+        "cron",
+        "enqueue",
+        "enqueue_many",
+        "get_status",
+        "wait_for",
+        "JobContext",
+        "PermanentError",
+        "JobState",
+        "StackConfig",
+        "LambdaJobsError",
+        "EnqueueError",
+    ):
+        assert name in found["all"], name

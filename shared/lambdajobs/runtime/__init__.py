@@ -43,7 +43,6 @@ __all__ = [
     "JobIdError",
     "JobSpec",
     "JobState",
-    "JobStatus",
     "LambdaJobsError",
     "NotStartedError",
     "PayloadTooLargeError",
@@ -59,20 +58,17 @@ __all__ = [
     "WaitTimeoutError",
     "cron",
     "current",
-    "enqueue",
-    "enqueue_many",
     "get_spec",
-    "get_status",
     "job",
     "jobs_in",
     "load_jobs",
     "registered_jobs",
     "using",
-    "wait_for",
 ]
 
-_LAZY = {
-    # The producer and status readers pull in Powertools and more: load them on first use only.
+#: Loaded on first use (they pull in Powertools and more): a cold start that never enqueues or reads a
+#: status does not pay for them.
+LAZY = {
     "enqueue": "lambdajobs.runtime.producer",
     "enqueue_many": "lambdajobs.runtime.producer",
     "get_status": "lambdajobs.runtime.records",
@@ -82,8 +78,8 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
+    if name in LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return getattr(importlib.import_module(LAZY[name]), name)
     raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}")
