@@ -186,7 +186,9 @@ def parse_duration(text: str) -> timedelta:
     """'90s', '15m', '2h', '3d' -> timedelta."""
     match = re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", text or "")
     if not match:
-        raise ValueError(
+        from lambdajobs.runtime.errors import InvalidOptionError
+
+        raise InvalidOptionError(
             f"duration {text!r} is not understood; use a number and s, m, h or d, e.g. 30m or 2d."
         )
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]

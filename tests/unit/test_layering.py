@@ -163,3 +163,23 @@ def test_users_import_the_api_from_lambdajobs_and_declaring_loads_no_powertools(
         "EnqueueError",
     ):
         assert name in found["all"], name
+
+
+def test_every_error_lives_in_the_errors_module_and_is_exported():
+    import inspect
+
+    import lambdajobs
+    from lambdajobs.runtime import errors
+
+    # GIVEN every exception class defined anywhere in the package
+    defined = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Error"):
+                defined.add((path.name, node.name))
+    # THEN they are all in the errors module, which lists and exports each one
+    assert {module for module, _ in defined} == {"errors.py"}
+    classes = {n for n, v in vars(errors).items() if inspect.isclass(v) and issubclass(v, Exception)}
+    assert {name for _, name in defined} == classes == set(errors.__all__)
+    assert classes <= set(lambdajobs.__all__)
+    assert all(issubclass(getattr(errors, n), errors.LambdaJobsError) for n in classes)

@@ -6,7 +6,7 @@ All of them derive from `LambdaJobsError`; those about a bad argument also deriv
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.records import JobStatus
@@ -26,6 +26,10 @@ class ScheduleError(LambdaJobsError, ValueError):
 
 class ConfigurationError(LambdaJobsError, ValueError):
     """The stack configuration is incomplete or invalid (a CDK option, a jobs module, a variable)."""
+
+
+class InvalidOptionError(LambdaJobsError, ValueError):
+    """A command-line option's value is not understood (the CLI)."""
 
 
 class UnknownJobError(LambdaJobsError, LookupError):
@@ -83,6 +87,15 @@ class WaitTimeoutError(LambdaJobsError, TimeoutError):
         self.status = status
 
 
+class RecordHeldError(LambdaJobsError):
+    """Internal: a job record's lock is held by another delivery (or the job already succeeded);
+    `.item` is the record. The persistence layer turns it into Powertools' own error."""
+
+    def __init__(self, item: dict[str, Any] | None) -> None:
+        super().__init__("job record is held")
+        self.item = item
+
+
 class PermanentError(LambdaJobsError):
     """Raise from a job when retrying cannot help (bad input, a refused request).
 
@@ -96,6 +109,7 @@ __all__ = [
     "DeclarationError",
     "EnqueueError",
     "EnvelopeError",
+    "InvalidOptionError",
     "JobIdError",
     "LambdaJobsError",
     "NotStartedError",
@@ -104,6 +118,7 @@ __all__ = [
     "PermanentError",
     "ProgressError",
     "QueueNotFoundError",
+    "RecordHeldError",
     "ScheduleConflictError",
     "ScheduleError",
     "StackNotFoundError",

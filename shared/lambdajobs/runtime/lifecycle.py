@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from lambdajobs.runtime.errors import PermanentError
+from lambdajobs.runtime.errors import LambdaJobsError, PermanentError, RecordHeldError
 
 
 class JobState(StrEnum):
@@ -57,14 +57,6 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class AlreadyHeldError(Exception):
-    """`acquire` found the record held (running, or finished and not expired); `.item` is the record."""
-
-    def __init__(self, item: dict[str, Any] | None) -> None:
-        super().__init__("job record is held")
-        self.item = item
-
-
 def acquire(
     client: Any,
     table: str,
@@ -80,7 +72,7 @@ def acquire(
     now redriven); or a running lock whose invocation died (its in-progress expiry passed).
 
     Raises:
-        AlreadyHeldError: another delivery holds it, or it already succeeded (with the record).
+        RecordHeldError: another delivery holds it, or it already succeeded (with the record).
     """
     now = time.time()
     values: dict[str, Any] = {
@@ -123,7 +115,7 @@ def acquire(
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except client.exceptions.ConditionalCheckFailedException as exc:
-        raise AlreadyHeldError(exc.response.get("Item")) from exc
+        raise RecordHeldError(exc.response.get("Item")) from exc
 
 
 def succeed(client: Any, table: str, job_id: str, result_json: str, *, expiration: int) -> None:
@@ -168,7 +160,7 @@ def fail(
     on (succeeded, or taken over): not ours to change.
     """
     if state not in (JobState.RETRYING, JobState.DEAD):
-        raise ValueError(f"fail() moves a job to retrying or dead, not {state}")
+        raise LambdaJobsError(f"fail() moves a job to retrying or dead, not {state}")
     stamp = now_iso()
     sets = [
         "job = :job",

@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 
 from lambdajobs.runtime import lifecycle, pii
 from lambdajobs.runtime.config import StackConfig, resolve
-from lambdajobs.runtime.errors import JobIdError, WaitTimeoutError
+from lambdajobs.runtime.errors import JobIdError, RecordHeldError, WaitTimeoutError
 from lambdajobs.runtime.lifecycle import FINAL_STATES, MAX_ERROR_CHARS, JobState
 from lambdajobs.runtime.settings import JOB_STATS_INDEX
 
@@ -99,7 +99,7 @@ class JobRecordStore(BasePersistenceLayer):
                 expiration=int(data_record.expiry_timestamp or 0),
                 in_progress_expiration=data_record.in_progress_expiry_timestamp,
             )
-        except lifecycle.AlreadyHeldError as exc:
+        except RecordHeldError as exc:
             old = self._to_data_record(exc.item) if exc.item else None
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 
