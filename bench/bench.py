@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this project's jobs package (handlers), as from the project's folder
 REPORT = ROOT / "build" / "reports" / "bench.json"
 RUNS = 7
 RECORDS = 300
