@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -105,7 +106,8 @@ def _table(*columns: str, title: str | None = None, show_header: bool = True) ->
 
 
 def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    # escape: messages quote things like [tool.lambdajobs], which rich would take for markup
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -1,0 +1,61 @@
+"""Where a project names its jobs package: pyproject.toml or cdk.json, read by the CLI and CDK apps."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from lambdajobs import ConfigurationError
+from lambdajobs.cli import app
+from lambdajobs.project import jobs_module, require_jobs_module
+
+
+def test_pyproject_names_the_jobs_package(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "acme_jobs"\n')
+    assert jobs_module(tmp_path) == "acme_jobs"
+
+
+def test_cdk_json_context_names_it_when_pyproject_does_not(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "acme"\n')
+    (tmp_path / "cdk.json").write_text('{"app": "python app.py", "context": {"jobs": "acme_jobs"}}')
+    assert jobs_module(tmp_path) == "acme_jobs"
+
+
+def test_the_nearest_project_folder_is_read(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "outer"\n')
+    inner = tmp_path / "src" / "deep"
+    inner.mkdir(parents=True)
+    assert jobs_module(inner) == "outer"
+
+
+def test_a_given_name_wins_and_none_anywhere_is_a_clear_error(tmp_path):
+    assert require_jobs_module("mine", tmp_path) == "mine"
+    with pytest.raises(ConfigurationError, match=r"\[tool.lambdajobs\] jobs"):
+        require_jobs_module(None, tmp_path)
+
+
+def test_a_jobs_value_that_is_not_a_name_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.lambdajobs]\njobs = 3\n")
+    with pytest.raises(ConfigurationError, match="jobs = 3"):
+        jobs_module(tmp_path)
+
+
+def test_the_cli_without_a_jobs_package_says_how_to_name_it_in_one_line(tmp_path, monkeypatch):
+    # GIVEN a folder with no project configuration
+    monkeypatch.chdir(tmp_path)
+    # WHEN a command that needs the jobs runs
+    result = CliRunner().invoke(app, ["queues"])
+    # THEN one line says how to name the package (the brackets survive the terminal's markup)
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: no jobs package is named") and "[tool.lambdajobs]" in lines[0]
+
+
+def test_the_cli_with_a_package_that_does_not_exist_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["--jobs", "no_such_package", "cron", "list"])
+    assert result.exit_code == 1
+    assert (
+        "jobs module 'no_such_package' is not importable" in result.output
+        and "Traceback" not in result.output
+    )
