@@ -1,20 +1,20 @@
 """Functional fixtures: moto in-process through `lambdajobs.testing`, resources provisioned from the
-job specs."""
+specs of the test jobs (`tests.jobs`), never from this repository's example jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import time_machine
 
-from handlers import emails
 from lambdajobs.runtime.spec import load_jobs
 from lambdajobs.testing import JobRunner, TestStack
+from tests.jobs import media, messages
 
-JOBS_PACKAGE = "handlers"
+JOBS_PACKAGE = "tests.jobs"
 load_jobs(JOBS_PACKAGE)
 
 
@@ -24,12 +24,8 @@ def stack() -> Iterator[TestStack]:
         yield test_stack
 
 
-def Runner(stack: TestStack, job: str) -> JobRunner:
-    return stack.runner(job)
-
-
-class RecordingSender:
-    """Records every send; `flaky` addresses raise TransientSendError for their first `failures` sends."""
+class RecordingSink:
+    """Records every send; `flaky` addresses raise TransientError for their first `failures` sends."""
 
     def __init__(self, flaky: dict[str, int] | None = None) -> None:
         self.sent: list[str] = []
@@ -38,17 +34,25 @@ class RecordingSender:
     def send(self, to: str, subject: str, body: str) -> str:
         if self.flaky.get(to, 0) > 0:
             self.flaky[to] -= 1
-            raise emails.TransientSendError("provider timed out")
+            raise messages.TransientError("provider timed out")
         self.sent.append(to)
         return f"provider-{len(self.sent)}"
 
 
 @pytest.fixture
-def sender() -> Iterator[RecordingSender]:
-    recording = RecordingSender()
-    previous = emails.set_sender(recording)
+def sink() -> Iterator[RecordingSink]:
+    recording = RecordingSink()
+    previous = messages.set_sink(recording)
     yield recording
-    emails.set_sender(previous)
+    messages.set_sink(previous)
+
+
+@pytest.fixture
+def use_encoder() -> Iterator[Callable[[media.Encoder], media.Encoder]]:
+    """`use_encoder(fn)` plugs an encoder into `encode` for one test; the previous one comes back after."""
+    previous = media.set_encoder(media.rename_encoder)
+    yield media.set_encoder
+    media.set_encoder(previous)
 
 
 @pytest.fixture
@@ -59,8 +63,8 @@ def clock() -> Iterator[time_machine.Coordinates]:
 
 
 @pytest.fixture
-def emails_runner(stack: TestStack) -> JobRunner:
-    return stack.runner("send_email")
+def deliver_runner(stack: TestStack) -> JobRunner:
+    return stack.runner("deliver")
 
 
 @pytest.fixture

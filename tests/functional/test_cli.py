@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from handlers.emails import SendEmail
 from lambdajobs.cli import app
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
+from tests.functional.conftest import JOBS_PACKAGE
+from tests.jobs.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,9 @@ def cli(stack):
 
     def run(*args: str, input: str | None = None):
         # wide enough that table cells do not wrap ids and reasons across lines
-        return runner.invoke(app, ["--stack", stack.stack, *args], input=input, env={"COLUMNS": "250"})
+        return runner.invoke(
+            app, ["--stack", stack.stack, "--jobs", JOBS_PACKAGE, *args], input=input, env={"COLUMNS": "250"}
+        )
 
     return run
 
@@ -41,56 +44,59 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
-def kill_emails(runner, sender, clock, *, transient: list[str], invalid: list[str]) -> None:
-    """Send emails that die: `transient` ones fail on every attempt, `invalid` ones at once."""
-    sender.flaky = {to: 99 for to in transient}
+def kill_messages(runner, sink, clock, *, transient: list[str], invalid: list[str]) -> None:
+    """Send messages that die: `transient` ones fail on every attempt, `invalid` ones at once."""
+    sink.flaky = {to: 99 for to in transient}
     for to in transient + invalid:
-        enqueue("send_email", SendEmail(to=to, subject="s", body="b"), job_id=f"mail-{to}")
+        enqueue("deliver", Message(to=to, subject="s", body="b"), job_id=f"mail-{to}")
     for _ in range(runner.spec.max_attempts):
         runner.drain()
         clock.shift(runner.spec.backoff.max_seconds + 1)
     assert runner.depth(dlq=True) == len(transient) + len(invalid)
 
 
-def test_redrive_by_error_type_moves_only_those_and_they_then_succeed(cli, emails_runner, sender, clock):
+def test_redrive_by_error_type_moves_only_those_and_they_then_succeed(cli, deliver_runner, sink, clock):
     # GIVEN a DLQ with 3 jobs killed by a provider outage and 2 with invalid addresses
     transient = [f"u{i}@example.com" for i in range(3)]
-    kill_emails(emails_runner, sender, clock, transient=transient, invalid=["bad-1", "bad-2"])
-    listed = cli("dlq", "list", "send_email")
-    assert listed.exit_code == 0 and listed.output.count("TransientSendError") == 3
+    kill_messages(deliver_runner, sink, clock, transient=transient, invalid=["bad-1", "bad-2"])
+    listed = cli("dlq", "list", "deliver")
+    assert listed.exit_code == 0 and listed.output.count("TransientError") == 3
     clock.shift(1)  # a peek makes messages visible "now"; moto's frozen clock needs a tick to show them
     # WHEN the provider is back and the operator redrives the transient failures only
-    sender.flaky = {}
-    result = cli("dlq", "redrive", "send_email", "--error", "TransientSendError")
+    sink.flaky = {}
+    result = cli("dlq", "redrive", "deliver", "--error", "TransientError")
     # THEN those 3 go back to the queue, the 2 invalid ones stay in the DLQ
     assert result.exit_code == 0, result.output
     assert "moved 3 of 5" in result.output
-    assert emails_runner.depth(dlq=True) == 2
+    assert deliver_runner.depth(dlq=True) == 2
     clock.shift(1)
-    assert {json.loads(m["Body"])["id"] for m in emails_runner.dlq_messages()} == {"mail-bad-1", "mail-bad-2"}
+    assert {json.loads(m["Body"])["id"] for m in deliver_runner.dlq_messages()} == {
+        "mail-bad-1",
+        "mail-bad-2",
+    }
     # AND they then succeed, body and id intact
-    emails_runner.drain()
-    assert sorted(sender.sent) == transient
+    deliver_runner.drain()
+    assert sorted(sink.sent) == transient
     assert {get_status(f"mail-{to}").state for to in transient} == {"succeeded"}
 
 
-def test_redrive_dry_run_and_filters_move_nothing_unwanted(cli, emails_runner, sender, clock):
-    kill_emails(emails_runner, sender, clock, transient=["t@example.com"], invalid=["bad-1"])
-    dry = cli("dlq", "redrive", "send_email", "--dry-run")
+def test_redrive_dry_run_and_filters_move_nothing_unwanted(cli, deliver_runner, sink, clock):
+    kill_messages(deliver_runner, sink, clock, transient=["t@example.com"], invalid=["bad-1"])
+    dry = cli("dlq", "redrive", "deliver", "--dry-run")
     assert dry.exit_code == 0 and "would move 2 of 2" in dry.output
-    assert emails_runner.depth(dlq=True) == 2 and emails_runner.depth() == 0
+    assert deliver_runner.depth(dlq=True) == 2 and deliver_runner.depth() == 0
     clock.shift(1)
-    young = cli("dlq", "redrive", "send_email", "--older-than", "30d")
+    young = cli("dlq", "redrive", "deliver", "--older-than", "30d")
     assert young.exit_code == 0 and "moved 0 of 2" in young.output
     clock.shift(1)
-    limited = cli("dlq", "redrive", "send_email", "--limit", "1")
+    limited = cli("dlq", "redrive", "deliver", "--limit", "1")
     assert limited.exit_code == 0 and "moved 1 of 2" in limited.output
-    assert emails_runner.depth(dlq=True) == 1 and emails_runner.depth() == 1
+    assert deliver_runner.depth(dlq=True) == 1 and deliver_runner.depth() == 1
 
 
-def test_an_interrupted_redrive_loses_nothing(cli, emails_runner, sender, clock, monkeypatch):
+def test_an_interrupted_redrive_loses_nothing(cli, deliver_runner, sink, clock, monkeypatch):
     # GIVEN 25 dead letters, and an SQS client whose second send batch fails mid-redrive
-    kill_emails(emails_runner, sender, clock, transient=[], invalid=[f"bad-{i}" for i in range(25)])
+    kill_messages(deliver_runner, sink, clock, transient=[], invalid=[f"bad-{i}" for i in range(25)])
     real = aws.client("sqs")
 
     class Flaky:
@@ -107,13 +113,13 @@ def test_an_interrupted_redrive_loses_nothing(cli, emails_runner, sender, clock,
 
     aws.set_client("sqs", Flaky())
     monkeypatch.setattr(aws, "reset_clients", lambda: None)  # keep the faulty client through the CLI
-    result = cli("dlq", "redrive", "send_email")
+    result = cli("dlq", "redrive", "deliver")
     # THEN the command fails with one line, and every message is in the queue or back in the DLQ
     assert "ConnectionResetError" in one_line_error(result)
     aws.set_client("sqs", real)
     clock.shift(1)  # released messages are visible from "now": let the frozen clock tick
-    in_queue = {json.loads(m["Body"])["id"] for m in _drain_bodies(emails_runner.queues.queue_url)}
-    in_dlq = {json.loads(m["Body"])["id"] for m in _drain_bodies(emails_runner.queues.dlq_url)}
+    in_queue = {json.loads(m["Body"])["id"] for m in _drain_bodies(deliver_runner.queues.queue_url)}
+    in_dlq = {json.loads(m["Body"])["id"] for m in _drain_bodies(deliver_runner.queues.dlq_url)}
     assert len(in_queue) == 10 and len(in_dlq) == 15
     assert in_queue | in_dlq == {f"mail-bad-{i}" for i in range(25)}
 
@@ -129,74 +135,74 @@ def _drain_bodies(url: str) -> list[dict]:
         seen.update({m["MessageId"]: m for m in got})
 
 
-def test_purge_asks_first(cli, emails_runner, sender, clock):
-    kill_emails(emails_runner, sender, clock, transient=[], invalid=["bad-1", "bad-2"])
-    declined = cli("dlq", "purge", "send_email", input="n\n")
-    assert declined.exit_code == 1 and emails_runner.depth(dlq=True) == 2
-    purged = cli("dlq", "purge", "send_email", "--yes")
+def test_purge_asks_first(cli, deliver_runner, sink, clock):
+    kill_messages(deliver_runner, sink, clock, transient=[], invalid=["bad-1", "bad-2"])
+    declined = cli("dlq", "purge", "deliver", input="n\n")
+    assert declined.exit_code == 1 and deliver_runner.depth(dlq=True) == 2
+    purged = cli("dlq", "purge", "deliver", "--yes")
     assert purged.exit_code == 0 and "2 messages" in purged.output
-    assert emails_runner.depth(dlq=True) == 0
+    assert deliver_runner.depth(dlq=True) == 0
 
 
-def test_dlq_show_gives_reason_attempts_and_body(cli, emails_runner, sender, clock):
-    kill_emails(emails_runner, sender, clock, transient=[], invalid=["bad-1"])
-    [letter] = emails_runner.dlq_messages()
+def test_dlq_show_gives_reason_attempts_and_body(cli, deliver_runner, sink, clock):
+    kill_messages(deliver_runner, sink, clock, transient=[], invalid=["bad-1"])
+    [letter] = deliver_runner.dlq_messages()
     clock.shift(1)
-    shown = cli("dlq", "show", "send_email", letter["MessageId"])
+    shown = cli("dlq", "show", "deliver", letter["MessageId"])
     assert shown.exit_code == 0, shown.output
     assert "PermanentError" in shown.output and "invalid recipient address" in shown.output
     assert '"mail-bad-1"' in shown.output
-    missing = cli("dlq", "show", "send_email", "no-such-message")
+    missing = cli("dlq", "show", "deliver", "no-such-message")
     assert "not in the DLQ" in one_line_error(missing)
 
 
-def test_queues_enqueue_and_status(cli, emails_runner, sender, clock):
+def test_queues_enqueue_and_status(cli, deliver_runner, sink, clock):
     # The CLI is given only the stack's name: it finds the queues through the stack's manifest.
     sent = cli(
         "enqueue",
-        "send_email",
+        "deliver",
         '{"to": "ada@example.com", "subject": "Hi", "body": "Hello"}',
         "--id",
         "cli-1",
     )
     assert sent.exit_code == 0 and sent.output.strip() == "cli-1"
     assert "pending" in cli("status", "cli-1").output
-    emails_runner.drain()
+    deliver_runner.drain()
     status = cli("status", "cli-1")
     assert status.exit_code == 0 and "succeeded" in status.output and "provider_id" in status.output
     queues = cli("queues")
     assert queues.exit_code == 0
-    for job in ("send_email", "transcode_video", "daily_report"):
+    for job in ("deliver", "encode", "digest"):
         assert job in queues.output
 
 
 def test_cron_list_and_trigger(cli, stack, clock):
     listed = cli("cron", "list")
-    assert listed.exit_code == 0 and "daily_report" in listed.output and "America/New_York" in listed.output
+    assert listed.exit_code == 0 and "digest" in listed.output and "America/New_York" in listed.output
     # the clock reads 12:00 UTC = 07:00 in New York: the next run is today at 09:00 EST (14:00Z)
     assert "2026-11-29 09:00 EST (14:00Z), 2026-11-30 09:00 EST (14:00Z)" in listed.output
-    triggered = cli("cron", "trigger", "daily_report")
-    assert triggered.exit_code == 0 and triggered.output.strip() == "daily_report@2026-11-29T12:00:00Z"
+    triggered = cli("cron", "trigger", "digest")
+    assert triggered.exit_code == 0 and triggered.output.strip() == "digest@2026-11-29T12:00:00Z"
     body = json.loads(
-        aws.client("sqs").receive_message(QueueUrl=stack.provisioned.queues["daily_report"].queue_url)[
-            "Messages"
-        ][0]["Body"]
+        aws.client("sqs").receive_message(QueueUrl=stack.provisioned.queues["digest"].queue_url)["Messages"][
+            0
+        ]["Body"]
     )
-    assert body["id"] == "daily_report@2026-11-29T12:00:00Z" and body["payload"]["recipients"]
-    assert "not a cron job" in one_line_error(cli("cron", "trigger", "send_email"))
+    assert body["id"] == "digest@2026-11-29T12:00:00Z" and body["payload"]["recipients"]
+    assert "not a cron job" in one_line_error(cli("cron", "trigger", "deliver"))
 
 
 @pytest.mark.parametrize(
     "args,expected",
     [
         (("enqueue", "nope", "{}"), "unknown job 'nope'"),
-        (("enqueue", "send_email", "{not json"), "malformed payload JSON"),
-        (("enqueue", "send_email", "[1, 2]"), "must be a JSON object"),
-        (("enqueue", "send_email", '{"to": 1}'), "invalid SendEmail payload"),
+        (("enqueue", "deliver", "{not json"), "malformed payload JSON"),
+        (("enqueue", "deliver", "[1, 2]"), "must be a JSON object"),
+        (("enqueue", "deliver", '{"to": 1}'), "invalid Message payload"),
         (
             (
                 "enqueue",
-                "send_email",
+                "deliver",
                 '{"to": "a@b.co", "subject": "s", "body": "b"}',
                 "--run-at",
                 "tomorrow",
@@ -204,7 +210,7 @@ def test_cron_list_and_trigger(cli, stack, clock):
             "ISO 8601",
         ),
         (("dlq", "list", "nope"), "unknown job 'nope'"),
-        (("dlq", "redrive", "send_email", "--older-than", "a while"), "duration"),
+        (("dlq", "redrive", "deliver", "--older-than", "a while"), "duration"),
     ],
 )
 def test_bad_input_is_one_line(cli, args, expected):
@@ -226,27 +232,31 @@ def test_no_credentials_is_one_line(tmp_path):
         AWS_ENDPOINT_URL="http://127.0.0.1:9",  # never real AWS, even if credentials turned up
     )
     out = subprocess.run(
-        [sys.executable, "-m", "lambdajobs.cli", "queues"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "lambdajobs.cli", "--jobs", JOBS_PACKAGE, "queues"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().startswith("error: no AWS credentials found"), out.stderr
 
 
-def test_redrive_splits_large_messages_across_batches(cli, emails_runner, clock):
+def test_redrive_splits_large_messages_across_batches(cli, deliver_runner, clock):
     # GIVEN two dead letters of 600 KB each: together above SendMessageBatch's 1 MiB
     sqs = aws.client("sqs")
     for i in range(2):
         body = json.dumps(
             {
                 "v": 1,
-                "job": "send_email",
+                "job": "deliver",
                 "id": f"big-{i}",
                 "payload": {"to": "a@b.co", "subject": "s", "body": "x" * 600_000},
             }
         )
-        sqs.send_message(QueueUrl=emails_runner.queues.dlq_url, MessageBody=body)
+        sqs.send_message(QueueUrl=deliver_runner.queues.dlq_url, MessageBody=body)
     # WHEN they are redriven THEN both move, in two batches
-    result = cli("dlq", "redrive", "send_email")
+    result = cli("dlq", "redrive", "deliver")
     assert result.exit_code == 0, result.output
     assert "moved 2 of 2" in result.output
-    assert emails_runner.depth() == 2 and emails_runner.depth(dlq=True) == 0
+    assert deliver_runner.depth() == 2 and deliver_runner.depth(dlq=True) == 0

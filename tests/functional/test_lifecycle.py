@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from handlers import video
-from handlers.emails import SendEmail
-from handlers.video import TranscodeVideo
 from lambdajobs.local.lambda_events import sqs_event
 from lambdajobs.runtime import Backoff, aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import WaitTimeoutError, get_status, wait_for
+from tests.jobs.media import STAGE_BUDGET_SECONDS, Clip, rename_encoder
+from tests.jobs.messages import Message
 
 
 class Tick(BaseModel):
@@ -40,15 +39,15 @@ def receive(runner, max_messages: int = 10) -> list[dict]:
     return list(got.get("Messages", []))
 
 
-def slow_sender(sender, context: SteppedContext, elapsed_ms: int):
+def slow_sink(sink, context: SteppedContext, elapsed_ms: int):
     """Make every send take `elapsed_ms` of the context's time; returns the original send."""
-    real_send = sender.send
+    real_send = sink.send
 
     def slow_send(to, subject, body):
         context.elapsed_ms += elapsed_ms
         return real_send(to, subject, body)
 
-    sender.send = slow_send
+    sink.send = slow_send
     return real_send
 
 
@@ -130,91 +129,82 @@ def test_a_failed_visibility_change_still_reports_the_record_failed(declare, clo
     assert runner.poll().failed_ids == []
 
 
-def test_records_are_not_started_near_the_deadline(emails_runner, sender, clock):
-    # GIVEN three emails and an invocation where the first send takes 29 of the 30 seconds
+def test_records_are_not_started_near_the_deadline(deliver_runner, sink, clock):
+    # GIVEN three messages and an invocation where the first send takes 29 of the 30 seconds
     for i in range(3):
-        enqueue("send_email", SendEmail(to=f"u{i}@example.com", subject="s", body="b"))
+        enqueue("deliver", Message(to=f"u{i}@example.com", subject="s", body="b"))
     context = SteppedContext(timeout_ms=30_000)
-    slow_sender(sender, context, 29_000)
-    emails_runner.worker.rng = MaxRandom()  # a backoff would keep them away for its full 10 s
-    messages = receive(emails_runner)
-    event = sqs_event(messages, queue_arn=emails_runner.queues.queue_arn, region="us-east-1")
+    slow_sink(sink, context, 29_000)
+    deliver_runner.worker.rng = MaxRandom()  # a backoff would keep them away for its full 10 s
+    messages = receive(deliver_runner)
+    event = sqs_event(messages, queue_arn=deliver_runner.queues.queue_arn, region="us-east-1")
     # WHEN the worker runs the batch
-    response = emails_runner.handler(event, context)
+    response = deliver_runner.handler(event, context)
     # THEN one record ran; the two it had no time for are reported failed, not run
-    assert len(sender.sent) == 1
+    assert len(sink.sent) == 1
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
     assert failed == {m["MessageId"] for m in messages[1:]}
     # AND they are visible again at once (not after a backoff), with no record written for them
     clock.shift(1)  # moto shows a message whose visibility ends "now" only once the clock moves
-    again = receive(emails_runner)
+    again = receive(deliver_runner)
     assert {m["MessageId"] for m in again} == failed
     for m in messages[1:]:
         assert get_status(m["MessageId"]).state == "pending"
 
 
-def test_progress_is_readable_while_the_job_runs(stack, clock):
-    # GIVEN a transcode of three formats, and an encoder that reads the job's status between stages
+def test_progress_is_readable_while_the_job_runs(stack, use_encoder, clock):
+    # GIVEN an encode of three formats, and an encoder that reads the job's status between stages
     seen: list[tuple[str, float | None, str | None]] = []
-    real = video.SimulatedEncoder(seconds_per_minute=0)
 
-    class Watching:
-        def encode(self, source_uri, fmt, duration_seconds, budget_seconds):
-            status = get_status(job_id)
-            seen.append((status.state, status.progress, status.progress_message))
-            return real.encode(source_uri, fmt, duration_seconds, budget_seconds)
+    def watching(source_uri, fmt):
+        status = get_status(job_id)
+        seen.append((status.state, status.progress, status.progress_message))
+        return rename_encoder(source_uri, fmt)
 
-    previous = video.set_encoder(Watching())
-    try:
-        from tests.functional.conftest import Runner
-
-        runner = Runner(stack, "transcode_video")
-        job_id = enqueue("transcode_video", TranscodeVideo(video_id="v1", source_uri="s3://in/v1.mov"))
-        assert runner.poll().failed_ids == []
-    finally:
-        video.set_encoder(previous)
+    use_encoder(watching)
+    runner = stack.runner("encode")
+    job_id = enqueue("encode", Clip(video_id="v1", source_uri="s3://in/v1.mov"))
+    assert runner.poll().failed_ids == []
     # THEN each stage saw the progress of the stages before it, while the job was running
     assert [s[0] for s in seen] == ["running"] * 3
     assert [s[1] for s in seen] == [None, pytest.approx(100 / 3), pytest.approx(200 / 3)]
-    assert [s[2] for s in seen] == [None, "720p done", "1080p done"]
+    assert [s[2] for s in seen] == [None, "small done", "medium done"]
     status = get_status(job_id)
     assert (status.state, status.progress) == ("succeeded", 100.0)
-    assert status.result["outputs"] == {f: f"s3://in/v1-{f}.mp4" for f in ("720p", "1080p", "4k")}
+    assert status.result["outputs"] == {f: f"s3://in/v1-{f}.mp4" for f in ("small", "medium", "large")}
 
 
-def test_transcode_stage_that_does_not_fit_is_retried_later(stack, clock):
-    # GIVEN a transcode delivered with only 100 s left: the 4k stage needs up to 120 s
-    from tests.functional.conftest import Runner
-
-    previous = video.set_encoder(video.SimulatedEncoder(seconds_per_minute=0))
-    try:
-        runner = Runner(stack, "transcode_video")
-        job_id = enqueue(
-            "transcode_video", TranscodeVideo(video_id="v2", source_uri="s3://in/v2.mov", formats=["4k"])
-        )
-        event = batch(runner)
-        response = runner.handler(event, SteppedContext(timeout_ms=100_000))
-    finally:
-        video.set_encoder(previous)
-    # THEN the job is retried, with the reason recorded
-    assert len(response["batchItemFailures"]) == 1
+def test_a_stage_that_does_not_fit_in_the_time_left_is_retried_later(stack, use_encoder, clock):
+    # GIVEN an encode delivered with less time left than its one stage's budget (but within the
+    # job's timeout: the job must read the time left from the invocation, not from its declaration)
+    budget = STAGE_BUDGET_SECONDS["large"]
+    runner = stack.runner("encode")
+    assert budget < runner.spec.timeout_seconds
+    encoded: list[str] = []
+    use_encoder(lambda source_uri, fmt: encoded.append(fmt) or f"{source_uri}-{fmt}")
+    job_id = enqueue("encode", Clip(video_id="v2", source_uri="s3://in/v2.mov", formats=["large"]))
+    # WHEN it runs
+    response = runner.handler(batch(runner), SteppedContext(timeout_ms=int(budget * 1000) - 10_000))
+    # THEN the stage did not start, and the job is retried, with the reason recorded
+    assert len(response["batchItemFailures"]) == 1 and encoded == []
     status = get_status(job_id)
-    assert status.state == "retrying" and status.error["type"] == "StageBudgetError"
+    assert status.state == "retrying" and status.error["type"] == "OverBudgetError"
 
 
-def test_transcode_job_id_is_derived_from_video_and_formats(stack):
-    a = enqueue("transcode_video", TranscodeVideo(video_id="v9", source_uri="s3://in/a.mov"))
-    b = enqueue("transcode_video", TranscodeVideo(video_id="v9", source_uri="s3://in/b.mov"))
-    c = enqueue("transcode_video", TranscodeVideo(video_id="v9", source_uri="s3://in/a.mov", formats=["4k"]))
+def test_job_id_is_derived_from_the_idempotency_key_fields(stack):
+    # encode's idempotency_key is (video_id, formats): source_uri does not count, formats (defaulted) does
+    a = enqueue("encode", Clip(video_id="v9", source_uri="s3://in/a.mov"))
+    b = enqueue("encode", Clip(video_id="v9", source_uri="s3://in/b.mov"))
+    c = enqueue("encode", Clip(video_id="v9", source_uri="s3://in/a.mov", formats=["large"]))
     assert a == b != c
 
 
-def test_wait_for_returns_the_final_status_or_times_out(emails_runner, sender):
-    job_id = enqueue("send_email", SendEmail(to="a@example.com", subject="s", body="b"))
+def test_wait_for_returns_the_final_status_or_times_out(deliver_runner, sink):
+    job_id = enqueue("deliver", Message(to="a@example.com", subject="s", body="b"))
     with pytest.raises(WaitTimeoutError, match="pending") as excinfo:
         wait_for(job_id, timeout_seconds=0.05, poll_seconds=0.01)
     assert excinfo.value.status.state == "pending"
-    emails_runner.poll()
+    deliver_runner.poll()
     assert wait_for(job_id, timeout_seconds=1).state == "succeeded"
 
 
@@ -227,55 +217,47 @@ def test_progress_outside_0_to_100_is_refused():
             ctx.progress(bad)
 
 
-def test_a_retry_starts_with_fresh_progress(stack, clock):
-    # GIVEN a transcode whose 1080p stage fails once, after 720p reported 50%
-    from tests.functional.conftest import Runner
-
+def test_a_retry_starts_with_fresh_progress(stack, use_encoder, clock):
+    # GIVEN an encode whose medium stage fails once, after small reported 50%
     seen: list[float | None] = []
-    fail = {"1080p": 1}
+    fail = {"medium": 1}
 
-    class FailingOnce:
-        def encode(self, source_uri, fmt, duration_seconds, budget_seconds):
-            seen.append(get_status(job_id).progress)
-            if fail.get(fmt):
-                fail[fmt] -= 1
-                raise RuntimeError("encoder crashed")
-            return f"{source_uri}-{fmt}"
+    def failing_once(source_uri, fmt):
+        seen.append(get_status(job_id).progress)
+        if fail.get(fmt):
+            fail[fmt] -= 1
+            raise RuntimeError("encoder crashed")
+        return f"{source_uri}-{fmt}"
 
-    previous = video.set_encoder(FailingOnce())
-    try:
-        runner = Runner(stack, "transcode_video")
-        job_id = enqueue(
-            "transcode_video", TranscodeVideo(video_id="v3", source_uri="s", formats=["720p", "1080p"])
-        )
-        assert runner.poll().failed_ids
-        clock.shift(runner.spec.backoff.ceiling(1) + 1)
-        assert runner.poll().failed_ids == []
-    finally:
-        video.set_encoder(previous)
+    use_encoder(failing_once)
+    runner = stack.runner("encode")
+    job_id = enqueue("encode", Clip(video_id="v3", source_uri="s", formats=["small", "medium"]))
+    assert runner.poll().failed_ids
+    clock.shift(runner.spec.backoff.ceiling(1) + 1)
+    assert runner.poll().failed_ids == []
     # THEN the second attempt did not show the first attempt's progress when it started
     assert seen == [None, 50.0, None, 50.0]
 
 
-def test_a_slow_run_does_not_stop_later_invocations_from_starting(emails_runner, sender, clock):
+def test_a_slow_run_does_not_stop_later_invocations_from_starting(deliver_runner, sink, clock):
     # GIVEN a warm worker whose last invocation had one record that took 29 of its 30 seconds
     context = SteppedContext(timeout_ms=30_000)
-    real_send = slow_sender(sender, context, 29_000)
-    enqueue("send_email", SendEmail(to="slow@example.com", subject="s", body="b"))
-    emails_runner.handler(
-        batch(emails_runner),
+    real_send = slow_sink(sink, context, 29_000)
+    enqueue("deliver", Message(to="slow@example.com", subject="s", body="b"))
+    deliver_runner.handler(
+        batch(deliver_runner),
         context,
     )
-    sender.send = real_send
+    sink.send = real_send
     # WHEN a new invocation starts with its full time
-    enqueue("send_email", SendEmail(to="next@example.com", subject="s", body="b"))
-    response = emails_runner.handler(
-        batch(emails_runner),
+    enqueue("deliver", Message(to="next@example.com", subject="s", body="b"))
+    response = deliver_runner.handler(
+        batch(deliver_runner),
         SteppedContext(timeout_ms=30_000),
     )
     # THEN its record runs: the slow run of another invocation does not count against it
     assert response == {"batchItemFailures": []}
-    assert sender.sent == ["slow@example.com", "next@example.com"]
+    assert sink.sent == ["slow@example.com", "next@example.com"]
 
 
 def test_a_record_on_its_last_attempt_is_run_even_near_the_deadline(declare, clock):
@@ -317,45 +299,26 @@ def test_a_result_that_is_not_json_is_stored_as_text_and_the_job_runs_once(decla
     assert status.result == {"at": "2026-11-29 00:00:00+00:00", "tags": "{'a'}"}
 
 
-def test_an_invalid_resend_does_not_overwrite_a_succeeded_record(emails_runner, sender, clock):
-    enqueue("send_email", SendEmail(to="a@example.com", subject="s", body="b"), job_id="once-1")
-    emails_runner.poll()
+def test_an_invalid_resend_does_not_overwrite_a_succeeded_record(deliver_runner, sink, clock):
+    enqueue("deliver", Message(to="a@example.com", subject="s", body="b"), job_id="once-1")
+    deliver_runner.poll()
     aws.client("sqs").send_message(
-        QueueUrl=emails_runner.queues.queue_url,
-        MessageBody='{"v": 1, "job": "send_email", "id": "once-1", "payload": {"to": 5}}',
+        QueueUrl=deliver_runner.queues.queue_url,
+        MessageBody='{"v": 1, "job": "deliver", "id": "once-1", "payload": {"to": 5}}',
     )
-    emails_runner.poll()
+    deliver_runner.poll()
     assert get_status("once-1").state == "succeeded"
-    assert emails_runner.depth(dlq=True) == 1  # the bad message itself is dead-lettered
+    assert deliver_runner.depth(dlq=True) == 1  # the bad message itself is dead-lettered
 
 
-def test_the_worker_derives_the_same_job_id_as_the_python_producer(stack, clock):
-    # GIVEN a producer in another language that omits a field with a default (formats)
-    from tests.functional.conftest import Runner
-
-    previous = video.set_encoder(video.SimulatedEncoder(seconds_per_minute=0))
-    try:
-        python_id = enqueue("transcode_video", TranscodeVideo(video_id="v7", source_uri="s3://in/v7.mov"))
-        runner = Runner(stack, "transcode_video")
-        runner.drain()
-        raw = '{"v": 1, "job": "transcode_video", "payload": {"video_id": "v7", "source_uri": "s3://in/v7.mov"}}'
-        aws.client("sqs").send_message(QueueUrl=runner.queues.queue_url, MessageBody=raw)
-        runner.drain()
-    finally:
-        video.set_encoder(previous)
-    # THEN both deliveries are the same job: one run
-    status = get_status(python_id)
-    assert (status.state, status.attempts) == ("succeeded", 1)
-
-
-def test_the_first_record_of_an_invocation_always_starts(emails_runner, sender, clock):
-    # GIVEN an invocation that starts with less time than the safety margin (3 s for send_email)
-    enqueue("send_email", SendEmail(to="first@example.com", subject="s", body="b"))
-    enqueue("send_email", SendEmail(to="second@example.com", subject="s", body="b"))
+def test_the_first_record_of_an_invocation_always_starts(deliver_runner, sink, clock):
+    # GIVEN an invocation that starts with less time than the safety margin (3 s for deliver)
+    enqueue("deliver", Message(to="first@example.com", subject="s", body="b"))
+    enqueue("deliver", Message(to="second@example.com", subject="s", body="b"))
     context = SteppedContext(timeout_ms=30_000)
     context.elapsed_ms = 29_000
     # WHEN the worker runs the batch
-    response = emails_runner.handler(batch(emails_runner), context)
+    response = deliver_runner.handler(batch(deliver_runner), context)
     # THEN the first record ran (refusing it would make no progress at all), the second did not
-    assert sender.sent == ["first@example.com"]
+    assert sink.sent == ["first@example.com"]
     assert len(response["batchItemFailures"]) == 1

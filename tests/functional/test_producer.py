@@ -6,15 +6,16 @@ import json
 
 import pytest
 
-from handlers.emails import SendEmail
 from lambdajobs.runtime import PayloadTooLargeError, PayloadValidationError, QueueNotFoundError, aws
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES
 from lambdajobs.runtime.producer import enqueue, enqueue_many
+from tests.functional.conftest import JOBS_PACKAGE
+from tests.jobs.messages import Message
 
 
-def email(i: int) -> SendEmail:
-    return SendEmail(to=f"user{i}@example.com", subject="News", body="Hello")
+def message(i: int) -> Message:
+    return Message(to=f"user{i}@example.com", subject="News", body="Hello")
 
 
 def all_bodies(url: str) -> list[dict]:
@@ -54,10 +55,10 @@ def test_enqueue_many_delivers_all_despite_partially_failed_batch(stack):
     flaky = FailSomeEntries(aws.client("sqs"), drop=3)
     aws.set_client("sqs", flaky)
     # WHEN 25 jobs are enqueued
-    results = enqueue_many("send_email", [email(i) for i in range(25)])
+    results = enqueue_many("deliver", [message(i) for i in range(25)])
     # THEN every item is reported sent and all 25 are on the queue exactly once
     assert results.ok and len(results) == 25 and flaky.calls == 4  # 3 chunks + 1 retry
-    bodies = all_bodies(stack.provisioned.queues["send_email"].queue_url)
+    bodies = all_bodies(stack.provisioned.queues["deliver"].queue_url)
     assert sorted(b["id"] for b in bodies) == sorted(results.job_ids)
     assert len(set(results.job_ids)) == 25
 
@@ -74,29 +75,29 @@ def test_enqueue_many_reports_entries_that_keep_failing(stack):
 
     aws.set_client("sqs", SenderFault(aws.client("sqs"), drop=1))
     # WHEN 12 jobs are enqueued (two chunks)
-    results = enqueue_many("send_email", [email(i) for i in range(12)])
+    results = enqueue_many("deliver", [message(i) for i in range(12)])
     # THEN the first entry of each chunk is reported failed with its code, the others sent
     assert [r.job_id for r in results.failed] == [results[0].job_id, results[10].job_id]
     assert all("InvalidParameterValue" in r.error for r in results.failed)
-    assert len(all_bodies(stack.provisioned.queues["send_email"].queue_url)) == 10
+    assert len(all_bodies(stack.provisioned.queues["deliver"].queue_url)) == 10
 
 
 def test_invalid_payload_sends_nothing(stack):
     # GIVEN a batch where one payload is invalid
-    payloads = [email(0).model_dump(), {"to": "x@example.com"}, email(2).model_dump()]
+    payloads = [message(0).model_dump(), {"to": "x@example.com"}, message(2).model_dump()]
     # WHEN it is enqueued THEN it raises, naming the job, and the queue stays empty
-    with pytest.raises(PayloadValidationError, match="send_email"):
-        enqueue_many("send_email", payloads)
+    with pytest.raises(PayloadValidationError, match="deliver"):
+        enqueue_many("deliver", payloads)
     with pytest.raises(PayloadValidationError):
-        enqueue("send_email", {"to": 42})
-    assert all_bodies(stack.provisioned.queues["send_email"].queue_url) == []
+        enqueue("deliver", {"to": 42})
+    assert all_bodies(stack.provisioned.queues["deliver"].queue_url) == []
 
 
 def test_oversized_payload_is_refused_before_sending(stack):
-    big = SendEmail(to="a@example.com", subject="big", body="x" * MAX_MESSAGE_BYTES)
+    big = Message(to="a@example.com", subject="big", body="x" * MAX_MESSAGE_BYTES)
     with pytest.raises(PayloadTooLargeError, match="S3"):
-        enqueue("send_email", big)
-    assert all_bodies(stack.provisioned.queues["send_email"].queue_url) == []
+        enqueue("deliver", big)
+    assert all_bodies(stack.provisioned.queues["deliver"].queue_url) == []
 
 
 def test_enqueue_many_splits_by_size(stack):
@@ -105,20 +106,20 @@ def test_enqueue_many_splits_by_size(stack):
     aws.client("sqs").meta.events.register(
         "provide-client-params.sqs.SendMessageBatch", lambda params, **_: calls.append(len(params["Entries"]))
     )
-    big = [SendEmail(to=f"u{i}@example.com", subject="s", body="x" * 400_000) for i in range(5)]
-    results = enqueue_many("send_email", big)
+    big = [Message(to=f"u{i}@example.com", subject="s", body="x" * 400_000) for i in range(5)]
+    results = enqueue_many("deliver", big)
     assert results.ok and calls == [2, 2, 1]
 
 
 def test_queue_is_found_through_the_stack_manifest(stack):
     # GIVEN a producer that knows only the stack's name (outside the stack's functions)
-    producer = StackConfig(stack=stack.stack, jobs="handlers")
+    producer = StackConfig(stack=stack.stack, jobs=JOBS_PACKAGE)
     # WHEN it enqueues THEN the URL comes from the manifest the stack published in SSM
-    job_id = enqueue("send_email", email(1), config=producer)
-    assert [b["id"] for b in all_bodies(stack.provisioned.queues["send_email"].queue_url)] == [job_id]
+    job_id = enqueue("deliver", message(1), config=producer)
+    assert [b["id"] for b in all_bodies(stack.provisioned.queues["deliver"].queue_url)] == [job_id]
     # AND an unknown stack gives a clear error naming the job and the stack
-    with pytest.raises(QueueNotFoundError, match="no queue for job 'send_email' in stack 'other'"):
-        enqueue("send_email", email(2), config=StackConfig(stack="other"))
+    with pytest.raises(QueueNotFoundError, match="no queue for job 'deliver' in stack 'other'"):
+        enqueue("deliver", message(2), config=StackConfig(stack="other"))
 
 
 def test_the_environment_configures_a_producer_with_no_config(stack, monkeypatch):
@@ -126,16 +127,16 @@ def test_the_environment_configures_a_producer_with_no_config(stack, monkeypatch
     from lambdajobs.runtime import config
 
     monkeypatch.setenv("LAMBDAJOBS_STACK", stack.stack)
-    monkeypatch.setenv("LAMBDAJOBS_JOBS", "handlers")
+    monkeypatch.setenv("LAMBDAJOBS_JOBS", JOBS_PACKAGE)
     token = config._current.set(None)
     try:
         # WHEN a producer enqueues with no config THEN it reaches the stack named in the environment
-        job_id = enqueue("send_email", email(3))
+        job_id = enqueue("deliver", message(3))
     finally:
         config._current.reset(token)
-    assert [b["id"] for b in all_bodies(stack.provisioned.queues["send_email"].queue_url)] == [job_id]
+    assert [b["id"] for b in all_bodies(stack.provisioned.queues["deliver"].queue_url)] == [job_id]
 
 
 def test_job_id_is_returned_and_sent(stack):
-    assert enqueue("send_email", email(1), job_id="order-42") == "order-42"
-    assert all_bodies(stack.provisioned.queues["send_email"].queue_url)[0]["id"] == "order-42"
+    assert enqueue("deliver", message(1), job_id="order-42") == "order-42"
+    assert all_bodies(stack.provisioned.queues["deliver"].queue_url)[0]["id"] == "order-42"

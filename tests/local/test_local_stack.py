@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from handlers import emails
-from handlers.emails import SendEmail
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime import Backoff
@@ -23,8 +21,11 @@ from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import wait_for
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
 from lambdajobs.runtime.spec import isolated_registry, job, load_jobs
+from tests.jobs import messages
+from tests.jobs.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
+JOBS_PACKAGE = "tests.jobs"
 
 
 class Poison(BaseModel):
@@ -37,27 +38,27 @@ def always_fails(payload: Poison) -> None:
 
 @pytest.fixture
 def local(tmp_path):
-    # the project's jobs, and a job that always fails, retried at once (no backoff) so the test does not wait
+    # the test jobs, and a job that always fails, retried at once (no backoff) so the test does not wait
     with isolated_registry(keep=True):
         poison = job(name="poison", max_attempts=3, backoff=Backoff.fixed(0))(always_fails).spec
-        specs = [*load_jobs("handlers"), poison]
-        previous = emails.set_sender(emails.LogSender())
+        specs = [*load_jobs(JOBS_PACKAGE), poison]
+        previous = messages.set_sink(messages.NullSink())
         with LocalStack(
-            "handlers", specs=specs, stack="e2e", port=0, log_file=tmp_path / "worker.log"
+            JOBS_PACKAGE, specs=specs, stack="e2e", port=0, log_file=tmp_path / "worker.log"
         ) as stack:
             stack.start_workers()
             with using(stack.config):  # this test's producer talks to the local stack
                 yield stack
-        emails.set_sender(previous)
+        messages.set_sink(previous)
 
 
 def test_a_job_is_processed_by_the_emulator_and_reads_succeeded(local):
-    job_id = enqueue("send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"))
+    job_id = enqueue("deliver", Message(to="ada@example.com", subject="Hi", body="Hello"))
     status = wait_for(job_id, timeout_seconds=20, poll_seconds=0.1)
     assert (status.state, status.attempts) == ("succeeded", 1)
     # the emulator settles the batch (deletes the message) right after the handler returns
-    assert wait_until(lambda: local.mappings["send_email"].stats.succeeded == 1, 10)
-    assert local.health("send_email").depth == 0
+    assert wait_until(lambda: local.mappings["deliver"].stats.succeeded == 1, 10)
+    assert local.health("deliver").depth == 0
 
 
 def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
@@ -71,7 +72,7 @@ def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
 
 
 def test_the_local_stack_serves_every_job_it_was_given(local):
-    assert set(local.mappings) == {s.name for s in load_jobs("handlers")} | {"poison"}
+    assert set(local.mappings) == {s.name for s in load_jobs(JOBS_PACKAGE)} | {"poison"}
 
 
 def test_the_local_stack_does_not_configure_the_process_through_its_environment(local):
