@@ -487,6 +487,10 @@ def dev(
 
     package = require_jobs_module(jobs or _jobs_option)
     _project_importable()
+    try:
+        import moto.server  # noqa: F401
+    except ModuleNotFoundError:
+        _fail("lambdajobs dev needs moto, the embedded AWS: pip install 'lambdajobs[local]'")
     if port and not _port_free(port):
         _fail(f"port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port.")
     stop = threading.Event()

@@ -59,3 +59,24 @@ def test_the_cli_with_a_package_that_does_not_exist_is_one_line(tmp_path, monkey
         "jobs module 'no_such_package' is not importable" in result.output
         and "Traceback" not in result.output
     )
+
+
+def test_the_command_without_the_cli_extra_says_which_extra_to_install():
+    import subprocess
+    import sys
+
+    # GIVEN an environment where typer is not installed (blocked here)
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        "            raise ModuleNotFoundError(\"No module named 'typer'\", name='typer')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from lambdajobs._script import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # THEN one line names the extra, and no traceback
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == "error: the lambdajobs command needs typer: pip install 'lambdajobs[cli]'"
