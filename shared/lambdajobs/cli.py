@@ -74,11 +74,15 @@ def _root(
 
 
 def _project_importable() -> None:
-    """Your jobs package is imported from the current folder (as `celery -A` and `flask` do): the
-    console script's own folder is first on sys.path, not yours."""
-    here = str(Path.cwd())
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    """Your jobs package is imported from the current folder and from the project folder that names it
+    (the nearest one with pyproject.toml or cdk.json), as `celery -A` and `flask` do: the console
+    script's own folder is first on sys.path, not yours."""
+    from lambdajobs.project import project_root
+
+    root = project_root()
+    for folder in (str(root) if root else None, str(Path.cwd())):
+        if folder and folder not in sys.path:
+            sys.path.insert(0, folder)
 
 
 def config() -> Any:

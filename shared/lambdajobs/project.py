@@ -29,6 +29,13 @@ def _project_files(start: Path) -> list[Path]:
     return found
 
 
+def project_root(start: Path | None = None) -> Path | None:
+    """The nearest folder (from `start`, default the current one, upwards) with a pyproject.toml or
+    cdk.json: where the project's own packages are imported from."""
+    found = _project_files((start or Path.cwd()).resolve())
+    return found[0].parent if found else None
+
+
 def jobs_module(start: Path | None = None) -> str | None:
     """The jobs package this project names, or None.
 

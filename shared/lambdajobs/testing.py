@@ -29,7 +29,13 @@ from typing import Any
 from lambdajobs.local.emulator import BatchOutcome, poll_once
 from lambdajobs.local.provision import JobQueues, Provisioned, provision, provision_queues
 from lambdajobs.runtime import aws
-from lambdajobs.runtime.config import QueueAddress, StackConfig, clear_manifest_cache, using
+from lambdajobs.runtime.config import (
+    QueueAddress,
+    StackConfig,
+    clear_manifest_cache,
+    set_process_default,
+    using,
+)
 from lambdajobs.runtime.records import JobStatus, get_status
 from lambdajobs.runtime.spec import JobSpec, get_spec, load_jobs, registered_jobs
 from lambdajobs.runtime.worker import Worker
@@ -68,6 +74,7 @@ class TestStack:
         self._mock: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._using: Any = None
+        self._previous_default: StackConfig | None = None
 
     @property
     def specs(self) -> list[JobSpec]:
@@ -76,7 +83,12 @@ class TestStack:
         return self._specs
 
     def start(self) -> TestStack:
-        from moto import mock_aws
+        try:
+            from moto import mock_aws
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "lambdajobs.testing needs moto: pip install 'lambdajobs[local]'", name="moto"
+            ) from exc
 
         specs = self.specs
         for key, value in FAKE_CREDENTIALS.items():  # never real credentials, even by mistake
@@ -94,12 +106,14 @@ class TestStack:
         self.config = self.provisioned.config(base)
         self._using = using(self.config)
         self._using.__enter__()
+        self._previous_default = set_process_default(self.config)  # threads a job starts, too
         return self
 
     def stop(self) -> None:
         if self._using is not None:
             self._using.__exit__(None, None, None)
             self._using = None
+            set_process_default(self._previous_default)
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
@@ -138,6 +152,7 @@ class TestStack:
         self.config = config
         self._using = using(config)
         self._using.__enter__()
+        set_process_default(config)
 
     def enqueue(self, job: str, payload: Any, **options: Any) -> str:
         """`lambdajobs.enqueue` on this stack."""

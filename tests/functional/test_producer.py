@@ -128,13 +128,34 @@ def test_the_environment_configures_a_producer_with_no_config(stack, monkeypatch
 
     monkeypatch.setenv("LAMBDAJOBS_STACK", stack.stack)
     monkeypatch.setenv("LAMBDAJOBS_JOBS", JOBS_PACKAGE)
-    token = config._current.set(None)
+    token, fallback = config._current.set(None), config.set_process_default(None)
     try:
         # WHEN a producer enqueues with no config THEN it reaches the stack named in the environment
         job_id = enqueue("deliver", message(3))
     finally:
         config._current.reset(token)
+        config.set_process_default(fallback)
     assert [b["id"] for b in all_bodies(stack.provisioned.queues["deliver"].queue_url)] == [job_id]
+
+
+def test_a_thread_a_job_starts_enqueues_to_the_same_stack(stack, declare, clock):
+    # GIVEN a job that enqueues from a thread of its own (a ContextVar is not inherited by threads)
+    import threading
+
+    sent: list[str] = []
+
+    def fan_out(payload: Message) -> None:
+        worker = threading.Thread(target=lambda: sent.append(enqueue("deliver", payload, job_id="fanned")))
+        worker.start()
+        worker.join()
+
+    runner = declare(fan_out, name="fan_out")
+    enqueue("fan_out", message(4))
+    # WHEN it runs
+    assert runner.poll().failed_ids == []
+    # THEN the thread's enqueue reached this stack (not the environment's default stack, 'lambdajobs')
+    assert sent == ["fanned"]
+    assert [b["id"] for b in all_bodies(stack.provisioned.queues["deliver"].queue_url)] == ["fanned"]
 
 
 def test_job_id_is_returned_and_sent(stack):

@@ -249,10 +249,45 @@ def test_each_function_runs_the_librarys_entry_point_with_its_modules(template, 
     assert set(env[ENV_MODULES].split(",")) == modules
 
 
+#: What a function finds beside its asset: the Lambda Python runtime's boto3 (and what it needs) and
+#: the official Powertools layer (Powertools and pydantic, with what they need).
+LAMBDA_PROVIDES = (
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "jmespath",
+    "dateutil",
+    "six",
+    "urllib3",
+    "aws_lambda_powertools",
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "typing_extensions",
+    "typing_inspection",
+)
+
+
+@pytest.fixture(scope="module")
+def lambda_layer(tmp_path_factory) -> Path:
+    """A folder holding only what Lambda and the Powertools layer provide (links into this venv)."""
+    import importlib.util
+
+    folder = tmp_path_factory.mktemp("layer")
+    for name in LAMBDA_PROVIDES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin, name
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        (folder / source.name).symlink_to(source)
+    return folder
+
+
 @pytest.mark.parametrize("job", JOBS)
-def test_the_handler_imports_from_the_asset_alone(synthesized, tmp_path, job):
-    """The asset plus what the layer and runtime provide (Powertools, pydantic, boto3) is enough:
-    the cold start runs with only the asset on the path for project code, and the job is declared."""
+def test_the_handler_runs_from_the_asset_and_what_lambda_provides(synthesized, lambda_layer, tmp_path, job):
+    """A cold start with nothing but the asset and what Lambda provides on the path (no site-packages,
+    no system time zones): the entry point imports, the job is declared, and the runtime's vendored
+    needs work: cron fire times in a time zone (tzdata), data masking (jsonpath-ng)."""
     import subprocess
     import sys
 
@@ -261,15 +296,32 @@ def test_the_handler_imports_from_the_asset_alone(synthesized, tmp_path, job):
     fn = props(template, stack.lambdajobs, stack.lambdajobs.workers[job].function)
     env = {k: v for k, v in fn["Environment"]["Variables"].items() if isinstance(v, str)}
     code = (
-        "import json, sys, lambdajobs.runtime.entry as entry, aws_cron_expression_validator as v\n"
+        "import json, sys\n"
+        "import lambdajobs.runtime.entry\n"
         "from lambdajobs import get_spec\n"
+        "from lambdajobs.runtime.pii import _erase_fields\n"
+        "from lambdajobs.runtime.schedule import parse_schedule\n"
         f"spec = get_spec({job!r})\n"
-        "ours = ('lambdajobs', 'handlers')\n"
-        "mods = [m.__file__ for n, m in sys.modules.items() if n.split('.')[0] in ours]\n"
-        "print(json.dumps(mods + [v.__file__]))"
+        "times = parse_schedule('cron(0 9 * * ? *)', 'America/New_York').next_fire_times(2)\n"
+        "masked = _erase_fields({'to': 'ada@example.com'}, ('to',))\n"
+        "ours = {'lambdajobs', 'handlers', 'tzdata', 'jsonpath_ng', 'pyawscron'}\n"
+        "ours.add('aws_cron_expression_validator')\n"
+        "mods = {n: getattr(m, '__file__', None) for n, m in sys.modules.items()}\n"
+        "mods = {n: f for n, f in mods.items() if n.split('.')[0] in ours}\n"
+        "print(json.dumps({'files': mods, 'masked': masked, 'times': len(times)}))"
     )
-    env |= {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(asset), "AWS_DEFAULT_REGION": "us-east-1"}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    env |= {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": f"{asset}:{lambda_layer}",
+        "PYTHONTZPATH": "",  # no system zoneinfo: time zones must come from the vendored tzdata
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    files = json.loads(out.stdout.strip().splitlines()[-1])
-    assert files and all(f.startswith(str(asset)) for f in files), files
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["masked"] == {"to": "*****"} and found["times"] == 2
+    files = {n: f for n, f in found["files"].items() if f}
+    assert {n.split(".")[0] for n in files} >= {"lambdajobs", "tzdata", "jsonpath_ng", "pyawscron"}
+    assert all(f.startswith(str(asset)) for f in files.values()), files

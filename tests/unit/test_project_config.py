@@ -80,3 +80,27 @@ def test_the_command_without_the_cli_extra_says_which_extra_to_install():
     # THEN one line names the extra, and no traceback
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip() == "error: the lambdajobs command needs typer: pip install 'lambdajobs[cli]'"
+
+
+def test_the_cli_imports_the_jobs_package_from_the_project_folder_when_run_below_it(tmp_path, monkeypatch):
+    import sys
+
+    # GIVEN a project whose pyproject names its jobs package, and a shell in a subfolder (docs/)
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "subdir_probe_jobs"\n')
+    (tmp_path / "subdir_probe_jobs").mkdir()
+    (tmp_path / "subdir_probe_jobs" / "__init__.py").write_text("")
+    (tmp_path / "subdir_probe_jobs" / "ticks.py").write_text(
+        "from pydantic import BaseModel\nfrom lambdajobs import cron\n\n\n"
+        "class Tick(BaseModel):\n    pass\n\n\n"
+        "@cron('rate(5 minutes)')\ndef subdir_probe_tick(payload: Tick) -> None:\n    pass\n"
+    )
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path / "docs")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    # WHEN a command loads the jobs THEN the package is found in the project folder
+    from lambdajobs.runtime.spec import isolated_registry
+
+    with isolated_registry():  # its job must not stay declared for other tests
+        result = CliRunner().invoke(app, ["cron", "list"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "subdir_probe_tick" in result.output and "rate(5 minutes)" in result.output

@@ -499,3 +499,27 @@ def test_isolated_registry_restores_the_process_registry():
 
     # THEN the process registry is back as it was
     assert [spec.name for spec in registered_jobs()] == before
+
+
+def test_a_jobs_package_folder_without_init_is_refused_with_its_name(tmp_path, monkeypatch):
+    # GIVEN a jobs package with a subfolder of modules but no __init__.py (its jobs would be skipped)
+    from lambdajobs import ConfigurationError
+    from lambdajobs.runtime.spec import load_jobs
+
+    (tmp_path / "probe_ns" / "billing").mkdir(parents=True)
+    (tmp_path / "probe_ns" / "__init__.py").write_text("")
+    (tmp_path / "probe_ns" / "billing" / "invoices.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # THEN loading it says which folder needs one
+    with isolated_registry(), pytest.raises(ConfigurationError, match=r"probe_ns/billing .*no __init__.py"):
+        load_jobs("probe_ns")
+
+
+def test_a_package_loaded_inside_an_isolated_registry_is_loaded_again_after_it():
+    from lambdajobs.runtime.spec import load_jobs
+
+    # GIVEN the test jobs package loaded inside an isolated block (its jobs land there only)
+    with isolated_registry():
+        load_jobs("tests.jobs")
+    # WHEN a job of it is looked up by name afterwards THEN the package is searched again and found
+    assert get_spec("deliver", jobs="tests.jobs").name == "deliver"

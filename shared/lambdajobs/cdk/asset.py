@@ -82,12 +82,20 @@ def _imports(module: str, path: Path) -> set[str]:
 
 def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
     """`modules` and every module of `jobs_package` they import (transitively), with the package
-    `__init__` modules on the way: what importing `modules` needs from the jobs package."""
+    `__init__` modules on the way (those above the jobs package too, for a dotted one such as
+    `myapp.jobs`): what importing `modules` needs from your code.
+
+    Raises:
+        ConfigurationError: one of them imports a module of your project outside the jobs package
+            (same top-level package): it would not ship, and the function would fail at cold start.
+    """
+    top = jobs_package.split(".")[0]
+    parents = {".".join(jobs_package.split(".")[:i]) for i in range(1, jobs_package.count(".") + 1)}
 
     def inside(name: str) -> bool:
         return name == jobs_package or name.startswith(f"{jobs_package}.")
 
-    todo = [m for m in modules if inside(m)]
+    todo = [m for m in modules if inside(m)] + sorted(parents)
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -96,7 +104,15 @@ def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
         seen.add(name)
         parts = name.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)) if inside(".".join(parts[:i])))
-        todo.extend(m for m in _imports(name, module_path(name)) if inside(m) and m not in seen)
+        for imported in _imports(name, module_path(name)):
+            if inside(imported):
+                if imported not in seen:
+                    todo.append(imported)
+            elif imported.split(".")[0] == top and imported not in parents and _is_module(imported):
+                raise ConfigurationError(
+                    f"{name} imports {imported}, which is outside the jobs package '{jobs_package}' and "
+                    f"would not ship with the function; move it into the jobs package."
+                )
     return sorted(seen)
 
 

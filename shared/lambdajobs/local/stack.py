@@ -8,8 +8,9 @@ one-time schedules.
 
 Nothing here writes `os.environ`: the stack's `config` (endpoint, credentials, resources) is passed
 to the worker, the emulator and the scheduler, and the worker binds it while a job runs, so a job's
-own `enqueue` or `ctx.client("s3")` reaches this stack. `environment()` is what another shell
-exports to reach it.
+own `enqueue` or `ctx.client("s3")` reaches this stack; while the stack runs it is also the process's
+fallback configuration (`set_process_default`), for threads a job starts itself. `environment()` is
+what another shell exports to reach it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.provision import Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
-from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.config import StackConfig, set_process_default
 from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME
 from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
 
@@ -72,6 +73,7 @@ class LocalStack:
         self.config = StackConfig(stack=stack, jobs=jobs)
         self.mappings: dict[str, EventSourceMapping] = {}
         self.scheduler: LocalScheduler | None = None
+        self._previous_default: StackConfig | None = None
 
     @property
     def specs(self) -> list[JobSpec]:
@@ -114,6 +116,9 @@ class LocalStack:
         )
         self.provisioned = provision(specs, stack=self.stack, config=base)
         self.config = self.provisioned.config(base)
+        # Threads a job starts itself see no bound configuration: they fall back to this stack, never
+        # to real AWS.
+        self._previous_default = set_process_default(self.config)
         if self.log_file:
             route_worker_logs(self.log_file)
         return self
@@ -167,6 +172,7 @@ class LocalStack:
         if self.server:
             self.server.stop()
             self.server = None
+            set_process_default(self._previous_default)
 
     def __enter__(self) -> LocalStack:
         return self.start()

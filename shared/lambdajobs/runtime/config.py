@@ -234,6 +234,17 @@ def clear_manifest_cache() -> None:
 
 _current: ContextVar[StackConfig | None] = ContextVar("lambdajobs_config", default=None)
 _from_env: dict[tuple[tuple[str, str], ...], StackConfig] = {}
+#: The process-wide fallback: set by the local stack and the test harness, so that code in threads a
+#: job starts itself (a ContextVar is not inherited by new threads) still reaches their stack.
+_process_default: StackConfig | None = None
+
+
+def set_process_default(config: StackConfig | None) -> StackConfig | None:
+    """Make `config` what `current()` falls back to in every thread with nothing bound (None: the
+    environment again); returns the previous fallback, to restore it."""
+    global _process_default
+    previous, _process_default = _process_default, config
+    return previous
 
 
 def _ours(key: str) -> bool:
@@ -241,12 +252,15 @@ def _ours(key: str) -> bool:
 
 
 def current() -> StackConfig:
-    """The configuration in effect: the one bound with `using(...)` (the worker binds its own while a
-    job runs, so a job's `enqueue` reaches its own stack), else the one the environment describes
-    (built once per distinct environment)."""
+    """The configuration in effect: the one bound with `using(...)` in this thread (the worker binds
+    its own while a job runs, so a job's `enqueue` reaches its own stack), else the process-wide one
+    a local stack or test stack set (`set_process_default`), else the one the environment describes
+    (built once per distinct environment: what a Lambda function has)."""
     bound = _current.get()
     if bound is not None:
         return bound
+    if _process_default is not None:
+        return _process_default
     key = tuple(sorted((k, v) for k, v in os.environ.items() if _ours(k)))
     found = _from_env.get(key)
     if found is None:

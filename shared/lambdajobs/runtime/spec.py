@@ -469,7 +469,8 @@ def get_spec(job_ref: JobRef, *, jobs: str | None = None) -> JobSpec:
         where = (
             f"it is not declared in jobs module '{jobs}'"
             if jobs
-            else "no jobs module is configured ([tool.lambdajobs] jobs, --jobs, or LAMBDAJOBS_JOBS)"
+            else "no jobs module is configured here (pass the Job object, or config=StackConfig(jobs=...), "
+            "or set LAMBDAJOBS_JOBS)"
         )
         raise UnknownJobError(
             f"unknown job '{job_ref}': {where} (declared jobs: {known}); check the name, or import "
@@ -508,6 +509,7 @@ def load_jobs(module: str) -> list[JobSpec]:
         raise  # the package exists but something it imports does not: say so
     modules = [package]
     if hasattr(package, "__path__"):
+        _check_regular_packages(module, package)
         for info in pkgutil.walk_packages(package.__path__, prefix=f"{module}."):
             modules.append(importlib.import_module(info.name))
     for found in modules:  # modules imported before (then registry cleared): register their jobs again
@@ -516,6 +518,29 @@ def load_jobs(module: str) -> list[JobSpec]:
                 _REGISTRY[value.name] = value.spec
     _loaded.add(module)
     return jobs_in(module)
+
+
+def _check_regular_packages(module: str, package: Any) -> None:
+    """Every folder of a jobs package needs an `__init__.py`: module discovery and the per-function
+    assets skip folders without one (namespace packages), which would leave their jobs out silently.
+
+    Raises:
+        ConfigurationError: naming the folder that lacks its `__init__.py`.
+    """
+    from pathlib import Path
+
+    if getattr(package, "__file__", None) is None:
+        raise ConfigurationError(
+            f"jobs package '{module}' has no __init__.py (a namespace package); add an empty one."
+        )
+    root = Path(package.__file__).parent
+    for folder in sorted({p.parent for p in root.rglob("*.py")}):
+        if "__pycache__" in folder.parts or (folder / "__init__.py").exists():
+            continue
+        raise ConfigurationError(
+            f"folder {folder} of jobs package '{module}' holds Python modules but no __init__.py, so "
+            f"their jobs would not be found; add an empty __init__.py there."
+        )
 
 
 def jobs_in(module: str) -> list[JobSpec]:
@@ -538,7 +563,7 @@ def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
     the block starts with the jobs already declared; either way they are restored on exit. Inside
     the block an unknown name never loads a jobs package (its jobs would land here and be lost)."""
     global _isolated
-    saved, saved_isolated = dict(_REGISTRY), _isolated
+    saved, saved_isolated, saved_loaded = dict(_REGISTRY), _isolated, set(_loaded)
     _isolated = True
     if not keep:
         _REGISTRY.clear()
@@ -548,3 +573,5 @@ def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
         _REGISTRY.clear()
         _REGISTRY.update(saved)
         _isolated = saved_isolated
+        _loaded.clear()  # a package loaded inside the block registered its jobs there only
+        _loaded.update(saved_loaded)
