@@ -7,10 +7,15 @@ Fails (exit 1) when cdk-nag reports an unsuppressed error.
 import sys
 
 from infra.app import build_app
+from lambdajobs import LambdaJobsError
 from lambdajobs.cdk import nag_errors
 
 if __name__ == "__main__":
-    app, _ = build_app()
+    try:
+        app, _ = build_app()
+    except LambdaJobsError as exc:  # a bad declaration or option: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     errors = nag_errors(app.synth())
     for error in errors:
         print(f"error: {error}", file=sys.stderr)

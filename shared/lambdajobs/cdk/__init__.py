@@ -26,6 +26,13 @@ def _use_wheel_node() -> None:
 
 _use_wheel_node()
 
+try:
+    import aws_cdk  # noqa: F401
+except ModuleNotFoundError as exc:  # say which extra, not just which module
+    raise ModuleNotFoundError(
+        "lambdajobs.cdk needs aws-cdk-lib and constructs: pip install 'lambdajobs[cdk]'", name=exc.name
+    ) from exc
+
 from lambdajobs.cdk.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
 from lambdajobs.cdk.job_worker import JobWorker  # noqa: E402
 from lambdajobs.cdk.monitoring import Monitoring  # noqa: E402
