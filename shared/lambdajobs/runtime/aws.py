@@ -19,6 +19,7 @@ class Connection(NamedTuple):
     profile: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
+    session_token: str | None = None
 
 
 DEFAULT = Connection()
@@ -44,6 +45,7 @@ def client(service: str, connection: Connection = DEFAULT) -> Any:
                 endpoint_url=connection.endpoint_url,
                 aws_access_key_id=connection.access_key_id,
                 aws_secret_access_key=connection.secret_access_key,
+                aws_session_token=connection.session_token,
                 config=Config(retries={"mode": "standard", "max_attempts": 5}),
             )
         return _clients[key]

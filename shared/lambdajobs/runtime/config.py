@@ -67,12 +67,14 @@ class StackConfig:
     """
 
     stack: str = DEFAULT_STACK_NAME
-    #: Region, endpoint (the local stack's), profile and credentials; None: boto3's defaults.
+    #: Region, endpoint (the local stack's), profile and credentials (a role's temporary ones with a
+    #: session token); None: boto3's defaults.
     region: str | None = None
     endpoint_url: str | None = None
     profile: str | None = None
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
     #: The package that declares the jobs (e.g. "myjobs"): searched when a job name is unknown.
     jobs: str | None = None
     #: Resource names already known (Lambda's environment, the local stack); the rest come from SSM.
@@ -129,7 +131,12 @@ class StackConfig:
     @property
     def connection(self) -> aws.Connection:
         return aws.Connection(
-            self.region, self.endpoint_url, self.profile, self.access_key_id, self.secret_access_key
+            self.region,
+            self.endpoint_url,
+            self.profile,
+            self.access_key_id,
+            self.secret_access_key,
+            self.session_token,
         )
 
     def client(self, service: str) -> Any:
