@@ -1,6 +1,6 @@
 """This project's CDK app, composed from `lambdajobs.cdk` exactly as a user would compose theirs.
 
-Options come from cdk.json's context (stack_name, powertools_layer_version, log_retention_days,
+Options come from cdk.json's context (stack_name, powertools_version, log_retention_days,
 alarm_email); the jobs package is named once, in pyproject.toml (`[tool.lambdajobs] jobs`).
 """
 
@@ -32,7 +32,7 @@ def build_app(
         name,
         stack_name=name,
         jobs=require_jobs_module(option("jobs"), start=ROOT),
-        powertools_layer_version=int(option("powertools_layer_version", 27)),
+        powertools_version=option("powertools_version"),  # default: the installed Powertools
         log_retention_days=int(option("log_retention_days", 30)),
         alarm_email=option("alarm_email"),
         env=Environment(),  # account/region from the deploying profile

@@ -121,3 +121,20 @@ def test_alarm_topic_requires_tls_and_mails_the_given_address(template, stack):
         s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
     )
+
+
+def test_cloudwatch_may_publish_this_accounts_alarms_to_the_topic(template, stack):
+    # The TLS-only policy replaces the topic's default policy: without an explicit allow, CloudWatch
+    # is refused (sns:Publish not authorized) and no alarm is ever delivered.
+    topic = logical_id(stack, stack.monitoring.topic)
+    [policy] = [
+        p
+        for p in resources(template, "AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic} in p["Properties"]["Topics"]
+    ]
+    [allow] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert allow["Action"] == "sns:Publish" and allow["Resource"] == {"Ref": topic}
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    source = json.dumps(allow["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert ":cloudwatch:" in source and ":alarm:*" in source and "AWS::AccountId" in source

@@ -160,8 +160,42 @@ def test_producer_policy_can_enqueue_schedule_and_read_status_only(template, sta
         "ssm:GetParameter",
         "dynamodb:GetItem",
         "scheduler:CreateSchedule",
+        "scheduler:GetSchedule",  # a retried run_at with the same job id reads the existing schedule
         "iam:PassRole",
     }
     [pass_role] = [s for s in doc if s["Action"] == "iam:PassRole"]
     assert ref_ids(pass_role["Resource"]) == {logical_id(stack, stack.scheduler_role)}
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_schedule_groups_go_with_the_stack(template, stack):
+    # Retained groups with fixed names make the next deploy of the stack fail, and their one-time
+    # schedules keep firing at deleted queues.
+    for group in (stack.cron_group, stack.one_time_group):
+        resource = template["Resources"][logical_id(stack, group)]
+        assert resource["DeletionPolicy"] == "Delete" and resource["UpdateReplacePolicy"] == "Delete"
+
+
+def test_only_scheduler_for_the_one_time_group_may_assume_its_role(template, stack):
+    role = props(template, stack, stack.scheduler_role)
+    [trust] = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {
+        "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+        "aws:SourceArn": {"Fn::GetAtt": [logical_id(stack, stack.one_time_group), "Arn"]},
+    }
+
+
+def test_a_job_that_enqueues_can_schedule_them_for_later(template, stack):
+    from lambdajobs.runtime.settings import ENV_SCHEDULER_DLQ_ARN, ENV_SCHEDULER_GROUP, ENV_SCHEDULER_ROLE_ARN
+
+    env = props(template, stack, stack.workers["daily_report"].function)["Environment"]["Variables"]
+    assert env[ENV_SCHEDULER_GROUP] == stack.one_time_group.schedule_group_name
+    assert ref_ids(env[ENV_SCHEDULER_ROLE_ARN]) == {logical_id(stack, stack.scheduler_role)}
+    assert ref_ids(env[ENV_SCHEDULER_DLQ_ARN]) == {logical_id(stack, stack.scheduler_dlq)}
+    assert ref_ids(env["LAMBDAJOBS_QUEUE_ARN_SEND_EMAIL"]) == {
+        logical_id(stack, stack.workers["send_email"].queue)
+    }
+    # a job that enqueues nothing gets none of it
+    other = props(template, stack, stack.workers["send_email"].function)["Environment"]["Variables"]
+    assert ENV_SCHEDULER_GROUP not in other

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from lambdajobs.runtime.settings import manifest_parameter
 from lambdajobs.runtime.spec import get_spec, load_jobs
 
 JOBS = [spec.name for spec in load_jobs("handlers")]
+POWERTOOLS = importlib.metadata.version("aws-lambda-powertools")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -97,7 +99,7 @@ def test_worker_function(template, stack, job):
     spec, worker = get_spec(job), stack.workers[job]
     fn = props(template, stack, worker.function)
     assert fn["Architectures"] == ["arm64"]
-    assert fn["Runtime"] == "python3.13"
+    assert fn["Runtime"] == "python3.14"
     assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
     assert fn["Timeout"] == spec.timeout_seconds
     assert fn["MemorySize"] == spec.memory_mb
@@ -107,9 +109,22 @@ def test_worker_function(template, stack, job):
     assert ref_ids(env["LAMBDAJOBS_TABLE"]) == {logical_id(stack, stack.table)}
     assert ref_ids(env[f"LAMBDAJOBS_DLQ_URL_{job.upper()}"]) == {logical_id(stack, worker.dead_letter_queue)}
     assert ref_ids(env[f"LAMBDAJOBS_QUEUE_URL_{job.upper()}"]) == {logical_id(stack, worker.queue)}
-    # Powertools (and pydantic) come from the official public layer: synth needs no network
+    # Powertools (and pydantic) come from the official public layer, its ARN resolved at deploy time
+    # from AWS's public SSM parameter for the Powertools installed here and the function's runtime
     [layer] = fn["Layers"]
-    assert "017000801446:layer:AWSLambdaPowertoolsPythonV3-python313-arm64:" in json.dumps(layer)
+    parameter = template["Parameters"][layer["Ref"]]
+    assert parameter["Type"] == "AWS::SSM::Parameter::Value<String>"
+    assert parameter["Default"] == f"/aws/service/powertools/python/arm64/{fn['Runtime']}/{POWERTOOLS}"
+
+
+def test_the_layer_is_the_powertools_the_tests_ran():
+    from aws_lambda_powertools.shared.version import VERSION
+
+    from lambdajobs.cdk.stack import powertools_layer_parameter
+
+    # the Powertools these tests import is the one the deployed functions get, for their runtime
+    assert powertools_layer_parameter() == f"/aws/service/powertools/python/arm64/python3.14/{VERSION}"
+    assert powertools_layer_parameter("3.23.0") == "/aws/service/powertools/python/arm64/python3.14/3.23.0"
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -156,9 +171,12 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
         for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     granted: dict[str, set[str]] = {}
+    scheduling = [s for s in statements if "scheduler:CreateSchedule" in s["Action"]]
     for s in statements:
         assert s["Effect"] == "Allow"
         assert s["Resource"] != "*" and "*" not in json.dumps(s["Action"])
+        if s in scheduling:
+            continue
         for target in ref_ids(s["Resource"]):
             actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
             granted.setdefault(target, set()).update(actions)
@@ -185,6 +203,16 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
         expected[table] = expected[table] | {"dynamodb:Query"}
     if "bucket" in spec.uses:
         expected[logical_id(stack, stack.bucket)] = {"s3:GetObject", "s3:PutObject"}
+    if spec.enqueues:  # enqueue(run_at=...) of those jobs: one-time schedules in the stack's group
+        expected[logical_id(stack, stack.scheduler_role)] = {"iam:PassRole"}
+        [schedules] = scheduling
+        assert sorted(schedules["Action"]) == ["scheduler:CreateSchedule", "scheduler:GetSchedule"]
+        assert (
+            schedules["Resource"]["Fn::Join"][1][-1]
+            == f":schedule/{stack.one_time_group.schedule_group_name}/*"
+        )
+    else:
+        assert scheduling == []
     assert granted == expected
 
 

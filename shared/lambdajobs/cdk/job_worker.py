@@ -35,7 +35,8 @@ from lambdajobs.runtime.spec import JobSpec
 
 DLQ_RETENTION = Duration.seconds(DLQ_RETENTION_SECONDS)  # longer than the source: see settings
 QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
-RUNTIME = lambda_.Runtime.PYTHON_3_13
+#: The newest Python Lambda runs and the official Powertools layer is published for (python3.14).
+RUNTIME = lambda_.Runtime.PYTHON_3_14
 #: The library's own entry point: every function runs it; LAMBDAJOBS_JOB says which job.
 HANDLER = "lambdajobs.runtime.entry.lambda_handler"
 

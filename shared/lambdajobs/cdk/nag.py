@@ -30,14 +30,26 @@ def suppress(stack: LambdaJobs) -> None:
                     "(CloudWatch Logs create stream / put events); the log group and its retention are ours.",
                     applies_to=[BASIC_EXECUTION],
                 ),
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="python3.13 is the newest runtime the official Powertools layer "
-                    "(AWSLambdaPowertoolsPythonV3-python313-arm64) is built for; move both together.",
-                ),
             ],
             apply_to_children=True,
         )
+        if worker.spec.enqueues:
+            NagSuppressions.add_resource_suppressions(
+                worker.function,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason=f"job {job} enqueues other jobs and may schedule them for later "
+                        f"(enqueue(..., run_at=...)): one-time schedules are named per job id at run time, "
+                        f"in the stack's one-time group only.",
+                        applies_to=[
+                            "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
+                            f"{stack.one_time_group.schedule_group_name}/*"
+                        ],
+                    )
+                ],
+                apply_to_children=True,
+            )
         if "bucket" in worker.spec.uses:
             NagSuppressions.add_resource_suppressions(
                 worker.function,

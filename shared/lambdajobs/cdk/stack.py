@@ -23,27 +23,46 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from lambdajobs.cdk.asset import modules_for, stage_function_asset
-from lambdajobs.cdk.job_worker import JobWorker
+from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
+    ENV_SCHEDULER_DLQ_ARN,
+    ENV_SCHEDULER_GROUP,
+    ENV_SCHEDULER_ROLE_ARN,
     JOB_STATS_INDEX,
     MANIFEST_PREFIX,
     bucket_prefix,
+    queue_arn_env,
     queue_url_env,
     schedule_group_names,
     stack_manifest_parameter,
 )
 from lambdajobs.runtime.spec import JobSpec, load_jobs
 
-#: The official public Powertools layer (v3, Python 3.13, arm64). It carries Powertools and pydantic,
-#: so the function asset holds only our code and synth needs no network. Override the version with
-#: the `powertools_layer_version` context value in cdk.json.
-POWERTOOLS_ACCOUNT = "017000801446"
-POWERTOOLS_LAYER = "AWSLambdaPowertoolsPythonV3-python313-arm64"
-DEFAULT_POWERTOOLS_LAYER_VERSION = 27
+#: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
+#: only our code. Its ARN is not written here: AWS publishes it per Powertools version, runtime and
+#: architecture in a public SSM parameter, resolved by CloudFormation at deploy time (synthesis stays
+#: offline, and the account and partition are whatever AWS publishes there). The version defaults to
+#: the Powertools installed here, so Lambda runs the Powertools the tests ran.
+POWERTOOLS_PARAMETER = "/aws/service/powertools/python/{arch}/{runtime}/{version}"
+
+
+def installed_powertools_version() -> str:
+    from importlib.metadata import version
+
+    return version("aws-lambda-powertools")
+
+
+def powertools_layer_parameter(version: str | None = None) -> str:
+    """The public SSM parameter holding the Powertools layer ARN for `version` (default: installed)."""
+    return POWERTOOLS_PARAMETER.format(
+        arch="arm64", runtime=RUNTIME.name, version=version or installed_powertools_version()
+    )
+
+
 #: Reports and other job outputs expire from the data bucket after this many days.
 DATA_EXPIRY_DAYS = 90
 _RETENTION = {
@@ -90,7 +109,8 @@ class LambdaJobs(Construct):
 
     Args:
         jobs: your jobs package, e.g. "myjobs" (loaded here; its jobs become workers).
-        powertools_layer_version: version of the official Powertools layer (python3.13, arm64).
+        powertools_version: the Powertools release whose official layer the functions use (default:
+            the one installed here, so Lambda runs what the tests ran).
         log_retention_days: worker log retention (1, 3, 5, 7, 14, 30, 60, 90, 180 or 365).
         alarm_email: an address subscribed to the alarm topic, or None.
         staging_dir: where function assets are staged (default: a temporary folder).
@@ -116,7 +136,7 @@ class LambdaJobs(Construct):
         construct_id_: str,
         *,
         jobs: str,
-        powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION,
+        powertools_version: str | None = None,
         log_retention_days: int = 30,
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
@@ -171,16 +191,40 @@ class LambdaJobs(Construct):
             enforce_ssl=True,
         )
         cron_group_name, once_group_name = schedule_group_names(stack.stack_name)
-        self.cron_group = scheduler.ScheduleGroup(self, "CronSchedules", schedule_group_name=cron_group_name)
+        # Deleted with the stack (with the schedules in them): a group left behind would make the next
+        # deploy of the same stack name fail, and its one-time schedules would keep firing at deleted
+        # queues. Pending run_at jobs are lost on destroy (README: Deploying).
+        self.cron_group = scheduler.ScheduleGroup(
+            self, "CronSchedules", schedule_group_name=cron_group_name, removal_policy=RemovalPolicy.DESTROY
+        )
         self.one_time_group = scheduler.ScheduleGroup(
-            self, "OneTimeSchedules", schedule_group_name=once_group_name
+            self,
+            "OneTimeSchedules",
+            schedule_group_name=once_group_name,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        # The role one-time schedules (enqueue(run_at=...)) run with: only Scheduler acting for this
+        # account's one-time group may assume it; it may only send to the job queues.
+        self.scheduler_role = iam.Role(
+            self,
+            "OneTimeScheduleRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": Aws.ACCOUNT_ID,
+                        "aws:SourceArn": self.one_time_group.schedule_group_arn,
+                    }
+                },
+            ),
+            description="lambdajobs: EventBridge Scheduler sends one-time jobs to their queues",
         )
 
+        self.powertools_parameter = powertools_layer_parameter(powertools_version)
         layer = lambda_.LayerVersion.from_layer_version_arn(
             self,
             "Powertools",
-            f"arn:{Aws.PARTITION}:lambda:{Aws.REGION}:{POWERTOOLS_ACCOUNT}:layer:"
-            f"{POWERTOOLS_LAYER}:{powertools_layer_version}",
+            ssm.StringParameter.value_for_string_parameter(self, self.powertools_parameter),
         )
         for spec in specs:  # a job that enqueues an undeclared job fails before anything is staged
             unknown = [t for t in spec.enqueues if t not in self.specs]
@@ -209,15 +253,6 @@ class LambdaJobs(Construct):
         for spec in specs:
             self._wire(spec)
 
-        # The role one-time schedules (enqueue(run_at=...)) run with: send to the job queues only.
-        self.scheduler_role = iam.Role(
-            self,
-            "OneTimeScheduleRole",
-            assumed_by=iam.ServicePrincipal(
-                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
-            ),
-            description="lambdajobs: EventBridge Scheduler sends one-time jobs to their queues",
-        )
         for worker in self.workers.values():
             worker.queue.grant_send_messages(self.scheduler_role)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
@@ -256,12 +291,21 @@ class LambdaJobs(Construct):
             CfnOutput(self, name, value=value, description=description).override_logical_id(name)
 
     def _wire(self, spec: JobSpec) -> None:
-        """Give a job what it declared beyond its own queue: other jobs' queues, the bucket, stats."""
+        """Give a job what it declared beyond its own queue: other jobs' queues (now or later, with
+        `run_at`), the bucket, stats."""
         fn = self.workers[spec.name].function
         for target in spec.enqueues:
             queue = self.workers[target].queue
             queue.grant_send_messages(fn)
             fn.add_environment(queue_url_env(target), queue.queue_url)
+            fn.add_environment(queue_arn_env(target), queue.queue_arn)
+        if spec.enqueues:
+            # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group.
+            for statement in self._scheduling_statements():
+                fn.add_to_role_policy(statement)
+            fn.add_environment(ENV_SCHEDULER_ROLE_ARN, self.scheduler_role.role_arn)
+            fn.add_environment(ENV_SCHEDULER_GROUP, self.one_time_group.schedule_group_name)
+            fn.add_environment(ENV_SCHEDULER_DLQ_ARN, self.scheduler_dlq.queue_arn)
         if "bucket" in spec.uses:
             # Each job reads and writes under its own prefix of the data bucket, nothing else.
             fn.add_to_role_policy(
@@ -305,23 +349,31 @@ class LambdaJobs(Construct):
                     ],
                 ),
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
-                iam.PolicyStatement(
-                    actions=["scheduler:CreateSchedule"],
-                    resources=[
-                        stack.format_arn(
-                            service="scheduler",
-                            resource="schedule",
-                            resource_name=f"{self.one_time_group.schedule_group_name}/*",
-                        )
-                    ],
-                ),
-                iam.PolicyStatement(
-                    actions=["iam:PassRole"],
-                    resources=[self.scheduler_role.role_arn],
-                    conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
-                ),
+                *self._scheduling_statements(),
             ],
         )
+
+    def _scheduling_statements(self) -> list[iam.PolicyStatement]:
+        """What `enqueue(..., run_at=...)` calls: CreateSchedule, and GetSchedule when the job id is
+        already scheduled (a producer's retry), in the one-time group only; PassRole of its role."""
+        stack = Stack.of(self)
+        return [
+            iam.PolicyStatement(
+                actions=["scheduler:CreateSchedule", "scheduler:GetSchedule"],
+                resources=[
+                    stack.format_arn(
+                        service="scheduler",
+                        resource="schedule",
+                        resource_name=f"{self.one_time_group.schedule_group_name}/*",
+                    )
+                ],
+            ),
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.scheduler_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+            ),
+        ]
 
     @property
     def stack_name(self) -> str:
@@ -353,7 +405,7 @@ class LambdaJobsStack(Stack):
         construct_id_: str,
         *,
         jobs: str,
-        powertools_layer_version: int = DEFAULT_POWERTOOLS_LAYER_VERSION,
+        powertools_version: str | None = None,
         log_retention_days: int = 30,
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
@@ -364,7 +416,7 @@ class LambdaJobsStack(Stack):
             self,
             "LambdaJobs",
             jobs=jobs,
-            powertools_layer_version=powertools_layer_version,
+            powertools_version=powertools_version,
             log_retention_days=log_retention_days,
             alarm_email=alarm_email,
             staging_dir=staging_dir,
