@@ -191,11 +191,12 @@ def test_metrics_per_job_are_emitted_as_emf(deliver_runner, sink, clock, capsys)
     enqueue("deliver", message("not-an-address"))
     # WHEN the worker runs them
     deliver_runner.poll()
-    # THEN one EMF document carries the counts and the duration, with the job as dimension
+    # THEN one EMF document carries the counts and the duration, with the job and the stack as
+    # dimensions (staging and prod in one account do not mix)
     [emf] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    assert emf["job"] == "deliver"
+    assert (emf["job"], emf["stack"]) == ("deliver", "test")
     assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "LambdaJobs"
-    assert ["job", "service"] in emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+    assert sorted(emf["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == ["job", "service", "stack"]
     assert (emf["JobSucceeded"], emf["JobFailed"], emf["JobDeadLettered"]) == ([1.0], [1.0], [1.0])
     assert len(emf["JobDuration"]) == 2
 

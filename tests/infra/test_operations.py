@@ -72,7 +72,9 @@ def test_dashboard_has_a_row_per_job(template, stack, job):
         assert metric in body
     assert '\\"stat\\":\\"p99\\"' in body
     for name in ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered"):
-        assert f'[\\"LambdaJobs\\",\\"{name}\\",\\"job\\",\\"{job}\\",\\"service\\",\\"lambdajobs\\"' in body
+        # the stack is a dimension: staging and prod in one account keep their own figures
+        dims = f'\\"job\\",\\"{job}\\",\\"service\\",\\"lambdajobs\\",\\"stack\\",\\"{stack.stack_name}\\"'
+        assert f'[\\"LambdaJobs\\",\\"{name}\\",{dims}' in body
     assert logical_id(stack, worker.dead_letter_queue) in body and logical_id(stack, worker.function) in body
 
 
@@ -80,13 +82,15 @@ def test_dashboard_has_a_row_per_job(template, stack, job):
 def test_alarms_follow_the_declaration_and_notify_the_topic(template, stack, job):
     limits = get_spec(job).alarms
     alarms = {name: props(template, stack, alarm) for name, alarm in stack.monitoring.alarms[job].items()}
-    assert set(alarms) == {"DeadLetters", "OldestMessage", "QueueDepth", "WorkerErrors"}
     expected = {
         "DeadLetters": ("ApproximateNumberOfMessagesVisible", limits.dlq_messages_above),
+        "DeadLetterAge": ("ApproximateAgeOfOldestMessage", limits.dlq_oldest_message_age_seconds_above),
         "OldestMessage": ("ApproximateAgeOfOldestMessage", limits.oldest_message_age_seconds_above),
         "QueueDepth": ("ApproximateNumberOfMessagesVisible", limits.queue_depth_above),
         "WorkerErrors": ("Errors", limits.worker_errors_above),
+        "WorkerThrottles": ("Throttles", limits.worker_throttles_above),
     }
+    assert set(alarms) == set(expected)
     topic = logical_id(stack, stack.monitoring.topic)
     worker = stack.workers[job]
     for name, (metric, threshold) in expected.items():
@@ -98,6 +102,18 @@ def test_alarms_follow_the_declaration_and_notify_the_topic(template, stack, job
     assert ref_ids(alarms["DeadLetters"]["Dimensions"]) == {logical_id(stack, worker.dead_letter_queue)}
     assert ref_ids(alarms["QueueDepth"]["Dimensions"]) == {logical_id(stack, worker.queue)}
     assert ref_ids(alarms["WorkerErrors"]["Dimensions"]) == {logical_id(stack, worker.function)}
+    # dead letters are looked at before the DLQ's 14 days delete them; throttles use up attempts
+    assert ref_ids(alarms["DeadLetterAge"]["Dimensions"]) == {logical_id(stack, worker.dead_letter_queue)}
+    assert limits.dlq_oldest_message_age_seconds_above < 14 * 86400
+    assert ref_ids(alarms["WorkerThrottles"]["Dimensions"]) == {logical_id(stack, worker.function)}
+
+
+def test_undelivered_scheduled_runs_alarm_and_show(template, stack):
+    alarm = props(template, stack, stack.monitoring.scheduler_alarm)
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible" and alarm["Threshold"] == 0
+    assert ref_ids(alarm["Dimensions"]) == {logical_id(stack, stack.scheduler_dlq)}
+    assert ref_ids(alarm["AlarmActions"]) == {logical_id(stack, stack.monitoring.topic)}
+    assert "scheduler: undelivered runs" in dashboard_body(template)
 
 
 def test_defaults_and_a_per_job_override():

@@ -120,6 +120,12 @@ class JobWorker(Construct):
             timeout=Duration.seconds(spec.timeout_seconds),
             memory_size=spec.memory_mb,
             log_group=log_group,
+            # Lambda's JSON log format: platform lines are JSON too, and the levels filter at the source
+            # (Powertools' Logger follows the application level).
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            reserved_concurrent_executions=spec.reserved_concurrency,
             description=f"lambdajobs worker for job {spec.name}",
             environment={
                 ENV_JOB: spec.name,

@@ -10,6 +10,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from lambdajobs.cdk.job_worker import JobWorker
@@ -20,12 +21,12 @@ FIVE_MINUTES = Duration.minutes(5)
 JOB_METRICS = ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered")
 
 
-def job_metric(job: str, name: str) -> cw.Metric:
-    """A metric the worker emits (EMF, Powertools: dimensions job and service)."""
+def job_metric(stack: str, job: str, name: str) -> cw.Metric:
+    """A metric the worker emits (EMF, Powertools: dimensions job, stack and service)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
-        dimensions_map={"job": job, "service": SERVICE_NAME},
+        dimensions_map={"job": job, "stack": stack, "service": SERVICE_NAME},
         statistic="Sum",
         period=ONE_MINUTE,
         label=name.removeprefix("Job").lower(),
@@ -52,6 +53,7 @@ class Monitoring(Construct):
         *,
         workers: Mapping[str, JobWorker],
         alarm_email: str | None = None,
+        scheduler_dlq: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -86,6 +88,29 @@ class Monitoring(Construct):
         for job, worker in sorted(workers.items()):
             self.dashboard.add_widgets(*self._row(job, worker))
             self.alarms[job] = self._alarms(job, worker)
+        self.scheduler_alarm: cw.Alarm | None = None
+        if scheduler_dlq is not None:
+            # Scheduled runs Scheduler could not deliver to a queue (after 185 tries or 24 hours).
+            undelivered = scheduler_dlq.metric_approximate_number_of_messages_visible(
+                period=ONE_MINUTE, statistic="Maximum", label="undelivered runs"
+            )
+            self.dashboard.add_widgets(
+                cw.GraphWidget(title="scheduler: undelivered runs (its DLQ)", left=[undelivered], width=24)
+            )
+            self.scheduler_alarm = scheduler_dlq.metric_approximate_number_of_messages_visible(
+                period=ONE_MINUTE, statistic="Maximum"
+            ).create_alarm(
+                self,
+                "SchedulerDeadLetters",
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description="lambdajobs: scheduled runs EventBridge Scheduler could not deliver "
+                "(the Scheduler DLQ holds them). Runbook: README.",
+            )
+            self.scheduler_alarm.add_alarm_action(actions.SnsAction(self.topic))
+            self.scheduler_alarm.add_ok_action(actions.SnsAction(self.topic))
 
     def _row(self, job: str, worker: JobWorker) -> list[cw.IWidget]:
         queue, dlq, fn = worker.queue, worker.dead_letter_queue, worker.function
@@ -106,6 +131,7 @@ class Monitoring(Construct):
                 left=[
                     dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="DLQ depth")
                 ],
+                right=[dlq.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
                 width=3,
             ),
             cw.GraphWidget(
@@ -129,7 +155,7 @@ class Monitoring(Construct):
             ),
             cw.GraphWidget(
                 title=f"{job}: jobs",
-                left=[job_metric(job, name) for name in JOB_METRICS],
+                left=[job_metric(Stack.of(self).stack_name, job, name) for name in JOB_METRICS],
                 width=5,
             ),
         ]
@@ -160,11 +186,27 @@ class Monitoring(Construct):
                 3,
                 "messages waiting, for 3 minutes",
             ),
+            # The DLQ deletes a message 14 days after its first enqueue: look before that.
+            "DeadLetterAge": (
+                limits.dlq_oldest_message_age_seconds_above,
+                worker.dead_letter_queue.metric_approximate_age_of_oldest_message(
+                    period=FIVE_MINUTES, statistic="Maximum"
+                ),
+                1,
+                "seconds the oldest dead letter has been kept (deleted at 14 days)",
+            ),
             "WorkerErrors": (
                 limits.worker_errors_above,
                 worker.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
                 1,
                 "worker invocations that crashed or timed out, in 5 minutes",
+            ),
+            # Throttled invocations still consume receives: good jobs can reach the DLQ.
+            "WorkerThrottles": (
+                limits.worker_throttles_above,
+                worker.function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+                1,
+                "throttled worker invocations, in 5 minutes",
             ),
         }
         made: dict[str, cw.Alarm] = {}

@@ -257,7 +257,13 @@ class LambdaJobs(Construct):
             worker.queue.grant_send_messages(self.scheduler_role)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
         self.producer_policy = self._producer_policy()
-        self.monitoring = Monitoring(self, "Monitoring", workers=self.workers, alarm_email=alarm_email)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            workers=self.workers,
+            alarm_email=alarm_email,
+            scheduler_dlq=self.scheduler_dlq,
+        )
 
         ssm.StringParameter(
             self,

@@ -9,14 +9,18 @@ from dataclasses import dataclass
 class Alarms:
     """When to page someone about a job. `None` turns one alarm off.
 
-    Defaults: any message in the DLQ; a message waiting over 15 minutes; over 1000 messages waiting
-    (for 3 minutes); any worker error (an invocation that crashed or timed out) in 5 minutes.
+    Defaults: any message in the DLQ; a failed job in the DLQ for over 10 days (the DLQ deletes it
+    after 14, counted from its first enqueue); a message waiting over 15 minutes; over 1000 messages
+    waiting (for 3 minutes); any worker error (an invocation that crashed or timed out) or throttle
+    in 5 minutes (throttles use up attempts).
     """
 
     dlq_messages_above: int | None = 0
+    dlq_oldest_message_age_seconds_above: int | None = 10 * 86_400
     oldest_message_age_seconds_above: int | None = 15 * 60
     queue_depth_above: int | None = 1000
     worker_errors_above: int | None = 0
+    worker_throttles_above: int | None = 0
 
     def check(self, job: str) -> str | None:
         for name, value in vars(self).items():

@@ -58,9 +58,26 @@ QUEUE_RETENTION_SECONDS = 4 * 86_400
 DLQ_RETENTION_SECONDS = 14 * 86_400
 
 
+MAX_QUEUE_NAME = 80  # SQS: letters, digits, '-' and '_', at most 80 characters
+MAX_SCHEDULE_GROUP_NAME = 64  # EventBridge Scheduler group names: at most 64 characters
+
+
 def queue_name(stack: str, job: str) -> str:
-    """A job's queue name. SQS names allow letters, digits, '-' and '_', at most 80 characters."""
-    return f"{stack}-{job}"[:80]
+    """A job's queue name, `<stack>-<job>`.
+
+    Raises:
+        ConfigurationError: longer than SQS allows. Cutting it short could give two jobs (or two
+            stacks) one queue, so the name is refused instead.
+    """
+    name = f"{stack}-{job}"
+    if len(name) > MAX_QUEUE_NAME:
+        from lambdajobs.runtime.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"stack '{stack}' and job '{job}' make the queue name '{name}' of {len(name)} characters; SQS "
+            f"allows {MAX_QUEUE_NAME}: use a shorter stack name (or job name)."
+        )
+    return name
 
 
 def job_for_queue(stack: str, queue_arn_or_name: str) -> str | None:
@@ -96,5 +113,18 @@ def queue_arn_env(job: str) -> str:
 
 
 def schedule_group_names(stack: str) -> tuple[str, str]:
-    """(cron group, one-time group). Scheduler group names: 1 to 64 of [0-9a-zA-Z-_.]."""
-    return f"{stack}-cron"[:64], f"{stack}-once"[:64]
+    """(cron group, one-time group). Scheduler group names: 1 to 64 of [0-9a-zA-Z-_.].
+
+    Raises:
+        ConfigurationError: the stack name makes them longer than Scheduler allows.
+    """
+    names = f"{stack}-cron", f"{stack}-once"
+    if len(names[0]) > MAX_SCHEDULE_GROUP_NAME:
+        from lambdajobs.runtime.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"stack '{stack}' makes the schedule group name '{names[0]}' of {len(names[0])} characters; "
+            f"Scheduler allows {MAX_SCHEDULE_GROUP_NAME}: use a stack name of at most "
+            f"{MAX_SCHEDULE_GROUP_NAME - 5} characters."
+        )
+    return names

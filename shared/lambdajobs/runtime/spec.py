@@ -41,6 +41,7 @@ MAX_BATCHING_WINDOW_SECONDS = 300  # event source mapping maximum batching windo
 MAX_BATCH_SIZE = 10_000  # standard queues; above 10 a batching window >= 1 s is required
 MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000  # ScalingConfig.MaximumConcurrency
 MIN_MEMORY_MB, MAX_MEMORY_MB = 128, 10_240
+MAX_RESERVED_CONCURRENCY = 1000  # the default account concurrency quota; a raised quota allows more
 MAX_RECEIVE_COUNT = 1000  # SQS redrive maxReceiveCount
 USES = frozenset({"bucket", "job_stats"})
 
@@ -65,6 +66,10 @@ class JobSpec:
     max_concurrency: int = 10
     #: Worker memory. Default 256.
     memory_mb: int = 256
+    #: Reserve this many concurrent executions for the worker (opt-in; None: no reservation). At least
+    #: `max_concurrency`: a reservation below it throttles the event source, and throttles consume
+    #: receives, pushing good jobs to the DLQ.
+    reserved_concurrency: int | None = None
     #: Payload fields whose values identify a job. When set, a job id is derived from them unless the
     #: producer gives one, so the same values run once. Default: None (the producer's job id).
     idempotency_key: tuple[str, ...] | None = None
@@ -212,6 +217,16 @@ def _validate(spec: JobSpec) -> None:
         name, "max_concurrency", spec.max_concurrency, MIN_CONCURRENCY, MAX_CONCURRENCY, "MaximumConcurrency"
     )
     _check_range(name, "memory_mb", spec.memory_mb, MIN_MEMORY_MB, MAX_MEMORY_MB, "Lambda memory")
+    if spec.reserved_concurrency is not None:
+        _check_range(
+            name,
+            "reserved_concurrency",
+            spec.reserved_concurrency,
+            spec.max_concurrency,
+            MAX_RESERVED_CONCURRENCY,
+            "at least max_concurrency: less throttles the queue's event source, and throttles use up "
+            "attempts",
+        )
     if spec.batch_size > 10 and spec.max_batching_window_seconds < 1:
         raise DeclarationError(
             f"job '{name}': batch_size={spec.batch_size} needs max_batching_window_seconds >= 1 "
@@ -269,6 +284,7 @@ def job(
     max_batching_window_seconds: int = JobSpec.max_batching_window_seconds,
     max_concurrency: int = JobSpec.max_concurrency,
     memory_mb: int = JobSpec.memory_mb,
+    reserved_concurrency: int | None = None,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
@@ -410,6 +426,7 @@ _INT_OPTIONS = frozenset(
         "max_batching_window_seconds",
         "max_concurrency",
         "memory_mb",
+        "reserved_concurrency",
     }
 )
 

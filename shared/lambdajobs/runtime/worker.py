@@ -170,7 +170,9 @@ class Worker:
         self.config.register_lambda_context(context)
         invocation = _Invocation(context)
         if self._metrics_on():
-            metrics.add_dimension(name="job", value=spec.name)  # cleared by every flush
+            # cleared by every flush; the stack keeps staging and prod apart in one account's namespace
+            metrics.add_dimension(name="job", value=spec.name)
+            metrics.add_dimension(name="stack", value=self.stack_config.stack)
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
         # instead of failing the invocation (same retries, clearer errors).
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -1,0 +1,137 @@
+"""The constructs on a project of their own (not this repository's jobs): options a real account needs,
+and the hook for per-job permissions and environment."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from pydantic import BaseModel
+
+from lambdajobs import ConfigurationError, DeclarationError
+from lambdajobs.runtime.spec import isolated_registry
+
+JOBS = """
+from pydantic import BaseModel
+
+from lambdajobs import job
+
+
+class Invoice(BaseModel):
+    order_id: str
+
+
+@job(max_concurrency=10, reserved_concurrency=20)
+def send_invoice(payload: Invoice) -> None:
+    pass
+"""
+
+
+@pytest.fixture(scope="module")
+def acme(tmp_path_factory):
+    """A synthesized stack of a small jobs package, with a per-job permission and variable added
+    through the documented hook (`workers[job].function`)."""
+    import sys
+
+    from aws_cdk import App
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    from lambdajobs.cdk import LambdaJobsStack
+
+    root = tmp_path_factory.mktemp("acme")
+    (root / "probe_acme").mkdir()
+    (root / "probe_acme" / "__init__.py").write_text("")
+    (root / "probe_acme" / "billing.py").write_text(textwrap.dedent(JOBS))
+    sys.path.insert(0, str(root))
+    try:
+        with isolated_registry():
+            app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
+            stack = LambdaJobsStack(app, "acme", jobs="probe_acme")
+            fn = stack.lambdajobs.workers["send_invoice"].function
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["ses:SendEmail"],
+                    resources=[
+                        stack.format_arn(service="ses", resource="identity", resource_name="acme.example")
+                    ],
+                )
+            )
+            fn.add_environment("SENDER", "billing@acme.example")
+            template = Template.from_stack(stack).to_json()
+    finally:
+        sys.path.remove(str(root))
+    return template, stack
+
+
+def function_of(template, job):
+    [fn] = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Environment", {}).get("Variables", {}).get("LAMBDAJOBS_JOB") == job
+    ]
+    return fn
+
+
+def test_per_job_permissions_and_environment_through_the_hook(acme):
+    template, _ = acme
+    fn = function_of(template, "send_invoice")
+    assert fn["Environment"]["Variables"]["SENDER"] == "billing@acme.example"
+    role = fn["Role"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    [ses] = [s for s in statements if s["Action"] == "ses:SendEmail"]
+    assert ses["Resource"]["Fn::Join"][1][-1] == ":identity/acme.example"
+
+
+def test_reserved_concurrency_is_opt_in_and_json_logs_filter_levels(acme):
+    template, _ = acme
+    fn = function_of(template, "send_invoice")
+    assert fn["ReservedConcurrentExecutions"] == 20
+    assert fn["LoggingConfig"]["LogFormat"] == "JSON"
+    assert (fn["LoggingConfig"]["ApplicationLogLevel"], fn["LoggingConfig"]["SystemLogLevel"]) == (
+        "INFO",
+        "WARN",
+    )
+
+
+class Tick(BaseModel):
+    pass
+
+
+def tick(payload: Tick) -> None:
+    pass
+
+
+def test_reserved_concurrency_below_max_concurrency_is_refused():
+    from lambdajobs import job
+
+    with (
+        isolated_registry(),
+        pytest.raises(DeclarationError, match="reserved_concurrency=5 is out of range"),
+    ):
+        job(max_concurrency=10, reserved_concurrency=5)(tick)
+
+
+def test_a_stack_name_that_would_be_cut_short_is_refused_at_synth():
+    from aws_cdk import App
+
+    from lambdajobs.cdk import LambdaJobsStack
+
+    long_name = "s" * 61  # "<stack>-cron" would be 66 characters: Scheduler allows 64
+    with pytest.raises(ConfigurationError, match="Scheduler allows 64"):
+        LambdaJobsStack(App(), long_name, jobs="tests.jobs")
+
+
+def test_a_queue_name_that_would_be_cut_short_is_refused():
+    from lambdajobs.runtime.settings import queue_name
+
+    assert queue_name("prod", "send_email") == "prod-send_email"
+    # cut to 80 characters, two jobs sharing a long prefix would share one queue
+    with pytest.raises(ConfigurationError, match="SQS allows 80: use a shorter stack name"):
+        queue_name("p" * 40, "j" * 48)
