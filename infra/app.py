@@ -6,6 +6,8 @@ alarm_email); the jobs package is named once, in pyproject.toml (`[tool.lambdajo
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,21 @@ from lambdajobs.project import require_jobs_module
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's context (options and feature flags). The CDK CLI passes it to the app itself
+    (CDK_CONTEXT_JSON); `python app.py` (make synth, the tests) reads it here, so both synthesize the
+    same template."""
+    if os.environ.get("CDK_CONTEXT_JSON"):
+        return {}
+    found: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+    return found
+
+
 def build_app(
     outdir: str | None = None, context: dict[str, Any] | None = None
 ) -> tuple[App, LambdaJobsStack]:
-    app = App(outdir=outdir, context=context) if outdir else App(context=context)
+    merged = {**cdk_json_context(), **(context or {})}
+    app = App(outdir=outdir, context=merged) if outdir else App(context=merged)
 
     def option(key: str, default: Any = None) -> Any:
         value = app.node.try_get_context(key)

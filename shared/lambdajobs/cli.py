@@ -201,6 +201,24 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{unit: int(match[1])})
 
 
+# -- account ----------------------------------------------------------------------------------------
+
+
+@app.command()
+@friendly
+def whoami() -> None:
+    """The AWS account, identity and region this command (and a deploy) would use; one line saying
+    what is missing otherwise."""
+    cfg = _config
+    sts = cfg.client("sts")
+    identity = sts.get_caller_identity()
+    console.print(
+        f"account {identity['Account']} as {identity['Arn']} in {sts.meta.region_name}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 # -- queues, enqueue, status -----------------------------------------------------------------------
 
 

@@ -67,7 +67,9 @@ def test_schedule_role_may_only_send_to_that_queue(template, stack, spec):
         "Fn::GetAtt": [logical_id(stack, stack.cron_group), "Arn"]
     }
     granted = {
-        (s["Action"], next(iter(ref_ids(s["Resource"])))) for s in policy_statements(template, role_id)
+        (s["Action"], target)
+        for s in policy_statements(template, role_id)
+        for target in ref_ids(s["Resource"])
     }
     assert granted == {
         ("sqs:SendMessage", logical_id(stack, worker.queue)),
