@@ -1,0 +1,88 @@
+"""The CLI's read paths under the principal the template intends for operators (its operator policy
+when it has one; today the producer policy), with that principal's credentials as boto3's defaults."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from handlers.emails import SendEmail
+from lambdajobs.cli import app
+from tests.iam.enforcement import IAMDenied
+
+NO_OPERATOR_POLICY = (
+    "issue 10: the template has no principal for the CLI's operator reads; ProducerPolicy lacks "
+)
+
+
+@pytest.fixture
+def cli(deployment):
+    runner = CliRunner()
+
+    def run(*args: str):
+        with deployment.acting_as(deployment.operator):
+            return runner.invoke(
+                app,
+                ["--stack", deployment.stack.stack, "--jobs", deployment.stack.jobs, *args],
+                env={"COLUMNS": "250"},
+            )
+
+    return run
+
+
+def kill_one_email(deployment) -> str:
+    job_id = deployment.stack.enqueue("send_email", SendEmail(to="not-an-address", subject="s", body="b"))
+    deployment.runner("send_email").drain()
+    return job_id
+
+
+def test_status_shows_a_job(cli, deployment, sender):
+    # GIVEN a job that ran
+    job_id = deployment.stack.enqueue("send_email", SendEmail(to="ada@example.com", subject="s", body="b"))
+    deployment.runner("send_email").drain()
+    # WHEN the operator asks for its status
+    result = cli("status", job_id)
+    # THEN it reads succeeded (manifest from SSM, the record from DynamoDB)
+    assert result.exit_code == 0, result.output
+    assert "succeeded" in result.output
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=IAMDenied,
+    reason=NO_OPERATOR_POLICY + "sqs:GetQueueAttributes on the queues and DLQs (and "
+    "cloudwatch:GetMetricStatistics for the age of the oldest message)",
+)
+def test_queues_shows_every_job(cli, deployment):
+    # GIVEN a dead email job
+    kill_one_email(deployment)
+    # WHEN the operator lists the queues
+    result = cli("queues")
+    # THEN every job is there, send_email failing
+    assert result.exit_code == 0, result.output
+    assert "daily_report" in result.output and "transcode_video" in result.output
+    assert "failing" in result.output
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=IAMDenied,
+    reason=NO_OPERATOR_POLICY + "sqs:ReceiveMessage and sqs:ChangeMessageVisibility on the DLQs",
+)
+def test_dlq_list_shows_the_dead_letters(cli, deployment):
+    # GIVEN a dead email job
+    job_id = kill_one_email(deployment)
+    # WHEN the operator lists send_email's dead letters
+    result = cli("dlq", "list", "send_email")
+    # THEN it is there with its reason
+    assert result.exit_code == 0, result.output
+    assert job_id in result.output and "PermanentError" in result.output
+
+
+def test_cron_list_needs_no_aws_call(cli, deployment):
+    # WHEN the operator lists the cron jobs
+    result = cli("cron", "list")
+    # THEN daily_report is there, read from the job declarations alone
+    assert result.exit_code == 0, result.output
+    assert "daily_report" in result.output and "America/New_York" in result.output
+    assert deployment.calls_by(deployment.operator) == []

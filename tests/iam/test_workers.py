@@ -1,0 +1,140 @@
+"""Each job's worker under its own function's role, as the template defines it: the event source
+mapping's polling, the job record, retries, the dead-letter queue, and what a job declared
+(`enqueues`, `uses`, and `enqueue(..., run_at=...)` from a job)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from handlers.emails import SendEmail
+from handlers.reports import report_key
+from handlers.video import TranscodeVideo
+from lambdajobs.runtime.config import using
+from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
+from lambdajobs.runtime.records import get_status
+from lambdajobs.runtime.settings import ATTR_ERROR_TYPE
+
+
+def test_send_email_succeeds_under_its_role(deployment, sender):
+    # GIVEN an email job in send_email's queue
+    job_id = deployment.stack.enqueue(
+        "send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello")
+    )
+    # WHEN send_email's function takes it, with its role
+    deployment.runner("send_email").drain()
+    # THEN the email is sent and the record reads succeeded
+    assert sender.sent == ["ada@example.com"]
+    status = get_status(job_id)
+    assert status.state == "succeeded" and status.attempts == 1
+    # AND every call was made by the function's role (polling, record, delete)
+    actions = {c.action for c in deployment.calls_by(deployment.worker("send_email"))}
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "dynamodb:UpdateItem"} <= actions
+
+
+def test_send_email_retries_after_its_backoff_not_the_visibility_timeout(deployment, sender, clock):
+    # GIVEN a provider that times out once
+    sender.failures = 1
+    job_id = deployment.stack.enqueue(
+        "send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello")
+    )
+    runner = deployment.runner("send_email")
+    # WHEN the first attempt fails
+    runner.drain()
+    assert get_status(job_id).state == "retrying"
+    # THEN the worker set the retry delay itself (ChangeMessageVisibility, with its role): the message
+    # is back after the first backoff (10 s at most), long before the queue's visibility timeout
+    assert runner.spec.backoff.ceiling(1) < runner.spec.visibility_timeout_seconds
+    clock.shift(runner.spec.backoff.ceiling(1) + 1)
+    runner.drain()
+    status = get_status(job_id)
+    assert status.state == "succeeded" and status.attempts == 2
+    assert sender.sent == ["ada@example.com"]
+    actions = {c.action for c in deployment.calls_by(deployment.worker("send_email"))}
+    assert "sqs:ChangeMessageVisibility" in actions
+
+
+def test_send_email_moves_an_invalid_address_to_its_dlq(deployment, sender):
+    # GIVEN an email job whose address can never work
+    job_id = deployment.stack.enqueue(
+        "send_email", SendEmail(to="not-an-address", subject="Hi", body="Hello")
+    )
+    runner = deployment.runner("send_email")
+    # WHEN send_email's function takes it
+    runner.drain()
+    # THEN it is in the DLQ at once (SendMessage to the DLQ, with the function's role), with its reason
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 1
+    [letter] = runner.dlq_messages()
+    assert letter["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "PermanentError"
+    # AND its record reads dead; nothing was sent
+    assert get_status(job_id).state == "dead"
+    assert sender.sent == []
+
+
+def test_transcode_video_reports_progress_under_its_role(deployment, encoder):
+    # GIVEN a video to encode in two formats
+    job_id = deployment.stack.enqueue(
+        "transcode_video",
+        TranscodeVideo(video_id="v1", source_uri="s3://videos/v1.mov", formats=["720p", "1080p"]),
+    )
+    # WHEN transcode_video's function takes it, with its role
+    deployment.runner("transcode_video").drain()
+    # THEN both stages ran, progress reached 100 and the record reads succeeded
+    status = get_status(job_id)
+    assert status.state == "succeeded"
+    assert status.progress == 100.0 and status.progress_message == "1080p done"
+    assert status.result["outputs"] == {
+        "720p": "s3://videos/v1-720p.mp4",
+        "1080p": "s3://videos/v1-1080p.mp4",
+    }
+
+
+def test_daily_report_reads_stats_writes_its_prefix_and_enqueues_emails(deployment, sender, clock):
+    # GIVEN a finished email job (something to count)
+    deployment.stack.enqueue("send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"))
+    deployment.runner("send_email").drain()
+    clock.shift(3600)
+    # AND the report of the current slot in daily_report's queue, for two recipients
+    slot = datetime.now(UTC).replace(second=0, microsecond=0)
+    deployment.stack.enqueue(
+        "daily_report", {"recipients": ["ops@example.com", "cto@example.com"]}, job_id="report-1"
+    )
+    # WHEN daily_report's function runs it with its role: a Query on the job-stats index (uses
+    # job_stats), a PutObject under its prefix of the data bucket (uses bucket), and SendMessageBatch
+    # to send_email's queue (enqueues send_email)
+    deployment.runner("daily_report").drain()
+    # THEN the report succeeded and counted the email
+    status = get_status("report-1")
+    assert status.state == "succeeded", status.error
+    assert status.result["jobs"]["send_email"] == {"succeeded": 1, "dead": 0}
+    # AND the report is in the data bucket, under the job's prefix
+    key = report_key(slot)
+    stored = deployment.harness.client("s3").get_object(Bucket=deployment.stack.provisioned.bucket, Key=key)
+    assert json.loads(stored["Body"].read())["jobs"]["send_email"] == {"succeeded": 1, "dead": 0}
+    # AND the recipients' emails were enqueued, and send_email's function sends them
+    deployment.runner("send_email").drain()
+    assert sorted(sender.sent) == ["ada@example.com", "cto@example.com", "ops@example.com"]
+    actions = {c.action for c in deployment.calls_by(deployment.worker("daily_report"))}
+    assert {"dynamodb:Query", "s3:PutObject", "sqs:SendMessage"} <= actions
+
+
+def test_daily_report_enqueues_an_email_two_hours_ahead(deployment, clock):
+    """Issue 10: worker roles had no scheduler permissions, PassRole or scheduler variables, and this
+    was denied ssm:GetParameter of the stack manifest (its fallback for the missing variables)."""
+    # GIVEN daily_report's function: configured by its environment, running with its role
+    config = deployment.worker_config("daily_report")
+    run_at = datetime.now(UTC) + timedelta(hours=2)
+    # WHEN a job running there enqueues send_email (which it declares in `enqueues`) 2 hours ahead
+    with using(config):
+        job_id = enqueue(
+            "send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"), run_at=run_at
+        )
+    # THEN a one-time schedule in the stack's one-time group will send it to send_email's queue, as the
+    # one-time schedule role
+    schedule = deployment.harness.client("scheduler").get_schedule(
+        Name=one_time_schedule_name("send_email", job_id),
+        GroupName=deployment.stack.provisioned.one_time_group,
+    )
+    assert schedule["ScheduleExpression"] == f"at({run_at:%Y-%m-%dT%H:%M:%S})"
+    assert schedule["Target"]["Arn"] == deployment.stack.provisioned.queues["send_email"].queue_arn
+    assert schedule["Target"]["RoleArn"] == deployment.role_arn(deployment.one_time_schedules)
