@@ -1,5 +1,5 @@
-"""The CLI's read paths under the principal the template intends for operators (its operator policy
-when it has one; today the producer policy), with that principal's credentials as boto3's defaults."""
+"""The CLI's read paths under the principal the template intends for operators (its OperatorPolicy),
+with that principal's credentials as boto3's defaults."""
 
 from __future__ import annotations
 
@@ -8,11 +8,6 @@ from typer.testing import CliRunner
 
 from handlers.emails import SendEmail
 from lambdajobs.cli import app
-from tests.iam.enforcement import IAMDenied
-
-NO_OPERATOR_POLICY = (
-    "issue 10: the template has no principal for the CLI's operator reads; ProducerPolicy lacks "
-)
 
 
 @pytest.fixture
@@ -47,12 +42,6 @@ def test_status_shows_a_job(cli, deployment, sender):
     assert "succeeded" in result.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IAMDenied,
-    reason=NO_OPERATOR_POLICY + "sqs:GetQueueAttributes on the queues and DLQs (and "
-    "cloudwatch:GetMetricStatistics for the age of the oldest message)",
-)
 def test_queues_shows_every_job(cli, deployment):
     # GIVEN a dead email job
     kill_one_email(deployment)
@@ -64,11 +53,6 @@ def test_queues_shows_every_job(cli, deployment):
     assert "failing" in result.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IAMDenied,
-    reason=NO_OPERATOR_POLICY + "sqs:ReceiveMessage and sqs:ChangeMessageVisibility on the DLQs",
-)
 def test_dlq_list_shows_the_dead_letters(cli, deployment):
     # GIVEN a dead email job
     job_id = kill_one_email(deployment)
@@ -86,3 +70,20 @@ def test_cron_list_needs_no_aws_call(cli, deployment):
     assert result.exit_code == 0, result.output
     assert "daily_report" in result.output and "America/New_York" in result.output
     assert deployment.calls_by(deployment.operator) == []
+
+
+def test_dlq_redrive_and_purge_and_cron_trigger(cli, deployment):
+    # GIVEN two dead email jobs
+    kill_one_email(deployment)
+    kill_one_email(deployment)
+    # WHEN the operator sends them back to the job's queue, then purges what died again
+    redriven = cli("dlq", "redrive", "send_email")
+    # THEN both left the DLQ for the queue (receive, send, delete, visibility: all allowed)
+    assert redriven.exit_code == 0, redriven.output
+    assert "moved 2 of 2" in redriven.output
+    deployment.runner("send_email").drain()
+    purged = cli("dlq", "purge", "send_email", "--yes")
+    assert purged.exit_code == 0, purged.output
+    # AND a cron job can be run now (a send to its queue)
+    triggered = cli("cron", "trigger", "daily_report")
+    assert triggered.exit_code == 0, triggered.output

@@ -89,6 +89,23 @@ def suppress(stack: LambdaJobs) -> None:
     )
     stack_name = stack.stack_name
     NagSuppressions.add_resource_suppressions(
+        stack.operator_policy,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="operators read the manifest entry of any job of this stack (one parameter per job "
+                "under the stack's path), and cloudwatch:GetMetricStatistics (the age of a queue's oldest "
+                "message) supports no resource-level permission.",
+                applies_to=[
+                    "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
+                    + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
+                    + "/*",
+                    "Resource::*",
+                ],
+            )
+        ],
+    )
+    NagSuppressions.add_resource_suppressions(
         stack.producer_policy,
         [
             NagPackSuppression(

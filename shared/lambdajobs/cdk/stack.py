@@ -257,6 +257,7 @@ class LambdaJobs(Construct):
             worker.queue.grant_send_messages(self.scheduler_role)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
         self.producer_policy = self._producer_policy()
+        self.operator_policy = self._operator_policy()
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -292,6 +293,11 @@ class LambdaJobs(Construct):
                 "ProducerPolicyArn",
                 self.producer_policy.managed_policy_arn,
                 "attach to roles that enqueue jobs or read their status",
+            ),
+            (
+                "OperatorPolicyArn",
+                self.operator_policy.managed_policy_arn,
+                "attach to operators: the lambdajobs CLI's queues, status, dlq and cron commands",
             ),
         ):
             CfnOutput(self, name, value=value, description=description).override_logical_id(name)
@@ -356,6 +362,50 @@ class LambdaJobs(Construct):
                 ),
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
                 *self._scheduling_statements(),
+            ],
+        )
+
+    def _operator_policy(self) -> iam.ManagedPolicy:
+        """What the operator CLI calls: queue health and the oldest message's age, job status, the
+        dead-letter commands (list, show, redrive back to the job's queue, purge), cron trigger."""
+        stack = Stack.of(self)
+        queues = [w.queue.queue_arn for w in self.workers.values()]
+        dlqs = [w.dead_letter_queue.queue_arn for w in self.workers.values()]
+        return iam.ManagedPolicy(
+            self,
+            "OperatorPolicy",
+            description="lambdajobs operators: queue health, job status, dead letters (list, redrive, purge)",
+            statements=[
+                iam.PolicyStatement(actions=["sqs:GetQueueAttributes"], resources=[*queues, *dlqs]),
+                # redrive and cron trigger send to the job queues
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=queues),
+                iam.PolicyStatement(
+                    actions=[
+                        "sqs:ReceiveMessage",
+                        "sqs:ChangeMessageVisibility",
+                        "sqs:DeleteMessage",
+                        "sqs:PurgeQueue",
+                    ],
+                    resources=dlqs,
+                ),
+                iam.PolicyStatement(
+                    actions=["ssm:GetParameter"],
+                    resources=[
+                        stack.format_arn(
+                            service="ssm",
+                            resource="parameter",
+                            resource_name=MANIFEST_PREFIX.format(stack=stack.stack_name).strip("/") + "/*",
+                        ),
+                        stack.format_arn(
+                            service="ssm",
+                            resource="parameter",
+                            resource_name=stack_manifest_parameter(stack.stack_name).strip("/"),
+                        ),
+                    ],
+                ),
+                iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
+                # GetMetricStatistics has no resource-level permissions: "*" is the only resource
+                iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
             ],
         )
 
