@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lambdajobs.runtime.config import StackConfig, resolve
+from lambdajobs.runtime.envelope import parse_body
+from lambdajobs.runtime.errors import EnvelopeError
 from lambdajobs.runtime.producer import chunk_by_size
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
 
@@ -26,11 +28,20 @@ class DeadLetter:
 
     @property
     def envelope(self) -> dict[str, Any]:
+        """The body as a JSON object (the worker's parser), or {} when it is not one."""
         try:
-            data = json.loads(self.body)
-        except ValueError:
+            return parse_body(self.body)
+        except EnvelopeError:
             return {}
-        return data if isinstance(data, dict) else {}
+
+    @property
+    def body_error(self) -> str | None:
+        """Why the body is not even a JSON object (nested too deeply, not JSON...), or None."""
+        try:
+            parse_body(self.body)
+        except EnvelopeError as exc:
+            return str(exc)
+        return None
 
     @property
     def job_id(self) -> str | None:

@@ -260,3 +260,23 @@ def test_redrive_splits_large_messages_across_batches(cli, deliver_runner, clock
     assert result.exit_code == 0, result.output
     assert "moved 2 of 2" in result.output
     assert deliver_runner.depth() == 2 and deliver_runner.depth(dlq=True) == 0
+
+
+def test_a_body_nested_too_deeply_is_dead_lettered_with_its_reason_and_listed(cli, deliver_runner, clock):
+    # GIVEN a message whose body is JSON nested 10,000 deep (json.loads raises RecursionError)
+    body = "[" * 10_000 + "]" * 10_000
+    aws.client("sqs").send_message(QueueUrl=deliver_runner.queues.queue_url, MessageBody=body)
+    # WHEN it is delivered THEN it goes to the DLQ at once (no retries), with the reason
+    outcome = deliver_runner.poll()
+    assert outcome.failed_ids == [] and deliver_runner.depth() == 0
+    [dead] = deliver_runner.dlq_messages()
+    assert dead["MessageAttributes"]["lambdajobs.error_type"]["StringValue"] == "EnvelopeError"
+    assert "nested too deeply" in dead["MessageAttributes"]["lambdajobs.reason"]["StringValue"]
+    # AND the operator's list shows it with that reason instead of crashing on it
+    listed = cli("dlq", "list", "deliver")
+    assert listed.exit_code == 0, listed.output
+    assert "EnvelopeError" in listed.output and "nested too deeply" in listed.output
+    clock.shift(1)  # the list made them visible again "now": moto shows them once the clock moves
+    shown = cli("dlq", "show", "deliver", dead["MessageId"])
+    assert shown.exit_code == 0, shown.output
+    assert "nested too deeply" in shown.output

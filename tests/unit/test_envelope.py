@@ -263,3 +263,13 @@ def test_encode_with_aware_non_utc_now_keeps_the_instant():
 
     # THEN enqueued_at carries an offset and names the same instant
     assert datetime.fromisoformat(stamp) == FIXED_NOW
+
+
+def test_a_body_nested_too_deeply_is_an_envelope_error_not_a_crash():
+    from lambdajobs.runtime.envelope import decode, parse_body
+    from lambdajobs.runtime.errors import EnvelopeError
+
+    deep = '{"v": 1, "job": "x", "payload": ' + '{"a": ' * 5000 + "1" + "}" * 5000 + "}"
+    for reader in (decode, parse_body):
+        with pytest.raises(EnvelopeError, match="nested too deeply"):
+            reader(deep)

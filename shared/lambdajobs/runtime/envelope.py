@@ -59,18 +59,38 @@ def encode(job: str, payload: dict[str, Any], job_id: str, *, now: datetime | No
     return body
 
 
-def decode(body: str) -> Envelope:
-    """Parse a message body; raises EnvelopeError with a one-line reason."""
+def parse_body(body: Any) -> dict[str, Any]:
+    """A message body as a JSON object: the one parser of bodies (the worker's `decode` and the
+    operator tools' dead-letter views both use it).
+
+    Raises:
+        EnvelopeError: anything else, whatever went wrong (not JSON, not an object, nested too deeply
+            for the parser), with a one-line reason: a body must never crash its reader.
+    """
     try:
         data = json.loads(body)
-    except (TypeError, ValueError) as exc:
+    except RecursionError:
+        raise EnvelopeError("message body is JSON nested too deeply to read") from None
+    except Exception as exc:
         raise EnvelopeError(f"message body is not JSON ({exc.__class__.__name__}: {exc})") from exc
     if not isinstance(data, dict):
         raise EnvelopeError(f"message body is a JSON {type(data).__name__}, not an envelope object")
+    return data
+
+
+def decode(body: Any) -> Envelope:
+    """Parse a message body into an envelope.
+
+    Raises:
+        EnvelopeError: with a one-line reason, for any body that is not a valid envelope.
+    """
+    data = parse_body(body)
     try:
         return Envelope.model_validate(data)
     except ValidationError as exc:
         raise EnvelopeError(f"invalid envelope: {_summary(exc)}") from exc
+    except Exception as exc:  # e.g. a payload nested too deeply for the validator
+        raise EnvelopeError(f"invalid envelope ({exc.__class__.__name__})") from exc
 
 
 def _summary(exc: ValidationError) -> str:
