@@ -211,6 +211,8 @@ def whoami() -> None:
     what is missing otherwise."""
     cfg = _config
     sts = cfg.client("sts")
+    if sts.meta.region_name in (None, "aws-global"):  # STS alone would answer from its global endpoint
+        _fail("no AWS region: pass --region or set AWS_REGION (a deploy needs one).")
     identity = sts.get_caller_identity()
     console.print(
         f"account {identity['Account']} as {identity['Arn']} in {sts.meta.region_name}",

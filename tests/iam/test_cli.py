@@ -81,9 +81,34 @@ def test_dlq_redrive_and_purge_and_cron_trigger(cli, deployment):
     # THEN both left the DLQ for the queue (receive, send, delete, visibility: all allowed)
     assert redriven.exit_code == 0, redriven.output
     assert "moved 2 of 2" in redriven.output
-    deployment.runner("send_email").drain()
+    runner = deployment.runner("send_email")
+    assert runner.depth(dlq=True) == 0 and runner.depth() == 2
+    runner.drain()  # invalid addresses: dead again at once
+    assert runner.depth(dlq=True) == 2
     purged = cli("dlq", "purge", "send_email", "--yes")
     assert purged.exit_code == 0, purged.output
+    assert runner.depth(dlq=True) == 0
     # AND a cron job can be run now (a send to its queue)
     triggered = cli("cron", "trigger", "daily_report")
     assert triggered.exit_code == 0, triggered.output
+    assert deployment.runner("daily_report").depth() == 1
+
+
+def test_enqueue_now_and_later(cli, deployment):
+    # WHEN the operator enqueues a job now and one for two hours later (a one-time schedule)
+    now = cli(
+        "enqueue", "send_email", '{"to": "ada@example.com", "subject": "s", "body": "b"}', "--id", "op-1"
+    )
+    later = cli(
+        "enqueue",
+        "send_email",
+        '{"to": "ada@example.com", "subject": "s", "body": "b"}',
+        "--id",
+        "op-2",
+        "--run-at",
+        "2099-01-01T09:00:00+00:00",
+    )
+    # THEN both are accepted under the operator's policy
+    assert now.exit_code == 0 and now.output.strip() == "op-1", now.output
+    assert later.exit_code == 0 and later.output.strip() == "op-2", later.output
+    assert deployment.runner("send_email").depth() == 1

@@ -96,7 +96,7 @@ def test_reserved_concurrency_is_opt_in_and_json_logs_filter_levels(acme):
     assert fn["LoggingConfig"]["LogFormat"] == "JSON"
     assert (fn["LoggingConfig"]["ApplicationLogLevel"], fn["LoggingConfig"]["SystemLogLevel"]) == (
         "INFO",
-        "WARN",
+        "INFO",
     )
 
 

@@ -121,10 +121,11 @@ class JobWorker(Construct):
             memory_size=spec.memory_mb,
             log_group=log_group,
             # Lambda's JSON log format: platform lines are JSON too, and the levels filter at the source
-            # (Powertools' Logger follows the application level).
+            # (Powertools' Logger follows the application level). System INFO keeps the START and
+            # REPORT lines (duration, memory used, init duration).
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
-            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            system_log_level_v2=lambda_.SystemLogLevel.INFO,
             reserved_concurrent_executions=spec.reserved_concurrency,
             description=f"lambdajobs worker for job {spec.name}",
             environment={

@@ -94,12 +94,15 @@ def suppress(stack: LambdaJobs) -> None:
             NagPackSuppression(
                 id="AwsSolutions-IAM5",
                 reason="operators read the manifest entry of any job of this stack (one parameter per job "
-                "under the stack's path), and cloudwatch:GetMetricStatistics (the age of a queue's oldest "
-                "message) supports no resource-level permission.",
+                "under the stack's path), schedule jobs for later (one-time schedules named per job id, in "
+                "the stack's one-time group only), and cloudwatch:GetMetricStatistics (the age of a queue's "
+                "oldest message) supports no resource-level permission.",
                 applies_to=[
                     "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
                     + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
                     + "/*",
+                    "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
+                    f"{stack.one_time_group.schedule_group_name}/*",
                     "Resource::*",
                 ],
             )

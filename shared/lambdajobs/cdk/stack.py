@@ -40,7 +40,7 @@ from lambdajobs.runtime.settings import (
     schedule_group_names,
     stack_manifest_parameter,
 )
-from lambdajobs.runtime.spec import JobSpec, load_jobs
+from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, load_jobs
 
 #: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
 #: only our code. Its ARN is not written here: AWS publishes it per Powertools version, runtime and
@@ -147,6 +147,12 @@ class LambdaJobs(Construct):
         if not specs:
             raise ConfigurationError(f"jobs package '{jobs}' declares no job; declare one with @job.")
         self.specs = {spec.name: spec for spec in specs}
+        reserved = {s.name: s.reserved_concurrency for s in specs if s.reserved_concurrency}
+        if sum(reserved.values()) > MAX_RESERVED_CONCURRENCY:
+            raise ConfigurationError(
+                f"jobs reserve {sum(reserved.values())} concurrent executions in all ({reserved}); Lambda "
+                f"keeps 100 of an account's default 1000 unreserved, so at most {MAX_RESERVED_CONCURRENCY}."
+            )
         retention = log_retention(log_retention_days)
         staging = Path(staging_dir) if staging_dir else _staging_root()
         stack = Stack.of(self)
@@ -371,22 +377,24 @@ class LambdaJobs(Construct):
         stack = Stack.of(self)
         queues = [w.queue.queue_arn for w in self.workers.values()]
         dlqs = [w.dead_letter_queue.queue_arn for w in self.workers.values()]
+        # Each queue ARN once (a managed policy holds at most 6,144 characters).
         return iam.ManagedPolicy(
             self,
             "OperatorPolicy",
             description="lambdajobs operators: queue health, job status, dead letters (list, redrive, purge)",
             statements=[
-                iam.PolicyStatement(actions=["sqs:GetQueueAttributes"], resources=[*queues, *dlqs]),
-                # redrive and cron trigger send to the job queues
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=queues),
+                # health; redrive, cron trigger and enqueue send to the job queues
+                iam.PolicyStatement(actions=["sqs:GetQueueAttributes", "sqs:SendMessage"], resources=queues),
+                # health, and the dead-letter commands (the Scheduler DLQ's too: runs it could not deliver)
                 iam.PolicyStatement(
                     actions=[
+                        "sqs:GetQueueAttributes",
                         "sqs:ReceiveMessage",
                         "sqs:ChangeMessageVisibility",
                         "sqs:DeleteMessage",
                         "sqs:PurgeQueue",
                     ],
-                    resources=dlqs,
+                    resources=[*dlqs, self.scheduler_dlq.queue_arn],
                 ),
                 iam.PolicyStatement(
                     actions=["ssm:GetParameter"],
@@ -406,6 +414,8 @@ class LambdaJobs(Construct):
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
                 # GetMetricStatistics has no resource-level permissions: "*" is the only resource
                 iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
+                # lambdajobs enqueue --run-at
+                *self._scheduling_statements(),
             ],
         )
 

@@ -41,7 +41,8 @@ MAX_BATCHING_WINDOW_SECONDS = 300  # event source mapping maximum batching windo
 MAX_BATCH_SIZE = 10_000  # standard queues; above 10 a batching window >= 1 s is required
 MIN_CONCURRENCY, MAX_CONCURRENCY = 2, 1000  # ScalingConfig.MaximumConcurrency
 MIN_MEMORY_MB, MAX_MEMORY_MB = 128, 10_240
-MAX_RESERVED_CONCURRENCY = 1000  # the default account concurrency quota; a raised quota allows more
+#: Lambda keeps at least 100 of an account's executions unreserved; 900 of the default quota of 1000.
+MAX_RESERVED_CONCURRENCY = 900
 MAX_RECEIVE_COUNT = 1000  # SQS redrive maxReceiveCount
 USES = frozenset({"bucket", "job_stats"})
 
