@@ -135,3 +135,32 @@ def test_a_queue_name_that_would_be_cut_short_is_refused():
     # cut to 80 characters, two jobs sharing a long prefix would share one queue
     with pytest.raises(ConfigurationError, match="SQS allows 80: use a shorter stack name"):
         queue_name("p" * 40, "j" * 48)
+
+
+def test_reservations_above_what_lambda_leaves_are_refused(tmp_path, monkeypatch):
+    from aws_cdk import App
+
+    from lambdajobs.cdk import LambdaJobsStack
+
+    (tmp_path / "probe_greedy").mkdir()
+    (tmp_path / "probe_greedy" / "__init__.py").write_text("")
+    (tmp_path / "probe_greedy" / "jobs.py").write_text(
+        textwrap.dedent(
+            """
+            from pydantic import BaseModel
+            from lambdajobs import job
+
+            class P(BaseModel):
+                pass
+
+            @job(max_concurrency=10, reserved_concurrency=500)
+            def first(payload: P) -> None: ...
+
+            @job(max_concurrency=10, reserved_concurrency=500)
+            def second(payload: P) -> None: ...
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with isolated_registry(), pytest.raises(ConfigurationError, match="reserve 1000 concurrent executions"):
+        LambdaJobsStack(App(), "greedy", jobs="probe_greedy")

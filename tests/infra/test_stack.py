@@ -101,6 +101,7 @@ def test_worker_function(template, stack, job):
     assert fn["Architectures"] == ["arm64"]
     assert fn["Runtime"] == "python3.14"
     assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
+    assert "ReservedConcurrentExecutions" not in fn  # opt-in: none of this project's jobs reserves
     assert fn["Timeout"] == spec.timeout_seconds
     assert fn["MemorySize"] == spec.memory_mb
     assert "S3Bucket" in fn["Code"] and "ZipFile" not in fn["Code"]  # an asset, not inline code

@@ -523,3 +523,23 @@ def test_a_package_loaded_inside_an_isolated_registry_is_loaded_again_after_it()
         load_jobs("tests.jobs")
     # WHEN a job of it is looked up by name afterwards THEN the package is searched again and found
     assert get_spec("deliver", jobs="tests.jobs").name == "deliver"
+
+
+def test_a_dead_letter_age_alarm_that_would_fire_after_deletion_is_refused():
+    from lambdajobs import Alarms, DeclarationError, job
+
+    class Tock(BaseModel):
+        pass
+
+    def tock(payload: Tock) -> None:
+        pass
+
+    tock.__annotations__ = {"payload": Tock, "return": None}
+    # 10 days: a dead letter may be deleted 10 days after its move to the DLQ (4 were spent before)
+    with (
+        isolated_registry(),
+        pytest.raises(DeclarationError, match="dlq_oldest_message_age_seconds_above=864000"),
+    ):
+        job(alarms=Alarms(dlq_oldest_message_age_seconds_above=10 * 86400))(tock)
+    with isolated_registry():
+        assert job(alarms=Alarms(dlq_oldest_message_age_seconds_above=9 * 86400))(tock).spec.alarms
