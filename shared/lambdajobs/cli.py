@@ -321,6 +321,8 @@ def status(
             table.add_row(key, str(value))
     if info.error:
         table.add_row("error", f"{info.error.get('type')}: {info.error.get('message')}")
+    if info.note and not info.error:
+        table.add_row("note", info.note)
     if info.result is not None:
         table.add_row("result", json.dumps(info.result))
     console.print(table)

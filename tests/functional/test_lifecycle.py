@@ -322,3 +322,36 @@ def test_the_first_record_of_an_invocation_always_starts(deliver_runner, sink, c
     # THEN the first record ran (refusing it would make no progress at all), the second did not
     assert sink.sent == ["first@example.com"]
     assert len(response["batchItemFailures"]) == 1
+
+
+class Crash(BaseException):
+    """The invocation dies (killed, out of memory, timed out): nothing in it catches this."""
+
+
+def test_a_crash_on_the_last_attempt_reads_dead_once_its_invocation_is_over(declare, clock):
+    # GIVEN a job whose single attempt's invocation dies while it runs
+    def dies(payload: Tick) -> dict:
+        raise Crash()
+
+    runner = declare(dies, name="dies", max_attempts=1, timeout_seconds=30)
+    job_id = enqueue("dies", Tick(n=1), job_id="dies-1")
+    with pytest.raises(Crash):
+        runner.poll()
+    # WHEN it is read while the invocation could still be running THEN it is running
+    assert get_status(job_id).state == "running"
+    # WHEN its invocation is over (its lock expired) THEN it reads dead, with why, though nothing wrote it
+    clock.shift(31)
+    status = get_status(job_id)
+    assert (status.state, status.attempts) == ("dead", 1)
+    assert status.error is not None and status.error["type"] == "MaxReceiveCountExceeded"
+    assert status.done and "crashed or timed out" in (status.note or "")
+    # AND SQS indeed dead-letters the message on its next receive, unrun
+    clock.shift(6 * 30)
+    assert runner.poll() is None and runner.depth(dlq=True) == 1
+    assert get_status(job_id).state == "dead"
+
+
+def test_an_id_with_no_record_says_it_may_be_pending_or_unknown(stack):
+    status = get_status("never-sent-anywhere")
+    assert status.state == "pending" and status.note is not None
+    assert "not started yet, or an unknown id" in status.note

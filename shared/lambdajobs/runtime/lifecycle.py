@@ -65,6 +65,7 @@ def acquire(
     *,
     expiration: int,
     in_progress_expiration: int | None,
+    max_attempts: int | None = None,
 ) -> None:
     """pending/retrying/dead/expired -> running: take the job's lock and count an attempt.
 
@@ -97,6 +98,9 @@ def acquire(
     if in_progress_expiration is not None:
         values[":ipe"] = {"N": str(in_progress_expiration)}
         sets.append("in_progress_expiration = :ipe")
+    if max_attempts is not None:  # for `reconcile`: no extra write, the same update
+        values[":max"] = {"N": str(max_attempts)}
+        sets.append("max_attempts = :max")
     condition = (
         "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead) OR "
         "(#state = :running AND attribute_exists(in_progress_expiration) "
@@ -210,3 +214,33 @@ def report_progress(client: Any, table: str, job_id: str, percent: float, messag
         UpdateExpression="SET " + ", ".join(sets),
         ExpressionAttributeValues=values,
     )
+
+
+#: The error a reconciled record reads with: SQS, not the worker, dead-lettered the message.
+REDRIVEN_ERROR = {
+    "type": "MaxReceiveCountExceeded",
+    "message": "the invocation running the job's last attempt crashed or timed out before it could "
+    "record the outcome; SQS moves (or has moved) the message to the DLQ after max_attempts receives",
+}
+
+
+def reconcile(
+    state: JobState,
+    attempts: int,
+    max_attempts: int | None,
+    in_progress_expiration_ms: int | None,
+    now_ms: int,
+) -> JobState:
+    """The state a record really is in, for readers. A `running` record whose lock expired (its
+    invocation is over: it crashed or timed out, nothing released it) with every attempt used can
+    never run again: SQS dead-letters its message on the next receive. It reads `dead`
+    (`REDRIVEN_ERROR`), without a write. Everything else reads as written."""
+    if (
+        state is JobState.RUNNING
+        and max_attempts is not None
+        and attempts >= max_attempts
+        and in_progress_expiration_ms is not None
+        and in_progress_expiration_ms < now_ms
+    ):
+        return JobState.DEAD
+    return state

@@ -98,6 +98,7 @@ class JobRecordStore(BasePersistenceLayer):
                 str(run.get("job", "")),
                 expiration=int(data_record.expiry_timestamp or 0),
                 in_progress_expiration=data_record.in_progress_expiry_timestamp,
+                max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
             )
         except RecordHeldError as exc:
             old = self._to_data_record(exc.item) if exc.item else None
@@ -191,6 +192,10 @@ class JobStatus:
     error: dict[str, str] | None = None
     progress: float | None = None
     progress_message: str | None = None
+    #: What a reader should know beyond the state: that a `pending` id has no record at all (not
+    #: started yet, or unknown: nothing is written at enqueue), or why a record reads `dead` though
+    #: the worker could not write it (see `lifecycle.reconcile`).
+    note: str | None = None
 
     @property
     def done(self) -> bool:
@@ -204,27 +209,43 @@ def _state(text: str | None) -> JobState:
         return JobState.PENDING
 
 
+NO_RECORD = "no record: not started yet, or an unknown id (nothing is written at enqueue)"
+
+
 def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
     if not item:
-        return JobStatus(job_id=job_id, state=JobState.PENDING)
+        return JobStatus(job_id=job_id, state=JobState.PENDING, note=NO_RECORD)
 
     def s(name: str) -> str | None:
         value = item.get(name, {}).get("S")
         return str(value) if value is not None else None
 
+    def n(name: str) -> int | None:
+        value = item.get(name, {}).get("N")
+        return int(value) if value is not None else None
+
     result_text = s("result")
     err = item.get("error", {}).get("M")
+    written = _state(s("state"))
+    attempts = n("attempts") or 0
+    state = lifecycle.reconcile(
+        written, attempts, n("max_attempts"), n("in_progress_expiration"), int(time.time() * 1000)
+    )
+    reconciled = state is not written
     return JobStatus(
         job_id=job_id,
-        state=_state(s("state")),
+        state=state,
+        note=lifecycle.REDRIVEN_ERROR["message"] if reconciled else None,
         job=s("job"),
-        attempts=int(item.get("attempts", {}).get("N", "0")),
+        attempts=attempts,
         created_at=s("created_at"),
         started_at=s("started_at"),
         finished_at=s("finished_at"),
         updated_at=s("updated_at"),
         result=json.loads(result_text) if result_text else None,
-        error={k: v["S"] for k, v in err.items()} if err else None,
+        error=dict(lifecycle.REDRIVEN_ERROR)
+        if reconciled
+        else ({k: v["S"] for k, v in err.items()} if err else None),
         progress=float(item["progress"]["N"]) if "progress" in item else None,
         progress_message=s("progress_message"),
     )
