@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
 import pytest
+import time_machine
 
 FAKE_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -21,3 +25,10 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key, raising=False)
     # Powertools idempotency is on; keep its logs quiet and its metrics namespace fixed.
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "LambdaJobs")
+
+
+@pytest.fixture
+def clock() -> Iterator[time_machine.Coordinates]:
+    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it."""
+    with time_machine.travel(datetime(2026, 11, 29, 12, 0, tzinfo=UTC), tick=False) as traveller:
+        yield traveller

@@ -4,13 +4,11 @@ would use for its own jobs, `lambdajobs.testing.TestStack`, on the example jobs 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
-import time_machine
 
-from handlers import emails
 from lambdajobs.testing import TestStack
+from tests.example_fakes import RecordingSender, recording_sender
 
 EXAMPLE_JOBS = "handlers"
 
@@ -21,27 +19,7 @@ def stack() -> Iterator[TestStack]:
         yield test_stack
 
 
-class RecordingSender:
-    """Records every send instead of sending."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, to: str, subject: str, body: str) -> str:
-        self.sent.append(to)
-        return f"provider-{len(self.sent)}"
-
-
 @pytest.fixture
 def sender() -> Iterator[RecordingSender]:
-    recording = RecordingSender()
-    previous = emails.set_sender(recording)
-    yield recording
-    emails.set_sender(previous)
-
-
-@pytest.fixture
-def clock() -> Iterator[time_machine.Coordinates]:
-    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it."""
-    with time_machine.travel(datetime(2026, 11, 29, 12, 0, tzinfo=UTC), tick=False) as traveller:
-        yield traveller
+    with recording_sender() as recording:
+        yield recording

@@ -4,11 +4,9 @@ specs of the test jobs (`tests.jobs`), never from this repository's example jobs
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import time_machine
 
 from lambdajobs.runtime.spec import load_jobs
 from lambdajobs.testing import JobRunner, TestStack
@@ -53,13 +51,6 @@ def use_encoder() -> Iterator[Callable[[media.Encoder], media.Encoder]]:
     previous = media.set_encoder(media.rename_encoder)
     yield media.set_encoder
     media.set_encoder(previous)
-
-
-@pytest.fixture
-def clock() -> Iterator[time_machine.Coordinates]:
-    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it."""
-    with time_machine.travel(datetime(2026, 11, 29, 12, 0, tzinfo=UTC), tick=False) as traveller:
-        yield traveller
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ the resource and the principal with its policies, even when the code under test 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import time_machine
 
-from handlers import emails, video
+from handlers import video
 from lambdajobs.testing import TestStack
+from tests.example_fakes import RecordingSender, recording_sender
 from tests.iam import enforcement
 from tests.iam.deployment import Deployment
 from tests.iam.enforcement import IAMDenied, enforced
@@ -94,27 +93,10 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Any:
     return result
 
 
-class RecordingSender:
-    """Records every send; the first `failures` sends raise TransientSendError (a provider outage)."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.failures = 0
-
-    def send(self, to: str, subject: str, body: str) -> str:
-        if self.failures > 0:
-            self.failures -= 1
-            raise emails.TransientSendError("provider timed out")
-        self.sent.append(to)
-        return f"provider-{len(self.sent)}"
-
-
 @pytest.fixture
 def sender() -> Iterator[RecordingSender]:
-    recording = RecordingSender()
-    previous = emails.set_sender(recording)
-    yield recording
-    emails.set_sender(previous)
+    with recording_sender() as recording:
+        yield recording
 
 
 class InstantEncoder:
@@ -128,10 +110,3 @@ def encoder() -> Iterator[InstantEncoder]:
     previous = video.set_encoder(instant)
     yield instant
     video.set_encoder(previous)
-
-
-@pytest.fixture
-def clock() -> Iterator[time_machine.Coordinates]:
-    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it."""
-    with time_machine.travel(datetime(2026, 11, 29, 12, 0, tzinfo=UTC), tick=False) as traveller:
-        yield traveller

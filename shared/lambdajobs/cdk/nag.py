@@ -20,6 +20,17 @@ BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWS
 
 def suppress(stack: LambdaJobs) -> None:
     """Add the suppressions to a `LambdaJobs` construct's resources (call before synthesis)."""
+    stack_name = stack.stack_name
+    # The two run-time-named wildcards: a job's manifest entry, a job id's one-time schedule.
+    manifest_entries = (
+        "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
+        + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
+        + "/*"
+    )
+    one_time_schedules = (
+        "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
+        f"{stack.one_time_group.schedule_group_name}/*"
+    )
     for job, worker in stack.workers.items():
         NagSuppressions.add_resource_suppressions(
             worker.function,
@@ -42,10 +53,7 @@ def suppress(stack: LambdaJobs) -> None:
                         reason=f"job {job} enqueues other jobs and may schedule them for later "
                         f"(enqueue(..., run_at=...)): one-time schedules are named per job id at run time, "
                         f"in the stack's one-time group only.",
-                        applies_to=[
-                            "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
-                            f"{stack.one_time_group.schedule_group_name}/*"
-                        ],
+                        applies_to=[one_time_schedules],
                     )
                 ],
                 apply_to_children=True,
@@ -87,7 +95,6 @@ def suppress(stack: LambdaJobs) -> None:
             )
         ],
     )
-    stack_name = stack.stack_name
     NagSuppressions.add_resource_suppressions(
         stack.operator_policy,
         [
@@ -98,11 +105,8 @@ def suppress(stack: LambdaJobs) -> None:
                 "the stack's one-time group only), and cloudwatch:GetMetricStatistics (the age of a queue's "
                 "oldest message) supports no resource-level permission.",
                 applies_to=[
-                    "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
-                    + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
-                    + "/*",
-                    "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
-                    f"{stack.one_time_group.schedule_group_name}/*",
+                    manifest_entries,
+                    one_time_schedules,
                     "Resource::*",
                 ],
             )
@@ -117,11 +121,8 @@ def suppress(stack: LambdaJobs) -> None:
                 "under the stack's path) and create one-time schedules, named per job id at run time, "
                 "in the stack's one-time group only.",
                 applies_to=[
-                    "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
-                    + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
-                    + "/*",
-                    "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
-                    f"{stack.one_time_group.schedule_group_name}/*",
+                    manifest_entries,
+                    one_time_schedules,
                 ],
             )
         ],

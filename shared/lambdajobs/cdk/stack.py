@@ -342,7 +342,6 @@ class LambdaJobs(Construct):
 
     def _producer_policy(self) -> iam.ManagedPolicy:
         """Everything a producer needs: send jobs, schedule later ones, read the manifest and statuses."""
-        stack = Stack.of(self)
         return iam.ManagedPolicy(
             self,
             "ProducerPolicy",
@@ -351,21 +350,7 @@ class LambdaJobs(Construct):
                 iam.PolicyStatement(
                     actions=["sqs:SendMessage"], resources=[w.queue.queue_arn for w in self.workers.values()]
                 ),
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter"],
-                    resources=[
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=MANIFEST_PREFIX.format(stack=stack.stack_name).strip("/") + "/*",
-                        ),
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=stack_manifest_parameter(stack.stack_name).strip("/"),
-                        ),
-                    ],
-                ),
+                self._manifest_statement(),
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
                 *self._scheduling_statements(),
             ],
@@ -374,7 +359,6 @@ class LambdaJobs(Construct):
     def _operator_policy(self) -> iam.ManagedPolicy:
         """What the operator CLI calls: queue health and the oldest message's age, job status, the
         dead-letter commands (list, show, redrive back to the job's queue, purge), cron trigger."""
-        stack = Stack.of(self)
         queues = [w.queue.queue_arn for w in self.workers.values()]
         dlqs = [w.dead_letter_queue.queue_arn for w in self.workers.values()]
         # Each queue ARN once (a managed policy holds at most 6,144 characters).
@@ -396,26 +380,32 @@ class LambdaJobs(Construct):
                     ],
                     resources=[*dlqs, self.scheduler_dlq.queue_arn],
                 ),
-                iam.PolicyStatement(
-                    actions=["ssm:GetParameter"],
-                    resources=[
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=MANIFEST_PREFIX.format(stack=stack.stack_name).strip("/") + "/*",
-                        ),
-                        stack.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=stack_manifest_parameter(stack.stack_name).strip("/"),
-                        ),
-                    ],
-                ),
+                self._manifest_statement(),
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
                 # GetMetricStatistics has no resource-level permissions: "*" is the only resource
                 iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
                 # lambdajobs enqueue --run-at
                 *self._scheduling_statements(),
+            ],
+        )
+
+    def _manifest_statement(self) -> iam.PolicyStatement:
+        """Reading the stack's manifest: every job's entry and the stack's own (how producers and the
+        CLI find queues and the table without names typed by hand)."""
+        stack = Stack.of(self)
+        return iam.PolicyStatement(
+            actions=["ssm:GetParameter"],
+            resources=[
+                stack.format_arn(
+                    service="ssm",
+                    resource="parameter",
+                    resource_name=MANIFEST_PREFIX.format(stack=stack.stack_name).strip("/") + "/*",
+                ),
+                stack.format_arn(
+                    service="ssm",
+                    resource="parameter",
+                    resource_name=stack_manifest_parameter(stack.stack_name).strip("/"),
+                ),
             ],
         )
 
