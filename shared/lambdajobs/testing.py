@@ -177,12 +177,21 @@ class JobRunner:
     of up to `batch_size` records, the partial batch response applied (failures stay, successes are
     deleted), visibility timeouts and receive counts as SQS keeps them."""
 
-    def __init__(self, stack: TestStack, job: str, *, worker: Worker | None = None) -> None:
+    def __init__(
+        self,
+        stack: TestStack,
+        job: str,
+        *,
+        worker: Worker | None = None,
+        source_config: StackConfig | None = None,
+    ) -> None:
         assert stack.provisioned is not None, "start the TestStack first"
         self.stack = stack
         self.spec = get_spec(job, jobs=stack.config.jobs)
         self.queues = stack.provisioned.queues[self.spec.name]
         self.worker = worker or Worker(self.spec.name, config=stack.config)
+        #: Whose credentials the event source receives and deletes with (Lambda's: the function's role).
+        self.source_config = source_config or stack.config
 
     def handler(self, event: dict[str, Any], context: Any) -> Any:
         return self.worker.handle(event, context)
@@ -196,7 +205,7 @@ class JobRunner:
             function_name=f"{self.stack.stack}-{self.spec.name}",
             timeout_seconds=self.spec.timeout_seconds,
             batch_size=self.spec.batch_size,
-            config=self.stack.config,
+            config=self.source_config,
         )
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lambdajobs.local.emulator import BatchOutcome, poll_once
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import StackConfig, clear_manifest_cache
 from lambdajobs.runtime.worker import Worker
@@ -53,19 +52,8 @@ class RoleRunner(JobRunner):
     and deletes with the function's role, and the worker runs with the function's configuration."""
 
     def __init__(self, stack: TestStack, job: str, config: StackConfig) -> None:
-        super().__init__(stack, job, worker=Worker(job, config=config))
+        super().__init__(stack, job, worker=Worker(job, config=config), source_config=config)
         self.config = config
-
-    def poll(self) -> BatchOutcome | None:
-        return poll_once(
-            queue_url=self.queues.queue_url,
-            queue_arn=self.queues.queue_arn,
-            handler=self.handler,
-            function_name=f"{self.stack.stack}-{self.spec.name}",
-            timeout_seconds=self.spec.timeout_seconds,
-            batch_size=self.spec.batch_size,
-            config=self.config,
-        )
 
 
 class _DeliverAs:

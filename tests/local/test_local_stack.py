@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import wait_for
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
 from lambdajobs.runtime.spec import isolated_registry, job, load_jobs
+from tests.dev_process import running_dev
 from tests.jobs import messages
 from tests.jobs.messages import Message
 
@@ -83,39 +82,22 @@ def test_the_local_stack_does_not_configure_the_process_through_its_environment(
 
 def test_lambdajobs_dev_starts_and_stops_cleanly_on_sigterm(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lambdajobs.cli", "dev", "--port", "0", "--log-file", str(tmp_path / "w.log")],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if "Ctrl-C" in line:
-                ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(60), "".join(lines)
-        assert any("lambdajobs local stack on http://127.0.0.1:" in x for x in lines), "".join(lines)
+    command = [
+        sys.executable,
+        "-m",
+        "lambdajobs.cli",
+        "dev",
+        "--port",
+        "0",
+        "--log-file",
+        str(tmp_path / "w.log"),
+    ]
+    with running_dev(command, ROOT, env) as dev:
+        assert "lambdajobs local stack on http://127.0.0.1:" in dev.output, dev.output
         time.sleep(1)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        reader.join(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    rest = "".join(lines)
-    assert proc.returncode == 0, rest
-    assert "stopped." in rest
+        code = dev.stop()
+    assert code == 0, dev.output
+    assert "stopped." in dev.output
 
 
 def test_lambdajobs_dev_on_a_busy_port_is_one_line():

@@ -12,16 +12,16 @@ import json
 import os
 import re
 import shutil
-import signal
 import site
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.dev_process import running_dev
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -220,29 +220,11 @@ def test_the_projects_cdk_app_ships_its_jobs_and_not_this_repos(user, tmp_path):
 
 
 def test_a_job_completes_on_lambdajobs_dev_with_its_jobs_package(user):
-    env = {**user["env"], "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    env = {**user["env"], "COLUMNS": "200"}
     cli = str(user["venv"] / "bin" / "lambdajobs")
-    dev = subprocess.Popen(
-        [cli, "dev", "--jobs", "acme_jobs", "--port", "0", "--log-file", str(user["base"] / "dev.log")],
-        cwd=user["project"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: list[str] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        for line in dev.stdout:  # type: ignore[union-attr]
-            lines.append(line)
-            if "Ctrl-C" in line:
-                ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        assert ready.wait(60), "".join(lines)
-        exports = next(line for line in lines if line.strip().startswith("export "))
+    command = [cli, "dev", "--jobs", "acme_jobs", "--port", "0", "--log-file", str(user["base"] / "dev.log")]
+    with running_dev(command, user["project"], env) as dev:
+        exports = next(line for line in dev.lines if line.strip().startswith("export "))
         local = dict(pair.split("=", 1) for pair in exports.split()[1:])
         assert local["LAMBDAJOBS_JOBS"] == "acme_jobs" and re.match(
             r"http://127\.0\.0\.1:\d+", local["AWS_ENDPOINT_URL"]
@@ -258,10 +240,5 @@ def test_a_job_completes_on_lambdajobs_dev_with_its_jobs_package(user):
         while "succeeded" not in (notice := run([cli, "status", "notify-9"], user["project"], shell)):
             assert time.monotonic() < deadline, notice
             time.sleep(0.5)
-    finally:
-        dev.send_signal(signal.SIGTERM)
-        try:
-            dev.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            dev.kill()
-    assert dev.returncode == 0, "".join(lines)
+        code = dev.stop()
+    assert code == 0, dev.output

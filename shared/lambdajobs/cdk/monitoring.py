@@ -97,20 +97,16 @@ class Monitoring(Construct):
             self.dashboard.add_widgets(
                 cw.GraphWidget(title="scheduler: undelivered runs (its DLQ)", left=[undelivered], width=24)
             )
-            self.scheduler_alarm = scheduler_dlq.metric_approximate_number_of_messages_visible(
-                period=ONE_MINUTE, statistic="Maximum"
-            ).create_alarm(
-                self,
+            self.scheduler_alarm = self._alarm(
                 "SchedulerDeadLetters",
+                scheduler_dlq.metric_approximate_number_of_messages_visible(
+                    period=ONE_MINUTE, statistic="Maximum"
+                ),
                 threshold=0,
-                evaluation_periods=1,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description="lambdajobs: scheduled runs EventBridge Scheduler could not deliver "
+                periods=1,
+                description="lambdajobs: scheduled runs EventBridge Scheduler could not deliver "
                 "(the Scheduler DLQ holds them). Runbook: README.",
             )
-            self.scheduler_alarm.add_alarm_action(actions.SnsAction(self.topic))
-            self.scheduler_alarm.add_ok_action(actions.SnsAction(self.topic))
 
     def _row(self, job: str, worker: JobWorker) -> list[cw.IWidget]:
         queue, dlq, fn = worker.queue, worker.dead_letter_queue, worker.function
@@ -193,7 +189,7 @@ class Monitoring(Construct):
                     period=FIVE_MINUTES, statistic="Maximum"
                 ),
                 1,
-                "seconds the oldest dead letter has been kept (deleted at 14 days)",
+                "seconds the oldest dead letter has been in the DLQ (it may be deleted after 10 days there)",
             ),
             "WorkerErrors": (
                 limits.worker_errors_above,
@@ -211,18 +207,29 @@ class Monitoring(Construct):
         }
         made: dict[str, cw.Alarm] = {}
         for name, (threshold, metric, periods, what) in wanted.items():
-            if threshold is None:
-                continue
-            alarm = metric.create_alarm(
-                self,
-                f"{worker.node.id}{name}",
-                threshold=threshold,
-                evaluation_periods=periods,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README.",
-            )
-            alarm.add_alarm_action(actions.SnsAction(self.topic))
-            alarm.add_ok_action(actions.SnsAction(self.topic))
-            made[name] = alarm
+            if threshold is not None:
+                made[name] = self._alarm(
+                    f"{worker.node.id}{name}",
+                    metric,
+                    threshold=threshold,
+                    periods=periods,
+                    description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README.",
+                )
         return made
+
+    def _alarm(
+        self, alarm_id: str, metric: cw.Metric, *, threshold: int, periods: int, description: str
+    ) -> cw.Alarm:
+        """An alarm above `threshold` for `periods` periods (no data is fine), alarm and OK to the topic."""
+        alarm = metric.create_alarm(
+            self,
+            alarm_id,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(actions.SnsAction(self.topic))
+        alarm.add_ok_action(actions.SnsAction(self.topic))
+        return alarm
