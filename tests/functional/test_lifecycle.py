@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel
 
 from lambdajobs.local.lambda_events import sqs_event
 from lambdajobs.runtime import Backoff, aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import WaitTimeoutError, get_status, wait_for
+from lambdajobs.runtime.worker import attempt_of
 from tests.jobs.media import STAGE_BUDGET_SECONDS, Clip, rename_encoder
 from tests.jobs.messages import Message
 
@@ -37,6 +39,11 @@ def receive(runner, max_messages: int = 10) -> list[dict]:
         MessageAttributeNames=["All"],
     )
     return list(got.get("Messages", []))
+
+
+def delete(runner, messages: list[dict]) -> None:
+    for m in messages:
+        aws.client("sqs").delete_message(QueueUrl=runner.queues.queue_url, ReceiptHandle=m["ReceiptHandle"])
 
 
 def slow_sink(sink, context: SteppedContext, elapsed_ms: int):
@@ -140,14 +147,19 @@ def test_records_are_not_started_near_the_deadline(deliver_runner, sink, clock):
     event = sqs_event(messages, queue_arn=deliver_runner.queues.queue_arn, region="us-east-1")
     # WHEN the worker runs the batch
     response = deliver_runner.handler(event, context)
-    # THEN one record ran; the two it had no time for are reported failed, not run
+    # THEN one record ran; the two it had no time for are handed back as copies, not run, and the
+    # originals are done (a receive that did not run the job costs no attempt)
     assert len(sink.sent) == 1
-    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-    assert failed == {m["MessageId"] for m in messages[1:]}
-    # AND they are visible again at once (not after a backoff), with no record written for them
+    assert response == {"batchItemFailures": []}
+    # AND the copies are visible again at once (not after a backoff), still at attempt 1, with no
+    # record written for them
     clock.shift(1)  # moto shows a message whose visibility ends "now" only once the clock moves
     again = receive(deliver_runner)
-    assert {m["MessageId"] for m in again} == failed
+    assert sorted(m["Body"] for m in again) == sorted(m["Body"] for m in messages[1:])
+    assert {m["MessageId"] for m in again}.isdisjoint(m["MessageId"] for m in messages)
+    for m in again:
+        record = sqs_event([m], queue_arn=deliver_runner.queues.queue_arn, region="us-east-1")["Records"][0]
+        assert attempt_of(SQSRecord(record)) == 1
     for m in messages[1:]:
         assert get_status(m["MessageId"]).state == "pending"
 
@@ -260,8 +272,9 @@ def test_a_slow_run_does_not_stop_later_invocations_from_starting(deliver_runner
     assert sink.sent == ["slow@example.com", "next@example.com"]
 
 
-def test_a_record_on_its_last_attempt_is_run_even_near_the_deadline(declare, clock):
-    # GIVEN a batch whose second record is on its last attempt, after a first record used the time
+def test_records_on_their_last_attempt_cannot_make_an_invocation_overrun(declare, clock):
+    # GIVEN a batch of three records all on their last (and only) attempt, and a first record that
+    # uses 29 of the invocation's 30 seconds
     context = SteppedContext(timeout_ms=30_000)
     ran: list[int] = []
 
@@ -271,15 +284,24 @@ def test_a_record_on_its_last_attempt_is_run_even_near_the_deadline(declare, clo
         return {}
 
     runner = declare(lastly, name="lastly", max_attempts=1)
-    enqueue("lastly", Tick(n=1))
-    enqueue("lastly", Tick(n=2))
+    for n in (1, 2, 3):
+        enqueue("lastly", Tick(n=n))
     messages = receive(runner)
+    assert len(messages) == 3
     # WHEN the worker runs the batch
     response = runner.handler(
         sqs_event(messages, queue_arn=runner.queues.queue_arn, region="us-east-1"), context
     )
-    # THEN both ran: skipping the second would send it to the DLQ without running it
-    assert sorted(ran) == [1, 2] and response == {"batchItemFailures": []}
+    # THEN only the first ran: the others are handed back without running (starting them would
+    # overrun the invocation and fail the whole batch), and none is dead-lettered
+    assert len(ran) == 1 and response == {"batchItemFailures": []}
+    assert runner.depth(dlq=True) == 0
+    delete(runner, messages)  # what the event source does with records not reported failed
+    # AND the copies still have their attempt: the next invocation runs them to success
+    clock.shift(1)
+    assert runner.poll().failed_ids == []
+    assert sorted(ran) == [1, 2, 3]
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 0
 
 
 def test_a_result_that_is_not_json_is_stored_as_text_and_the_job_runs_once(declare, clock):
@@ -317,11 +339,16 @@ def test_the_first_record_of_an_invocation_always_starts(deliver_runner, sink, c
     enqueue("deliver", Message(to="second@example.com", subject="s", body="b"))
     context = SteppedContext(timeout_ms=30_000)
     context.elapsed_ms = 29_000
+    event = batch(deliver_runner)
+    second = event["Records"][1]["body"]
     # WHEN the worker runs the batch
-    response = deliver_runner.handler(batch(deliver_runner), context)
-    # THEN the first record ran (refusing it would make no progress at all), the second did not
+    response = deliver_runner.handler(event, context)
+    # THEN the first record ran (refusing it would make no progress at all), the second did not: it
+    # was handed back to the queue for the next invocation
     assert sink.sent == ["first@example.com"]
-    assert len(response["batchItemFailures"]) == 1
+    assert response == {"batchItemFailures": []}
+    clock.shift(1)
+    assert [m["Body"] for m in receive(deliver_runner)] == [second]
 
 
 class Crash(BaseException):

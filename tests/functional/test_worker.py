@@ -9,7 +9,7 @@ from lambdajobs.local.lambda_events import LambdaContext, sqs_event
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
-from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON
+from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_REASON, ATTR_SETTLE
 from lambdajobs.runtime.worker import Worker
 from tests.jobs.media import Clip
 from tests.jobs.messages import Message
@@ -134,7 +134,7 @@ def test_records_that_can_never_succeed_are_dead_lettered_at_once(deliver_runner
     assert get_status("bad-1").state == "dead"
 
 
-def test_failed_dlq_move_reports_the_record_failed(stack, deliver_runner, sink, clock):
+def test_a_dlq_that_cannot_be_written_keeps_the_message_on_its_queue(stack, deliver_runner, sink, clock):
     # GIVEN a permanent failure while the DLQ cannot be written (a worker configured with a missing DLQ)
     own = stack.config.queues["deliver"]
     broken = stack.config.with_resources(
@@ -142,11 +142,15 @@ def test_failed_dlq_move_reports_the_record_failed(stack, deliver_runner, sink, 
     )
     deliver_runner = stack.runner("deliver", worker=Worker("deliver", config=broken))
     enqueue("deliver", message("not-an-address"))
-    # WHEN it is delivered
-    outcome = deliver_runner.poll()
-    # THEN the record is reported failed, so it stays on the queue for SQS redrive: not lost
-    assert outcome.failed_ids == outcome.message_ids
+    # WHEN it is delivered, twice
+    deliver_runner.poll()
+    clock.shift(2)
+    deliver_runner.poll()
+    # THEN the message is still on its queue, with the move to the DLQ still to make: not lost
+    clock.shift(2)
     assert deliver_runner.depth() == 1
+    [copy] = receive_all(deliver_runner.queues.queue_url)
+    assert json.loads(copy["MessageAttributes"][ATTR_SETTLE]["StringValue"])["type"] == "PermanentError"
 
 
 def test_last_attempt_failure_is_dead_lettered_with_reason(deliver_runner, sink, clock):

@@ -31,8 +31,8 @@ def test_a_grant_missing_from_the_template_fails_even_when_the_code_swallows_the
     environment = StackConfig.from_environment(deployment.worker_environment("send_email"))
     runner = RoleRunner(deployment.stack, "send_email", deployment.config_for(trimmed, environment))
     deployment.stack.enqueue("send_email", SendEmail(to="not-an-address", subject="s", body="b"))
-    # WHEN the worker moves an invalid job to the DLQ (it reports the record failed when that send
-    # fails, so nothing reaches the test)
+    # WHEN the worker moves an invalid job to the DLQ (when that send fails it hands the message back
+    # to its queue with the move still to make, so nothing reaches the test)
     runner.drain()
     # THEN the denial is recorded, naming the call, the resource and the principal with its policies
     denied = deployment.recorder.take_denials()
@@ -40,7 +40,7 @@ def test_a_grant_missing_from_the_template_fails_even_when_the_code_swallows_the
     report = deployment.recorder.report(denied)
     assert f"sqs:SendMessage on {dlq_arn}" in report
     assert "by worker of send_email (trimmed)" in report and "WorkerServiceRoleDefaultPolicy" in report
-    # AND the message is not lost: still in the queue, for SQS redrive
+    # AND the message is not lost: still in the queue
     assert runner.depth() == 1
 
 

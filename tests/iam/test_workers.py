@@ -5,11 +5,13 @@ mapping's polling, the job record, retries, the dead-letter queue, and what a jo
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 
 from handlers.emails import SendEmail
 from handlers.reports import report_key
 from handlers.video import TranscodeVideo
+from lambdajobs.runtime import lifecycle
 from lambdajobs.runtime.config import using
 from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
 from lambdajobs.runtime.records import get_status
@@ -69,6 +71,36 @@ def test_send_email_moves_an_invalid_address_to_its_dlq(deployment, sender):
     # AND its record reads dead; nothing was sent
     assert get_status(job_id).state == "dead"
     assert sender.sent == []
+
+
+def test_send_email_hands_back_a_message_whose_lock_is_held_under_its_role(deployment, sender, clock):
+    # GIVEN an email whose job record is locked by another invocation for 60 more seconds
+    job_id = deployment.stack.enqueue(
+        "send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello"), job_id="held-1"
+    )
+    config = deployment.stack.config
+    now = time.time()
+    lifecycle.acquire(
+        config.client("dynamodb"),
+        config.table_name(),
+        job_id,
+        "send_email",
+        expiration=int(now) + 3600,
+        in_progress_expiration=int(now * 1000) + 60_000,
+    )
+    runner = deployment.runner("send_email")
+    # WHEN send_email's function takes it
+    runner.drain()
+    # THEN it sent a copy back to its own queue (SendMessage, with its role), ran nothing, and
+    # dead-lettered nothing
+    sends = [c for c in deployment.calls_by(deployment.worker("send_email")) if c.action == "sqs:SendMessage"]
+    assert sends and all(c.allowed for c in sends)
+    assert any(runner.queues.queue_arn in c.resources for c in sends)
+    assert sender.sent == [] and runner.depth(dlq=True) == 0
+    # AND once the lock has expired the copy runs the job
+    clock.shift(61)
+    runner.drain()
+    assert get_status(job_id).state == "succeeded" and sender.sent == ["ada@example.com"]
 
 
 def test_transcode_video_reports_progress_under_its_role(deployment, encoder):

@@ -190,6 +190,7 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
             "sqs:GetQueueUrl",
             "sqs:DeleteMessage",
             "sqs:GetQueueAttributes",
+            "sqs:SendMessage",  # a record not run goes back to its own queue as a copy
         },
         dlq: {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"},
         table: {"dynamodb:GetItem", "dynamodb:UpdateItem"},

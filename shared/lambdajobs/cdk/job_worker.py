@@ -154,6 +154,9 @@ class JobWorker(Construct):
         )
         self.function.add_event_source(self.event_source)  # grants consume on its own queue
         self.dead_letter_queue.grant_send_messages(self.function)
+        # A record the worker does not run (its lock held, no time left, a failed record write) goes
+        # back to its own queue as a copy, so that receive costs no attempt.
+        self.queue.grant_send_messages(self.function)
         # The job record: acquire/complete are UpdateItem, status reads are GetItem. On the table only:
         # Table.grant would add its indexes too, which these actions never touch.
         self.function.add_to_role_policy(

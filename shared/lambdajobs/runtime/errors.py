@@ -73,7 +73,13 @@ class StackNotFoundError(QueueNotFoundError):
 
 
 class NotStartedError(LambdaJobsError):
-    """The invocation was too close to its deadline to start this record; it comes back at once."""
+    """A record was not run (too close to the deadline, its lock held, or its bookkeeping failed) and
+    could not be handed back as a copy; it comes back after its delay, and that receive counts."""
+
+
+class LastAttemptLostError(LambdaJobsError):
+    """The job's last attempt ended without an outcome (its invocation crashed or timed out): the job
+    is dead with this reason."""
 
 
 class WaitTimeoutError(LambdaJobsError, TimeoutError):
@@ -112,6 +118,7 @@ __all__ = [
     "InvalidOptionError",
     "JobIdError",
     "LambdaJobsError",
+    "LastAttemptLostError",
     "NotStartedError",
     "PayloadTooLargeError",
     "PayloadValidationError",

@@ -65,9 +65,14 @@ def acquire(
     *,
     expiration: int,
     in_progress_expiration: int | None,
+    attempt: int | None = None,
     max_attempts: int | None = None,
 ) -> None:
-    """pending/retrying/dead/expired -> running: take the job's lock and count an attempt.
+    """pending/retrying/dead/expired -> running: take the job's lock and record the attempt.
+
+    `attempts` becomes the worker's attempt number (earlier copies' attempts plus this message's
+    receive count), so a receive that did not run the job (handed back) is not counted, and a message
+    redriven from the DLQ starts again at 1. Without `attempt`, the count goes up by one.
 
     Allowed when: no record yet; the record expired; an earlier attempt failed (retrying, or dead and
     now redriven); or a running lock whose invocation died (its in-progress expiry passed).
@@ -81,7 +86,6 @@ def acquire(
         ":running": {"S": JobState.RUNNING},
         ":retrying": {"S": JobState.RETRYING},
         ":dead": {"S": JobState.DEAD},
-        ":one": {"N": "1"},
         ":now_iso": {"S": now_iso()},
         ":exp": {"N": str(expiration)},
         ":now": {"N": str(int(now))},
@@ -101,6 +105,13 @@ def acquire(
     if max_attempts is not None:  # for `reconcile`: no extra write, the same update
         values[":max"] = {"N": str(max_attempts)}
         sets.append("max_attempts = :max")
+    if attempt is not None:
+        values[":attempt"] = {"N": str(attempt)}
+        sets.append("attempts = :attempt")
+        count = ""
+    else:
+        values[":one"] = {"N": "1"}
+        count = " ADD attempts :one"
     condition = (
         "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead) OR "
         "(#state = :running AND attribute_exists(in_progress_expiration) "
@@ -112,7 +123,8 @@ def acquire(
             Key={"id": {"S": job_id}},
             UpdateExpression="SET "
             + ", ".join(sets)
-            + " ADD attempts :one REMOVE finished_at, progress, progress_message",
+            + count
+            + " REMOVE finished_at, progress, progress_message",
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
@@ -219,8 +231,9 @@ def report_progress(client: Any, table: str, job_id: str, percent: float, messag
 #: The error a reconciled record reads with: SQS, not the worker, dead-lettered the message.
 REDRIVEN_ERROR = {
     "type": "MaxReceiveCountExceeded",
-    "message": "the invocation running the job's last attempt crashed or timed out before it could "
-    "record the outcome; SQS moves (or has moved) the message to the DLQ after max_attempts receives",
+    "message": "the job's last attempt ended without its outcome recorded (the invocation crashed or "
+    "timed out, or could not write the record); its message is in the DLQ, or SQS moves it there on "
+    "its next receive",
 }
 
 

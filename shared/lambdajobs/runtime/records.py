@@ -86,7 +86,15 @@ class JobRecordStore(BasePersistenceLayer):
     def save_inprogress(self, data: dict[str, Any], remaining_time_in_millis: int | None = None) -> None:
         # _put_record only receives the DataRecord; keep the run (job name, attempt) at hand for it.
         self._local.run = data
+        self._local.held = None
         super().save_inprogress(data, remaining_time_in_millis)
+
+    def held_lock_expiry_ms(self) -> int | None:
+        """When the lock that just refused this thread's acquire expires (epoch ms), if it has a
+        deadline: the holder's invocation deadline."""
+        item = getattr(self._local, "held", None) or {}
+        value = item.get("in_progress_expiration", {}).get("N")
+        return int(value) if value is not None else None
 
     def _put_record(self, data_record: DataRecord) -> None:
         run = getattr(self._local, "run", None) or {}
@@ -98,9 +106,11 @@ class JobRecordStore(BasePersistenceLayer):
                 str(run.get("job", "")),
                 expiration=int(data_record.expiry_timestamp or 0),
                 in_progress_expiration=data_record.in_progress_expiry_timestamp,
+                attempt=int(run["attempt"]) if "attempt" in run else None,
                 max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
             )
         except RecordHeldError as exc:
+            self._local.held = exc.item  # for the worker: when the holder's lock expires
             old = self._to_data_record(exc.item) if exc.item else None
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 

@@ -50,6 +50,15 @@ ATTR_ATTEMPTS = "lambdajobs.attempts"
 ATTR_FAILED_AT = "lambdajobs.failed_at"
 DLQ_ATTRIBUTES = (ATTR_ERROR_TYPE, ATTR_REASON, ATTR_ATTEMPTS, ATTR_FAILED_AT)
 
+#: SQS message attributes the worker writes on a copy of a message it hands back to the job's queue
+#: (see `lambdajobs.runtime.worker`): the attempts earlier copies used (the copy's attempt is this plus
+#: its receive count), and, when the job's outcome is known and only its bookkeeping is left, that
+#: outcome (JSON). Producers never set them; the worker drops both when it dead-letters a message, so
+#: a redriven message starts again at attempt 1.
+ATTR_PRIOR_ATTEMPTS = "lambdajobs.prior_attempts"
+ATTR_SETTLE = "lambdajobs.settle"
+HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE)
+
 
 #: Source queues keep messages 4 days (the SQS default); dead-letter queues 14 days, the SQS maximum:
 #: on a standard queue a message keeps its original enqueue time when moved to the DLQ, so the DLQ

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import random
 import threading
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +40,7 @@ from lambdajobs.runtime.envelope import Envelope, decode
 from lambdajobs.runtime.errors import (
     ConfigurationError,
     EnvelopeError,
+    LastAttemptLostError,
     NotStartedError,
     PayloadValidationError,
     UnknownJobError,
@@ -47,8 +50,11 @@ from lambdajobs.runtime.settings import (
     ATTR_ATTEMPTS,
     ATTR_ERROR_TYPE,
     ATTR_FAILED_AT,
+    ATTR_PRIOR_ATTEMPTS,
     ATTR_REASON,
+    ATTR_SETTLE,
     DLQ_ATTRIBUTES,
+    HANDBACK_ATTRIBUTES,
     METRICS_NAMESPACE,
     SERVICE_NAME,
     job_for_queue,
@@ -60,6 +66,11 @@ pii.install(logger)  # every line is checked for the current record's personal d
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
+MAX_DELAY_SECONDS = 900  # SQS: DelaySeconds at most 15 minutes
+#: A bookkeeping call that failed (after the SDK's own retries) is tried this many times in all, with
+#: jittered pauses from this base, before the worker falls back to handing the message back.
+WRITE_TRIES = 3
+WRITE_PAUSE_SECONDS = 0.05
 
 
 def deadline_margin_ms(spec: JobSpec) -> float:
@@ -93,9 +104,6 @@ class _Invocation:
     context: Any
     started: int = 0
     longest_ms: float = 0.0
-
-
-_ran: ContextVar[bool] = ContextVar("lambdajobs_job_ran", default=False)
 
 
 class Worker:
@@ -190,11 +198,11 @@ class Worker:
 
     # -- one record ---------------------------------------------------------------------------------
 
-    def _too_late(self, spec: JobSpec, invocation: _Invocation, attempt: int) -> str | None:
+    def _too_late(self, spec: JobSpec, invocation: _Invocation) -> str | None:
         """Why this record should not start now, or None. The first record of an invocation always
-        starts, and so does a record on its last attempt (skipping it would use up its last receive
-        and send it to the DLQ unrun)."""
-        if invocation.context is None or invocation.started == 0 or attempt >= spec.max_attempts:
+        starts; a later one only if the margin plus the longest run so far still fits. A record not
+        started is handed back without costing an attempt, on its last attempt too."""
+        if invocation.context is None or invocation.started == 0:
             return None
         remaining_ms = invocation.context.get_remaining_time_in_millis()
         needed_ms = deadline_margin_ms(spec) + invocation.longest_ms
@@ -203,13 +211,14 @@ class Worker:
         return f"not started: {remaining_ms} ms left, {needed_ms:.0f} ms needed"
 
     def _process(self, spec: JobSpec, record: SQSRecord, invocation: _Invocation) -> Any:
-        attempt = int(record.attributes.approximate_receive_count or 1)
-        reason = self._too_late(spec, invocation, attempt)
+        attempt = attempt_of(record)
+        settle = _attribute(record, ATTR_SETTLE)
+        if settle is not None:
+            return self._settle(spec, record, settle, attempt)
+        reason = self._too_late(spec, invocation)
         if reason:
-            # Report it failed without running it, visible again at once for the next invocation.
-            self._retry_after(spec, record, 0)
             self._metric("JobDeferred", MetricUnit.Count, 1)
-            raise NotStartedError(reason)
+            return self._hand_back(spec, record, attempt, 0, why=reason)
         try:
             envelope = decode(record.body)
             target = get_spec(envelope.job, jobs=self.stack_config.jobs)
@@ -226,18 +235,22 @@ class Worker:
                 payload = spec.validate(envelope.payload)  # the producer's rule, the same code
             except PayloadValidationError as error:
                 job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-                self.store.reject(job_id, spec.name, error)
+                self._write(self.store.reject, job_id, spec.name, error)
                 return self._dead_letter(spec, record, error, attempt, job_id=job_id)
             # Derived from the validated payload, as the Python producer derives it: defaults applied.
             job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
             keys = {"correlation_id": job_id, "job": spec.name, "attempt": attempt}
             logger.thread_safe_append_keys(**keys)  # per thread: the local stack runs batches at once
-            invocation.started += 1
-            started = time.perf_counter()
             try:
-                return self._run(spec, envelope, payload, job_id, attempt, record, invocation.context)
+                if attempt > spec.max_attempts:
+                    return self._after_last_attempt(spec, record, job_id, attempt)
+                invocation.started += 1
+                started = time.perf_counter()
+                try:
+                    return self._run(spec, envelope, payload, job_id, attempt, record, invocation.context)
+                finally:
+                    invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
             finally:
-                invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
                 logger.thread_safe_remove_keys(list(keys))
 
     def _run(
@@ -263,31 +276,33 @@ class Worker:
             config=self.stack_config,
         )
         started = time.perf_counter()
-        ran = _ran.set(False)
+        outcome = _Outcome()
+        token = _outcome.set(outcome)
         try:
             result = self._run_once(run=run, spec=spec, payload=payload, ctx=ctx)
         except IdempotencyAlreadyInProgressError:
-            # A duplicate delivery while another invocation runs this job: come back later.
-            logger.info("job already running elsewhere; will retry")
-            raise
+            return self._lock_held(spec, record, attempt)
         except Exception as exc:
-            self._metric("JobFailed", MetricUnit.Count, 1)
-            if lifecycle.after_failure(exc, attempt, spec.max_attempts) is lifecycle.JobState.DEAD:
-                logger.warning("job failed for good", extra={"error": error_fields(exc)})
-                return self._dead_letter(spec, record, exc, attempt, job_id=job_id)
-            delay = spec.backoff.delay(attempt, self.rng)
-            self._metric("JobRetried", MetricUnit.Count, 1)
-            logger.warning(
-                "job failed; will retry", extra={"error": error_fields(exc), "retry_in_seconds": delay}
-            )
-            self._retry_after(spec, record, delay)
-            raise
+            if outcome.returned:
+                # The job returned; writing its success failed. Never a job failure: write again,
+                # else hand the outcome back with the message, so it is recorded and not run again.
+                return self._complete_late(spec, record, run, outcome.result, attempt, exc)
+            if outcome.error is None:
+                # The job never started: taking its lock failed (a throttled or failed write). Not an
+                # attempt: hand the message back for later.
+                logger.warning(
+                    "could not take the job's lock; handing the message back",
+                    extra={"error": error_fields(exc)},
+                )
+                return self._hand_back(
+                    spec, record, attempt, spec.backoff.delay(attempt, self.rng), why="acquire"
+                )
+            return self._failed(spec, record, run, outcome.error, exc, attempt, job_id)
         finally:
-            did_run = _ran.get()
-            _ran.reset(ran)
-            if did_run:
+            _outcome.reset(token)
+            if outcome.started:
                 self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
-        if not did_run:
+        if not outcome.started:
             # The job id already succeeded: Powertools answered from the record, nothing ran.
             self._metric("JobDuplicate", MetricUnit.Count, 1)
             logger.info("duplicate delivery of a job that already succeeded; not run again")
@@ -296,15 +311,173 @@ class Worker:
         logger.info("job succeeded")
         return result
 
+    def _failed(
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        run: dict[str, Any],
+        error: BaseException,
+        raised: BaseException,
+        attempt: int,
+        job_id: str,
+    ) -> Any:
+        """The job raised `error`. `raised` is what reached us: the job's error itself, or Powertools'
+        persistence error when releasing the lock failed; then the release is written again here, and
+        the decision is always taken on the job's own error (a `PermanentError` stays permanent)."""
+        if raised is not error and not self._write(self.store.delete_record, run, error):
+            logger.warning(
+                "could not record the job's failure; the record reads running until its lock expires",
+                extra={"error": error_fields(raised)},
+            )
+        self._metric("JobFailed", MetricUnit.Count, 1)
+        if lifecycle.after_failure(error, attempt, spec.max_attempts) is lifecycle.JobState.DEAD:
+            logger.warning("job failed for good", extra={"error": error_fields(error)})
+            return self._dead_letter(spec, record, error, attempt, job_id=job_id)
+        delay = spec.backoff.delay(attempt, self.rng)
+        self._metric("JobRetried", MetricUnit.Count, 1)
+        logger.warning(
+            "job failed; will retry", extra={"error": error_fields(error), "retry_in_seconds": delay}
+        )
+        self._retry_after(spec, record, delay)
+        raise error
+
+    def _complete_late(
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        run: dict[str, Any],
+        result: Any,
+        attempt: int,
+        exc: BaseException,
+    ) -> Any:
+        if self._write(self.store.save_success, run, result):
+            self._metric("JobSucceeded", MetricUnit.Count, 1)
+            logger.info("job succeeded (its completion write needed another try)")
+            return result
+        logger.warning(
+            "job succeeded but its record could not be written; handing the outcome back with the message",
+            extra={"error": error_fields(exc)},
+        )
+        settle = {"action": "complete", "job_id": run["job_id"], "result": result}
+        return self._hand_back(spec, record, attempt, 1, why="complete", settle=settle)
+
+    def _lock_held(self, spec: JobSpec, record: SQSRecord, attempt: int) -> Any:
+        """Another delivery holds the job's lock: a concurrent copy, or this worker's own earlier
+        invocation whose outcome write failed. Neither costs an attempt: the message comes back when
+        the lock expires (at the holder's invocation deadline)."""
+        expiry_ms = self.store.held_lock_expiry_ms()
+        if expiry_ms is None:  # a lock without a deadline (no Lambda context registered)
+            logger.info("job already running elsewhere; will retry")
+            raise IdempotencyAlreadyInProgressError("the job's lock is held")
+        wait = max(1, math.ceil((expiry_ms - time.time() * 1000) / 1000))
+        logger.info(
+            "job already running elsewhere; handing the message back", extra={"retry_in_seconds": wait}
+        )
+        return self._hand_back(spec, record, attempt, wait, why="lock held")
+
+    def _after_last_attempt(self, spec: JobSpec, record: SQSRecord, job_id: str, attempt: int) -> Any:
+        """A handed-back copy received again after the last attempt: that attempt's invocation crashed
+        or timed out. Unless the job succeeded after all, its record becomes dead and the message goes
+        to the DLQ with that reason (what SQS redrive would do, without a reason, for the original)."""
+        item = self.store.get_item(job_id)
+        if item and item.get("state", {}).get("S") == lifecycle.JobState.SUCCEEDED:
+            self._metric("JobDuplicate", MetricUnit.Count, 1)
+            return None
+        error = LastAttemptLostError(lifecycle.REDRIVEN_ERROR["message"])
+        self._write(self.store.reject, job_id, spec.name, error)
+        return self._dead_letter(spec, record, error, attempt - 1, job_id=job_id)
+
     @staticmethod
     def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobContext) -> Any:
-        _ran.set(True)
-        result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
-        if isinstance(result, BaseModel):
-            result = result.model_dump(mode="json")
-        # The result is stored as JSON. Make it JSON now (datetimes, decimals, sets become strings):
-        # failing to store it after the job ran would run the job again.
-        return json.loads(json.dumps(result, default=str))
+        outcome = _outcome.get()
+        outcome.started = True
+        try:
+            result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
+            if isinstance(result, BaseModel):
+                result = result.model_dump(mode="json")
+            # The result is stored as JSON. Make it JSON now (datetimes, decimals, sets become
+            # strings): failing to store it after the job ran would run the job again.
+            result = json.loads(json.dumps(result, default=str))
+        except Exception as exc:
+            outcome.error = exc
+            raise
+        outcome.returned, outcome.result = True, result
+        return result
+
+    # -- bookkeeping --------------------------------------------------------------------------------
+
+    def _write(self, write: Callable[..., Any], *args: Any) -> bool:
+        """Run a bookkeeping call (a record write, an SQS send), trying again on failure with a short
+        jittered pause; True when it went through. The SDK already retried each call."""
+        for n in range(WRITE_TRIES):
+            try:
+                write(*args)
+                return True
+            except Exception as exc:
+                if n == WRITE_TRIES - 1:
+                    logger.warning("bookkeeping call failed", extra={"error": error_fields(exc)})
+                    return False
+                time.sleep((0.5 + 0.5 * self.rng.random()) * WRITE_PAUSE_SECONDS * 2**n)
+        return False
+
+    def _hand_back(
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        attempt: int,
+        delay: int,
+        *,
+        why: str,
+        settle: dict[str, Any] | None = None,
+    ) -> Any:
+        """Send a copy of the message back to the job's queue after `delay` seconds and report this
+        record done (so the original is deleted): a receive that did not run the job costs no attempt,
+        and the copy is never at its queue's last receive. The copy carries the attempts used so far
+        (its first receive is attempt `attempt` again) and, with `settle`, the outcome left to record.
+
+        If the copy cannot be sent, the record is reported failed and returns after `delay`
+        (that receive then counts)."""
+        attributes = _copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 2)
+        attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": str(max(0, attempt - 1))}
+        if settle is not None:
+            attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": json.dumps(settle, default=str)}
+        sent = self._write(
+            lambda: self.stack_config.client("sqs").send_message(
+                QueueUrl=self._queue_url(spec, record),
+                MessageBody=record.body,
+                MessageAttributes=attributes,
+                DelaySeconds=min(MAX_DELAY_SECONDS, max(0, delay)),
+            )
+        )
+        if not sent:
+            self._retry_after(spec, record, delay)
+            raise NotStartedError(f"{why}: could not hand the message back; it returns in {delay} s")
+        self._metric("JobHandedBack", MetricUnit.Count, 1)
+        return None
+
+    def _settle(self, spec: JobSpec, record: SQSRecord, text: str, attempt: int) -> Any:
+        """A copy whose job already ran: only its outcome is left to record (the success write, or the
+        move to the DLQ). The job is not run again."""
+        try:
+            settle = json.loads(text)
+            action = settle["action"]
+        except (ValueError, TypeError, KeyError):
+            settle, action = {}, None
+        if action == "complete":
+            run = {"job_id": str(settle["job_id"])}
+            if self._write(self.store.save_success, run, settle.get("result")):
+                self._metric("JobSucceeded", MetricUnit.Count, 1)
+                logger.info("recorded the success of a job that ran earlier", extra={"job_id": run["job_id"]})
+                return None
+            return self._hand_back(spec, record, attempt, 1, why="complete", settle=settle)
+        if action == "dead_letter":
+            error = {"type": str(settle.get("type")), "message": str(settle.get("message"))}
+            return self._move_to_dlq(
+                spec, record, error, int(settle.get("attempts") or attempt), settle.get("job_id"), settle
+            )
+        # Not ours to understand (a newer version wrote it): run the message as usual.
+        logger.warning("ignoring an unknown outcome on a handed-back message", extra={"settle": text[:200]})
+        return self._hand_back(spec, record, attempt, 0, why="unknown settle")
 
     # -- retries ------------------------------------------------------------------------------------
 
@@ -337,34 +510,90 @@ class Worker:
 
     def _dead_letter(
         self, spec: JobSpec, record: SQSRecord, exc: BaseException, attempt: int, job_id: str | None
-    ) -> None:
-        """Move a record to the DLQ now, with its reason. Raising here reports the record failed,
-        so the message stays in the queue and SQS redrive still catches it: never lost."""
-        err = error_fields(exc)
+    ) -> Any:
+        """Move a record to the DLQ now, with its reason."""
+        return self._move_to_dlq(spec, record, error_fields(exc), attempt, job_id, None)
+
+    def _move_to_dlq(
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        err: dict[str, str],
+        attempt: int,
+        job_id: str | None,
+        settle: dict[str, Any] | None,
+    ) -> Any:
+        """Send the message to the DLQ with its reason in message attributes. If that keeps failing,
+        hand the message back carrying the move still to make (so the job is not run again, and the
+        message never reaches SQS redrive without its reason); if even that fails, the record is
+        reported failed and SQS redrive still catches it: never lost."""
         ours = {
             ATTR_ERROR_TYPE: err["type"],
             ATTR_REASON: err["message"] or err["type"],
             ATTR_ATTEMPTS: str(attempt),
             ATTR_FAILED_AT: datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         }
-        attributes: dict[str, Any] = {}
-        for name, value in (record.raw_event.get("messageAttributes") or {}).items():
-            if name in DLQ_ATTRIBUTES or len(attributes) >= MAX_SQS_ATTRIBUTES - len(ours):
-                continue
-            converted = {"DataType": value.get("dataType", "String")}
-            if value.get("stringValue") is not None:
-                converted["StringValue"] = value["stringValue"]
-            if value.get("binaryValue") is not None:
-                # Lambda's event holds it base64-encoded; SendMessage wants the bytes.
-                converted["BinaryValue"] = base64.b64decode(value["binaryValue"])
-            attributes[name] = converted
+        # A redriven message starts again: the hand-back attributes are not carried to the DLQ.
+        drop = DLQ_ATTRIBUTES + HANDBACK_ATTRIBUTES
+        attributes = _copied_attributes(record, drop=drop, room=MAX_SQS_ATTRIBUTES - len(ours))
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}
-        self.stack_config.client("sqs").send_message(
-            QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
+        sent = self._write(
+            lambda: self.stack_config.client("sqs").send_message(
+                QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
+            )
         )
+        if not sent:
+            settle = settle or {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
+            return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
         self._metric("JobDeadLettered", MetricUnit.Count, 1)
         logger.warning(
             "moved to the dead-letter queue",
             extra={"message_id": record.message_id, "job_id": job_id, "error": err},
         )
+        return None
+
+
+@dataclass
+class _Outcome:
+    """What the job function did in this run, whatever Powertools raised around it."""
+
+    started: bool = False
+    returned: bool = False
+    result: Any = None
+    error: BaseException | None = None
+
+
+_outcome: ContextVar[_Outcome] = ContextVar("lambdajobs_outcome")
+
+
+def _attribute(record: SQSRecord, name: str) -> str | None:
+    value = (record.raw_event.get("messageAttributes") or {}).get(name) or {}
+    text = value.get("stringValue")
+    return str(text) if text is not None else None
+
+
+def attempt_of(record: SQSRecord) -> int:
+    """The attempt a record is: the attempts earlier copies of its message used, plus its receive count."""
+    receives = int(record.attributes.approximate_receive_count or 1)
+    try:
+        prior = int(_attribute(record, ATTR_PRIOR_ATTEMPTS) or 0)
+    except ValueError:
+        prior = 0
+    return max(0, prior) + receives
+
+
+def _copied_attributes(record: SQSRecord, *, drop: tuple[str, ...], room: int) -> dict[str, Any]:
+    """The record's message attributes as SendMessage takes them, without `drop`, at most `room`."""
+    attributes: dict[str, Any] = {}
+    for name, value in (record.raw_event.get("messageAttributes") or {}).items():
+        if name in drop or len(attributes) >= room:
+            continue
+        converted = {"DataType": value.get("dataType", "String")}
+        if value.get("stringValue") is not None:
+            converted["StringValue"] = value["stringValue"]
+        if value.get("binaryValue") is not None:
+            # Lambda's event holds it base64-encoded; SendMessage wants the bytes.
+            converted["BinaryValue"] = base64.b64decode(value["binaryValue"])
+        attributes[name] = converted
+    return attributes

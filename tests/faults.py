@@ -1,0 +1,79 @@
+"""Fault injection on the project's own boto3 clients: a botocore `before-parameter-build` hook (it
+sees the API parameters) makes chosen calls fail the way a throttle that outlasted the SDK's retries
+does (botocore's retries never see it).
+
+    faults = Faults(stack.client("dynamodb"))
+    faults.fail("UpdateItem", when=is_completion, times=3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+Params = dict[str, Any]
+
+
+def is_acquire(params: Params) -> bool:
+    """The UpdateItem that takes a job's lock (running)."""
+    return ":running" in params.get("ExpressionAttributeValues", {}) and "attribute_not_exists" in params.get(
+        "ConditionExpression", ""
+    )
+
+
+def is_completion(params: Params) -> bool:
+    """The UpdateItem that records a success."""
+    return ":succeeded" in params.get("ExpressionAttributeValues", {}) and "ConditionExpression" not in params
+
+
+def is_release(params: Params) -> bool:
+    """The UpdateItem that releases a failed run's lock (retrying or dead)."""
+    return params.get("ConditionExpression") == "#state = :running"
+
+
+def to_queue(url: str) -> Callable[[Params], bool]:
+    return lambda params: params.get("QueueUrl") == url
+
+
+@dataclass
+class _Rule:
+    operation: str
+    when: Callable[[Params], bool]
+    times: int
+    code: str
+    hits: int = 0
+
+
+@dataclass
+class Faults:
+    """Failures injected into one client's calls; `hits` counts the calls that were failed."""
+
+    client: Any
+    rules: list[_Rule] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.client.meta.events.register("before-parameter-build", self._before_call)
+
+    def fail(
+        self,
+        operation: str,
+        *,
+        when: Callable[[Params], bool] = lambda _: True,
+        times: int = 1,
+        code: str = "ThrottlingException",
+    ) -> _Rule:
+        rule = _Rule(operation, when, times, code)
+        self.rules.append(rule)
+        return rule
+
+    def remove(self) -> None:
+        self.client.meta.events.unregister("before-parameter-build", self._before_call)
+
+    def _before_call(self, model: Any, params: Params, **_: Any) -> None:
+        for rule in self.rules:
+            if rule.operation == model.name and rule.hits < rule.times and rule.when(params):
+                rule.hits += 1
+                raise ClientError({"Error": {"Code": rule.code, "Message": "injected fault"}}, model.name)
