@@ -16,8 +16,10 @@ messages through the real worker the way Lambda's SQS event source does.
 
 What is real: the envelope, payload validation, SQS (moto: visibility, receive counts, redrive to
 the DLQ), the job records in DynamoDB, Powertools' batch processing and idempotency, the partial batch
-response rules (`lambdajobs.local.emulator`). Nothing reaches AWS: moto intercepts every client, and
-the harness sets fake credentials while it runs. Needs the `lambdajobs[local]` extra (moto).
+response rules (`lambdajobs.local.emulator`). Each DynamoDB and SQS request is atomic, as on AWS, even
+from many threads at once (`lambdajobs.local.atomic`: moto alone is not). Nothing reaches AWS: moto
+intercepts every client, and the harness sets fake credentials while it runs. Needs the
+`lambdajobs[local]` extra (moto).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from lambdajobs.local import atomic
 from lambdajobs.local.emulator import BatchOutcome, poll_once
 from lambdajobs.local.provision import JobQueues, Provisioned, provision, provision_queues
 from lambdajobs.runtime import aws
@@ -75,6 +78,7 @@ class TestStack:
         self._saved_env: dict[str, str | None] = {}
         self._using: Any = None
         self._previous_default: StackConfig | None = None
+        self._atomic = False
 
     @property
     def specs(self) -> list[JobSpec]:
@@ -97,6 +101,10 @@ class TestStack:
         for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
             self._saved_env.setdefault(key, os.environ.get(key))
             os.environ.pop(key, None)
+        # moto's conditional writes are check-then-write without a lock, and tests deliver from many
+        # threads: each DynamoDB and SQS request runs atomically, as on the local stack (issue 11).
+        atomic.install()
+        self._atomic = True
         self._mock = mock_aws()
         self._mock.start()
         aws.reset_clients()  # clients made before moto started would not be intercepted
@@ -117,6 +125,9 @@ class TestStack:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+        if self._atomic:
+            atomic.uninstall()
+            self._atomic = False
         aws.reset_clients()
         clear_manifest_cache()
         for key, value in self._saved_env.items():

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.provision import Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
@@ -74,6 +75,7 @@ class LocalStack:
         self.mappings: dict[str, EventSourceMapping] = {}
         self.scheduler: LocalScheduler | None = None
         self._previous_default: StackConfig | None = None
+        self._atomic = False
 
     @property
     def specs(self) -> list[JobSpec]:
@@ -98,6 +100,10 @@ class LocalStack:
 
         specs = self.specs  # load the jobs first: a bad declaration fails before the server starts
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request from the server
+        # The server answers each request on its own thread and moto's conditional writes are
+        # check-then-write without a lock: make each DynamoDB and SQS request atomic (issue 11).
+        atomic.install()
+        self._atomic = True
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
         host, port = self.server.get_host_and_port()
@@ -173,6 +179,9 @@ class LocalStack:
             self.server.stop()
             self.server = None
             set_process_default(self._previous_default)
+        if self._atomic:
+            atomic.uninstall()
+            self._atomic = False
 
     def __enter__(self) -> LocalStack:
         return self.start()
