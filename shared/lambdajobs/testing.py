@@ -230,12 +230,17 @@ class JobRunner:
         return outcomes
 
     def depth(self, dlq: bool = False) -> int:
-        """Messages in the queue (or its DLQ), visible or in flight."""
+        """Messages in the queue (or its DLQ): visible, in flight or delayed."""
         url = self.queues.dlq_url if dlq else self.queues.queue_url
         attrs = self.stack.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])[
             "Attributes"
         ]
-        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+        counts = (
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        )
+        return sum(int(attrs.get(name, 0)) for name in counts)
 
     def dlq_messages(self) -> list[dict[str, Any]]:
         """Up to 10 dead letters, with their attributes (left visible)."""
