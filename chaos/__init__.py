@@ -1,0 +1,66 @@
+"""`make chaos`: a seeded soak of the real worker under injected faults, on moto in-process.
+
+Each seed runs in a process of its own (two at a time): a `lambdajobs.testing.TestStack` of the jobs
+in `chaos.jobs`, the real `Worker` behind the event source emulator, and faults mixed in one run:
+transient failures, poison (invalid payload, and raising until fixed), producer re-sends with the same
+job id, forced redelivery of completed messages, crashes mid-batch (before a completion write, or
+before a record starts), throttled DynamoDB and SQS calls of the worker, slow jobs received again while
+they run, scheduled slots delivered up to 3 times; then the poison is fixed, the DLQs redriven and the
+queues drained again. The report (`build/reports/chaos.json`) counts what each fault did, and the run
+fails (non-zero exit) when a gate fails: see `chaos.report.combine`.
+
+    python -m chaos                      # the full soak: 10 seeds x 1,000 jobs
+    python -m chaos --quick              # 2 seeds x 250 jobs (make test runs it)
+    python -m chaos --quick --mutation no_partial_batch --seeds 1
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from chaos.plan import FULL, QUICK, Settings
+from chaos.report import ChaosReport, SeedReport, combine
+
+__all__ = ["FULL", "QUICK", "Settings", "run", "run_seed"]
+
+
+def run_seed(seed: int, settings: Settings, mutation: str | None = None) -> SeedReport:
+    """One seed in this process, with `mutation` (a name in `chaos.mutations.MUTATIONS`) patched in."""
+    from chaos.soak import Soak
+
+    if mutation is None:
+        return Soak(seed, settings).run()
+    from pytest import MonkeyPatch
+
+    from chaos.mutations import MUTATIONS
+
+    with MonkeyPatch.context() as monkeypatch:
+        MUTATIONS[mutation](monkeypatch)
+        return Soak(seed, settings, mutation).run()
+
+
+def _seed_in_child(args: tuple[int, Settings, str | None]) -> SeedReport:
+    return run_seed(*args)
+
+
+def run(settings: Settings, mutation: str | None = None) -> ChaosReport:
+    """Every seed of `settings`, `settings.processes` at a time, each in a fresh process."""
+    started = time.monotonic()
+    jobs = [(seed, settings, mutation) for seed in settings.seeds]
+    if settings.processes <= 1 or len(jobs) == 1:
+        seeds = [_seed_in_child(job) for job in jobs]
+    else:
+        method = "fork" if sys.platform == "linux" else "spawn"
+        context = multiprocessing.get_context(method)
+        with context.Pool(processes=settings.processes, maxtasksperchild=1) as pool:
+            seeds = pool.map(_seed_in_child, jobs, chunksize=1)
+    return combine(seeds, settings.to_dict(), mutation, time.monotonic() - started)
+
+
+def settings_for(quick: bool, **overrides: Any) -> Settings:
+    base = QUICK if quick else FULL
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})

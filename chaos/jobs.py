@@ -1,0 +1,159 @@
+"""The chaos soak's jobs package: two jobs whose side effect is counted per job id.
+
+`chaos_work` is the bulk of the soak; `chaos_slow` runs on a queue of its own whose visibility timeout
+the soak shortens below the run time, so a second poller receives a message while its first run still
+holds the job's lock. Both share one body (`Ledger.run`):
+
+- a transient failure on a seeded tenth of the runs (a plain exception: retried with backoff);
+- poison: `poison_raise` raises on every run and `poison_invalid` fails payload validation, both until
+  `ledger.fix_poison()` is called (the operator's fix before the DLQ redrive);
+- the side effect: one increment of the job id's counter in the ledger, thread-safe, so a job that
+  runs twice counts two (duplicates are counted, not hidden).
+
+The ledger is per process: each seed of the soak runs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, model_validator
+
+from lambdajobs import Backoff, JobContext, job
+
+#: The chaos jobs' timeouts: short, so a crashed invocation's lock expires within seconds. The queue's
+#: visibility timeout is 6 x the timeout (the spec derives it): a crashed batch returns after 12 s.
+WORK_TIMEOUT_SECONDS = 2
+SLOW_TIMEOUT_SECONDS = 4
+#: Scaled backoff: 0 to 1 s after the first failure, then 0 to 2 s (full jitter).
+CHAOS_BACKOFF = Backoff(base_seconds=1, max_seconds=2)
+MAX_ATTEMPTS = 5
+
+Kind = Literal["normal", "poison_raise", "poison_invalid", "slow"]
+
+
+class TransientFault(Exception):
+    """An injected transient failure (a flaky dependency): the worker retries it with backoff."""
+
+
+class PoisonFault(Exception):
+    """A poison job's failure: raised on every run until the poison is fixed."""
+
+
+@dataclass
+class Ledger:
+    """Side effects and runs per job id, and the switches the soak flips. Thread-safe."""
+
+    seed: int = 0
+    transient_rate: float = 0.0
+    faults_on: bool = False
+    poison_fixed: bool = False
+    effects: Counter[str] = field(default_factory=Counter)
+    runs: Counter[str] = field(default_factory=Counter)
+    transient: Counter[str] = field(default_factory=Counter)
+    #: Effects counted since `mark_redrive()`, per job id.
+    effects_after_redrive: Counter[str] = field(default_factory=Counter)
+    #: Effects done after the invocation's deadline (Lambda would have killed that invocation first;
+    #: the emulator cannot): reported, so a slow machine shows in the report.
+    overruns: Counter[str] = field(default_factory=Counter)
+    redrive_marked: bool = False
+    #: Job ids whose function is running right now, with how many runs (slow jobs: seen twice).
+    running: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def configure(self, *, seed: int, transient_rate: float) -> None:
+        with self._lock:
+            self.seed, self.transient_rate = seed, transient_rate
+            self.faults_on, self.poison_fixed, self.redrive_marked = True, False, False
+            counters = (self.effects, self.runs, self.transient, self.effects_after_redrive, self.overruns)
+            for counter in counters:
+                counter.clear()
+            self.running.clear()
+
+    def fix_poison(self) -> None:
+        self.poison_fixed = True
+
+    def mark_redrive(self) -> None:
+        with self._lock:
+            self.redrive_marked = True
+
+    def is_running(self, job_id: str) -> bool:
+        with self._lock:
+            return self.running[job_id] > 0
+
+    def _draw(self, job_id: str, run: int) -> float:
+        """A number in [0, 1) fixed by (seed, job id, run): the same seed fails the same runs."""
+        digest = hashlib.sha256(f"{self.seed}:{job_id}:{run}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    def run(self, payload: Work, ctx: JobContext) -> dict[str, Any]:
+        job_id = ctx.job_id
+        with self._lock:
+            self.runs[job_id] += 1
+            run = self.runs[job_id]
+            self.running[job_id] += 1
+        try:
+            if self.faults_on and self._draw(job_id, run) < self.transient_rate:
+                with self._lock:
+                    self.transient[job_id] += 1
+                raise TransientFault(f"injected transient failure (run {run})")
+            if payload.kind == "poison_raise" and not self.poison_fixed:
+                raise PoisonFault("poison: fails on every attempt until fixed")
+            if payload.sleep_ms:
+                time.sleep(payload.sleep_ms / 1000)
+            overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
+            with self._lock:  # the side effect
+                self.effects[job_id] += 1
+                self.overruns[job_id] += overran
+                if self.redrive_marked:
+                    self.effects_after_redrive[job_id] += 1
+                count = self.effects[job_id]
+            return {"effects": count}
+        finally:
+            with self._lock:
+                self.running[job_id] -= 1
+
+
+ledger = Ledger()
+
+
+class Work(BaseModel):
+    """A chaos job's payload. `poison_invalid` does not validate until the poison is fixed."""
+
+    kind: Kind = "normal"
+    sleep_ms: int = 0
+
+    @model_validator(mode="after")
+    def _poison_is_invalid_until_fixed(self) -> Work:
+        if self.kind == "poison_invalid" and not ledger.poison_fixed:
+            raise ValueError("poison: this payload is invalid until the poison is fixed")
+        return self
+
+
+@job(
+    timeout_seconds=WORK_TIMEOUT_SECONDS,
+    max_attempts=MAX_ATTEMPTS,
+    # moto spends about 50 ms of CPU per record (two conditional UpdateItems): batches of 5 stay well
+    # within the 2 s timeout even with several soaks sharing two cores.
+    batch_size=5,
+    max_concurrency=2,
+    backoff=CHAOS_BACKOFF,
+)
+def chaos_work(payload: Work, ctx: JobContext) -> dict[str, Any]:
+    return ledger.run(payload, ctx)
+
+
+@job(
+    timeout_seconds=SLOW_TIMEOUT_SECONDS,
+    max_attempts=MAX_ATTEMPTS,
+    batch_size=1,
+    max_concurrency=3,
+    backoff=CHAOS_BACKOFF,
+)
+def chaos_slow(payload: Work, ctx: JobContext) -> dict[str, Any]:
+    return ledger.run(payload, ctx)

@@ -1,0 +1,152 @@
+"""What a soak does, decided from its seed before it starts: which jobs are poison, slow, scheduled,
+re-sent or redelivered, and in what order the producer sends them."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from chaos.jobs import SLOW_TIMEOUT_SECONDS, Kind
+
+WORK, SLOW = "chaos_work", "chaos_slow"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The size of a soak and its fault rates. `FULL` is `make chaos`; `QUICK` runs in `make test`."""
+
+    jobs: int = 1000
+    seeds: tuple[int, ...] = tuple(range(1, 11))
+    processes: int = 2
+    #: Of the job function's runs: a plain exception, retried with backoff.
+    transient_rate: float = 0.10
+    #: Of the jobs: half an invalid payload (dead-lettered at once), half raising on every attempt.
+    poison_rate: float = 0.01
+    #: Of the jobs: sent again by the producer with the same job id (enqueue(..., job_id=same)).
+    resend_rate: float = 0.05
+    #: Of the jobs: the very same message body sent again after the job completed (a lost delete).
+    redeliver_rate: float = 0.03
+    #: Of the jobs: a scheduled slot, delivered 2 or 3 times with the same id and `scheduled_at`.
+    scheduled_rate: float = 0.02
+    scheduled_max_deliveries: int = 3
+    #: Of the invocations: a crash, at a completion write or before a record's acquire.
+    crash_rate: float = 0.02
+    #: Of the worker's DynamoDB and SQS calls: a throttle that outlasted the SDK's retries.
+    throttle_dynamodb_rate: float = 0.03
+    throttle_sqs_rate: float = 0.03
+    #: Jobs that sleep past their queue's visibility timeout (shortened to `slow_visibility_seconds`),
+    #: within their function timeout: a second poller receives them while the first run holds the lock.
+    slow_jobs: int = 3
+    slow_sleep_ms: int = 2500
+    slow_visibility_seconds: int = 1
+    #: The producer sends in chunks and waits while the queue holds more than `max_depth` visible
+    #: messages: moto's SQS costs O(depth) per call, so a soak grows by seeds, not depth.
+    chunk: int = 50
+    max_depth: int = 80
+    #: Bounded waits: for redeliveries to become possible, and for the queues to drain and locks to
+    #: expire before judging.
+    redelivery_timeout_seconds: float = 90.0
+    settle_timeout_seconds: float = 120.0
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads(json.dumps(self.__dict__))
+        return data
+
+
+FULL = Settings()
+QUICK = Settings(
+    jobs=250,
+    seeds=(1, 2),
+    slow_jobs=2,
+    redelivery_timeout_seconds=40.0,
+    settle_timeout_seconds=45.0,
+)
+# The slow jobs must fit their function timeout (else Lambda would have killed them: a crash, not a
+# slow job) and outlast their visibility timeout.
+assert FULL.slow_visibility_seconds * 1000 < FULL.slow_sleep_ms < SLOW_TIMEOUT_SECONDS * 1000
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    job_id: str
+    job: str
+    kind: Kind = "normal"
+    #: Scheduled slots: the slot time (RFC 3339) and how many times the same envelope is sent.
+    scheduled_at: str | None = None
+    deliveries: int = 1
+    resend: bool = False
+    redeliver: bool = False
+
+    @property
+    def poison(self) -> bool:
+        return self.kind in ("poison_raise", "poison_invalid")
+
+
+@dataclass(frozen=True)
+class Send:
+    """One message the producer sends: a job's first delivery, or a copy of it."""
+
+    job: PlannedJob
+    copy: str = "first"  # "first", "resend" (producer, same id), "scheduled" (a slot delivered again)
+
+
+@dataclass
+class Plan:
+    seed: int
+    jobs: list[PlannedJob] = field(default_factory=list)
+    sends: list[Send] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, PlannedJob]:
+        return {j.job_id: j for j in self.jobs}
+
+
+def _count(rate: float, total: int, floor: int = 1) -> int:
+    return max(floor, round(rate * total))
+
+
+def make_plan(seed: int, settings: Settings) -> Plan:
+    rng = random.Random(seed)
+    total = settings.jobs
+    poison = _count(settings.poison_rate, total, floor=2)
+    scheduled = _count(settings.scheduled_rate, total)
+    slow = settings.slow_jobs
+    normal = total - poison - scheduled - slow
+    if normal < 10:
+        raise ValueError(f"{total} jobs are too few for the faults planned; use {total - normal + 10}+")
+    ids = [f"s{seed}-{n:05d}" for n in range(normal + poison + slow)]
+    rng.shuffle(ids)
+    jobs: list[PlannedJob] = []
+    invalid = math.ceil(poison / 2)
+    for n in range(poison):
+        jobs.append(PlannedJob(ids.pop(), WORK, "poison_invalid" if n < invalid else "poison_raise"))
+    for _ in range(slow):
+        jobs.append(PlannedJob(ids.pop(), SLOW, "slow"))
+    start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=seed)
+    for n in range(scheduled):
+        slot = (start + timedelta(minutes=n)).isoformat().replace("+00:00", "Z")
+        deliveries = rng.randint(2, settings.scheduled_max_deliveries)
+        jobs.append(PlannedJob(f"{WORK}@{slot}", WORK, scheduled_at=slot, deliveries=deliveries))
+    plain = [PlannedJob(i, WORK) for i in ids]
+    resend, redeliver = _count(settings.resend_rate, total), _count(settings.redeliver_rate, total)
+    flagged = rng.sample(range(len(plain)), resend + redeliver)
+    resends = set(flagged[:resend])
+    for n in flagged:
+        old = plain[n]
+        plain[n] = PlannedJob(old.job_id, WORK, resend=n in resends, redeliver=n not in resends)
+    jobs.extend(plain)
+    rng.shuffle(jobs)
+    return Plan(seed=seed, jobs=jobs, sends=_sends(jobs, settings.chunk, rng))
+
+
+def _sends(jobs: list[PlannedJob], chunk: int, rng: random.Random) -> list[Send]:
+    """The producer's order: every job once, and its copies a little later (within two chunks), so a
+    copy may arrive while the first delivery waits, runs, or after it finished."""
+    keyed: list[tuple[float, Send]] = [(float(n), Send(j)) for n, j in enumerate(jobs)]
+    for position, planned in enumerate(jobs):
+        copies = ["resend"] if planned.resend else []
+        copies += ["scheduled"] * (planned.deliveries - 1)
+        keyed += [(position + rng.uniform(0.5, 2 * chunk), Send(planned, copy)) for copy in copies]
+    return [send for _, send in sorted(keyed, key=lambda pair: pair[0])]

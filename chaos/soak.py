@@ -1,0 +1,553 @@
+"""One seed of the chaos soak, phase by phase, on moto in-process.
+
+    setup      a TestStack of `chaos.jobs`; the worker's clients get the fault injector; the producer,
+               the readers and the event source emulator get clients of their own (not faulted)
+    produce    every planned job, in chunks, with producer re-sends and scheduled slots sent 2-3 times
+               interleaved, while the emulator polls (the producer waits while the queue is deep)
+    settle     poll until the queues are empty (visible, in flight and delayed) and no job lock is
+               live; meanwhile the planned redeliveries re-send a completed job's very message body
+    judge      DLQ contents and reasons, record states against where each message is
+    redrive    the poison fixed and the faults off: the DLQs redriven with `lambdajobs.ops.redrive`
+               (what `lambdajobs dlq redrive` runs), then settle again
+    final      lost jobs, stuck records, record states, duplicate effects, redriven jobs
+
+The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real event source emulator
+(`lambdajobs.local.emulator.EventSourceMapping`, which applies the partial batch response rules).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from chaos.faults import ChaosCrash, FaultInjector, InvocationCrashed
+from chaos.jobs import MAX_ATTEMPTS, ledger
+from chaos.plan import SLOW, WORK, Plan, PlannedJob, Send, Settings, make_plan
+from chaos.report import SHOWN, DuplicateEffects, Mismatch, SeedReport, non_poison_bound
+from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.ops import peek_dead_letters, redrive
+from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.envelope import encode
+from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.producer import enqueue, enqueue_many
+from lambdajobs.runtime.records import JobStatus, get_statuses
+from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_REASON, SERVICE_NAME
+from lambdajobs.runtime.spec import get_spec
+from lambdajobs.runtime.worker import Worker
+from lambdajobs.testing import TestStack
+
+JOBS_PACKAGE = "chaos.jobs"
+STACK = "chaos"
+REGION = "us-east-1"
+LOG_DIR = Path("build/chaos")
+IDLE_SECONDS = 0.25  # a poller's rest after an empty receive
+TICK_SECONDS = 0.25  # the settle loop's period
+#: The producer waits at most this long for the queue to drain below `max_depth`.
+PACE_TIMEOUT_SECONDS = 120.0
+UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.PENDING)
+
+
+# -- the machinery ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def serialized_moto() -> Iterator[None]:
+    """Each moto request atomic, as each AWS request is. moto in-process is not atomic under threads (a
+    conditional UpdateItem is read-check-write; concurrent receives can deliver one message twice):
+    without this the soak would count moto's races as the worker's. `lambdajobs.local.atomic` does it
+    where the package has it (the test harness installs it too: installs are counted); else one lock
+    around moto's request dispatch (the soak never long-polls, so nothing waits inside it)."""
+    try:
+        from lambdajobs.local.atomic import atomic
+    except ImportError:
+        pass
+    else:
+        with atomic():
+            yield
+        return
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.process_request
+    lock = threading.RLock()
+
+    def process_request(self: Any, request: Any) -> Any:
+        with lock:
+            return original(self, request)
+
+    BotocoreStubber.process_request = process_request  # type: ignore[method-assign,unused-ignore]
+    try:
+        yield
+    finally:
+        BotocoreStubber.process_request = original  # type: ignore[method-assign,unused-ignore]
+
+
+class Poller(EventSourceMapping):
+    """The event source emulator with short polling (a long poll inside the moto lock would stop every
+    other call) and a short rest after an empty receive."""
+
+    def gather(self) -> list[dict[str, Any]]:
+        messages = super().gather()
+        if not messages:
+            time.sleep(IDLE_SECONDS)
+        return messages
+
+
+def _envelope_id(body: str) -> str | None:
+    try:
+        value = json.loads(body).get("id")
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value is not None else None
+
+
+class ChaosHandler:
+    """What the event source invokes: the real worker, inside the fault injector's scope for one
+    invocation. An injected crash (a BaseException) becomes an exception the emulator sees, so the
+    whole batch fails, as it does when a Lambda runtime crashes."""
+
+    def __init__(self, worker: Worker, injector: FaultInjector) -> None:
+        self.worker, self.injector = worker, injector
+        self.received_while_running = 0
+        self.durations: list[float] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        records = event.get("Records") or []
+        held = sum(1 for r in records if (i := _envelope_id(r.get("body", ""))) and ledger.is_running(i))
+        if held:
+            with self._lock:
+                self.received_while_running += held
+        started = time.monotonic()
+        try:
+            with self.injector.invocation(len(records), context):
+                try:
+                    return self.worker.handle(event, context)
+                except ChaosCrash as crash:
+                    raise InvocationCrashed(str(crash)) from None
+        finally:
+            with self._lock:
+                self.durations.append(time.monotonic() - started)
+
+    def timing(self, timeout_seconds: float) -> dict[str, float]:
+        """Invocation durations: a run that overran its timeout failed as a whole (not a fault of ours)."""
+        ordered = sorted(self.durations) or [0.0]
+        return {
+            "median_seconds": round(ordered[len(ordered) // 2], 3),
+            "max_seconds": round(ordered[-1], 3),
+            "over_timeout": sum(1 for d in ordered if d > timeout_seconds),
+        }
+
+
+def separate_config(config: StackConfig, n: int) -> StackConfig:
+    """The same stack on a connection of its own (its own cached clients, the same moto backend):
+    variant 1 names the region, variant 2 also the (fake) credentials."""
+    changes: dict[str, Any] = {"region": config.region or REGION}
+    if n == 2:
+        changes.update(access_key_id="testing", secret_access_key="testing", session_token="testing")
+    separate = config.with_resources(**changes)
+    if separate.connection == config.connection:
+        raise RuntimeError(f"could not give the soak a connection of its own (variant {n})")
+    return separate
+
+
+def route_worker_logs(path: Path) -> None:
+    """The worker's Powertools logs, warnings and up, to a file (a soak logs thousands of lines)."""
+    import lambdajobs.runtime.worker  # noqa: F401  (creates the Powertools logger)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stream = path.open("w", encoding="utf-8")
+    service = logging.getLogger(SERVICE_NAME)
+    service.setLevel(logging.WARNING)
+    for handler in service.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(stream)
+
+
+# -- one seed ---------------------------------------------------------------------------------------
+
+
+class Soak:
+    """The soak of one seed. `run()` returns its `SeedReport`."""
+
+    def __init__(self, seed: int, settings: Settings, mutation: str | None = None) -> None:
+        self.seed, self.settings, self.mutation = seed, settings, mutation
+        self.plan: Plan = make_plan(seed, settings)
+        self.jobs = self.plan.by_id()
+        self.report = SeedReport(seed=seed, jobs=len(self.plan.jobs), mutation=mutation)
+        self.injector = FaultInjector(
+            seed=seed,
+            crash_rate=settings.crash_rate,
+            throttle_rates={"dynamodb": settings.throttle_dynamodb_rate, "sqs": settings.throttle_sqs_rate},
+        )
+        self.sent: Counter[str] = Counter()
+        self.redeliveries: dict[str, str] = {}  # still to re-send once the job completed
+        self.handlers: dict[str, ChaosHandler] = {}
+        self.pollers: dict[str, Poller] = {}
+        self.statuses_before: dict[str, JobStatus] = {}
+        self.dlq_before: Counter[str] = Counter()
+
+    def run(self) -> SeedReport:
+        started = time.monotonic()
+        ledger.configure(seed=self.seed, transient_rate=self.settings.transient_rate)
+        suffix = f"-{self.mutation}" if self.mutation else ""
+        route_worker_logs(LOG_DIR / f"seed-{self.seed}{suffix}.log")
+        with serialized_moto(), TestStack(JOBS_PACKAGE, stack=STACK) as stack:
+            self.setup(stack)
+            try:
+                self._phase("produce", self.produce)
+                self._phase("settle", lambda: self.settle("before_redrive"))
+                self._phase("judge", self.judge_before_redrive)
+                self._phase("redrive", self.redrive)
+                self._phase("settle_after_redrive", lambda: self.settle("after_redrive"))
+                self._phase("final", self.judge_final)
+            finally:
+                self.teardown()
+        self.report.elapsed_seconds = round(time.monotonic() - started, 1)
+        return self.report
+
+    def _phase(self, name: str, step: Any) -> None:
+        started = time.monotonic()
+        step()
+        self.report.phase_seconds[name] = round(time.monotonic() - started, 1)
+
+    # -- setup --------------------------------------------------------------------------------------
+
+    def setup(self, stack: TestStack) -> None:
+        assert stack.provisioned is not None
+        self.stack = stack
+        worker_config = stack.config
+        #: The producer, status readers and operator tools; and the event source's receive and delete.
+        self.harness = separate_config(worker_config, 1)
+        self.source = separate_config(worker_config, 2)
+        self.queues = {job: stack.provisioned.queues[job] for job in (WORK, SLOW)}
+        self.harness.client("sqs").set_queue_attributes(
+            QueueUrl=self.queues[SLOW].queue_url,
+            Attributes={"VisibilityTimeout": str(self.settings.slow_visibility_seconds)},
+        )
+        self.injector.install(
+            {"dynamodb": worker_config.client("dynamodb"), "sqs": worker_config.client("sqs")}
+        )
+        for job in (WORK, SLOW):
+            spec = get_spec(job, jobs=JOBS_PACKAGE)
+            handler = ChaosHandler(Worker(job, config=worker_config, emit_metrics=False), self.injector)
+            poller = Poller(
+                queue_url=self.queues[job].queue_url,
+                queue_arn=self.queues[job].queue_arn,
+                handler=handler,
+                function_name=f"{STACK}-{job}",
+                timeout_seconds=spec.timeout_seconds,
+                batch_size=spec.batch_size,
+                max_batching_window_seconds=spec.max_batching_window_seconds,
+                max_concurrency=spec.max_concurrency,
+                memory_mb=spec.memory_mb,
+                wait_seconds=0,
+                region=REGION,
+                config=self.source,
+            )
+            poller.start()
+            self.handlers[job], self.pollers[job] = handler, poller
+
+    def teardown(self) -> None:
+        for poller in self.pollers.values():
+            poller.signal_stop()
+        for poller in self.pollers.values():
+            poller.stop(timeout=30)
+        self.injector.uninstall()
+        self.report.emulator = {
+            job: asdict(poller.stats) | self.handlers[job].timing(poller.timeout_seconds)
+            for job, poller in self.pollers.items()
+        }
+
+    # -- produce ------------------------------------------------------------------------------------
+
+    def produce(self) -> None:
+        chunk = self.settings.chunk
+        for start in range(0, len(self.plan.sends), chunk):
+            sends = self.plan.sends[start : start + chunk]
+            bulk = [s for s in sends if s.copy == "first" and self._is_bulk(s.job)]
+            if bulk:
+                results = enqueue_many(
+                    WORK, [{} for _ in bulk], job_ids=[s.job.job_id for s in bulk], config=self.harness
+                )
+                if not results.ok:
+                    raise RuntimeError(f"enqueue_many failed for {len(results.failed)} jobs")
+                self.sent["first"] += len(bulk)
+            for send in sends:
+                if not (send.copy == "first" and self._is_bulk(send.job)):
+                    self._send(send)
+            self._pace()
+
+    @staticmethod
+    def _is_bulk(job: PlannedJob) -> bool:
+        return job.kind == "normal" and job.job == WORK and job.scheduled_at is None and not job.redeliver
+
+    def _send(self, send: Send) -> None:
+        planned = send.job
+        if planned.scheduled_at is not None:  # the envelope Scheduler sends for a slot, every time
+            envelope = get_spec(WORK, jobs=JOBS_PACKAGE).scheduled_envelope(planned.scheduled_at)
+            self._send_body(WORK, json.dumps(envelope))
+        elif send.copy == "resend":  # the producer sends the same job again, same job id
+            enqueue(WORK, {}, job_id=planned.job_id, config=self.harness)
+        elif planned.kind == "poison_invalid":  # a producer in another language: nothing validates it
+            self._send_body(WORK, encode(WORK, {"kind": planned.kind}, planned.job_id))
+        elif planned.kind == "slow":
+            payload = {"kind": "slow", "sleep_ms": self.settings.slow_sleep_ms}
+            enqueue(SLOW, payload, job_id=planned.job_id, config=self.harness)
+        elif planned.redeliver:  # the body enqueue sends, kept to send again after the job completed
+            body = encode(WORK, get_spec(WORK, jobs=JOBS_PACKAGE).payload_data({}), planned.job_id)
+            self.redeliveries[planned.job_id] = body
+            self._send_body(WORK, body)
+        else:
+            enqueue(planned.job, {"kind": planned.kind}, job_id=planned.job_id, config=self.harness)
+        self.sent[send.copy] += 1
+
+    def _send_body(self, job: str, body: str) -> None:
+        self.harness.client("sqs").send_message(QueueUrl=self.queues[job].queue_url, MessageBody=body)
+
+    def _depth(self, job: str) -> dict[str, int]:
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        attributes = self.harness.client("sqs").get_queue_attributes(
+            QueueUrl=self.queues[job].queue_url, AttributeNames=names
+        )["Attributes"]
+        return {name.removeprefix("ApproximateNumberOf"): int(attributes.get(name, 0)) for name in names}
+
+    def _pace(self) -> None:
+        deadline = time.monotonic() + PACE_TIMEOUT_SECONDS
+        while self._depth(WORK)["Messages"] > self.settings.max_depth and time.monotonic() < deadline:
+            time.sleep(TICK_SECONDS)
+
+    # -- settle -------------------------------------------------------------------------------------
+
+    def settle(self, phase: str) -> None:
+        """Poll until nothing can change any more: the queues empty (visible, in flight, delayed), no
+        live job lock, every planned redelivery sent; or until the bounded wait runs out."""
+        deadline = time.monotonic() + self.settings.settle_timeout_seconds
+        while True:
+            self._redeliver_completed()
+            depths = {job: self._depth(job) for job in (WORK, SLOW)}
+            busy = {job: d for job, d in depths.items() if sum(d.values())}
+            live = self._live_locks() if not busy else []
+            if not busy and not live:
+                # Nothing left that could complete a redelivery candidate: drop the rest.
+                self.sent["redelivery_dropped"] += len(self.redeliveries)
+                self.redeliveries.clear()
+                return
+            if time.monotonic() > deadline:
+                self.report.unsettled.append(
+                    f"{phase}: queues {busy or 'empty'}, live locks {live[:5]} "
+                    f"after {self.settings.settle_timeout_seconds:.0f} s"
+                )
+                return
+            time.sleep(TICK_SECONDS)
+
+    def _redeliver_completed(self) -> None:
+        """Re-send the very body of a job that completed (as if its delete had been lost)."""
+        if not self.redeliveries:
+            return
+        statuses = get_statuses(list(self.redeliveries), config=self.harness)
+        for job_id, status in statuses.items():
+            if status.state is JobState.SUCCEEDED:
+                self._send_body(WORK, self.redeliveries.pop(job_id))
+                self.sent["redelivery"] += 1
+            elif status.state is JobState.DEAD:
+                self.redeliveries.pop(job_id)
+                self.sent["redelivery_dropped"] += 1
+
+    def _raw_records(self) -> dict[str, dict[str, Any]]:
+        client, table = self.harness.client("dynamodb"), self.harness.table_name()
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(self.jobs)
+        for start in range(0, len(ids), 100):
+            request: dict[str, Any] = {
+                table: {"Keys": [{"id": {"S": i}} for i in ids[start : start + 100]], "ConsistentRead": True}
+            }
+            while request:
+                response = client.batch_get_item(RequestItems=request)
+                for item in response.get("Responses", {}).get(table, []):
+                    found[item["id"]["S"]] = item
+                request = response.get("UnprocessedKeys") or {}
+        return found
+
+    def _live_locks(self) -> list[str]:
+        """Job ids whose record is running with an in-progress lock that has not expired yet."""
+        now_ms = int(time.time() * 1000)
+        return [
+            job_id
+            for job_id, item in self._raw_records().items()
+            if item.get("state", {}).get("S") == JobState.RUNNING
+            and int(item.get("in_progress_expiration", {}).get("N", "0")) > now_ms
+        ]
+
+    # -- judge --------------------------------------------------------------------------------------
+
+    def _dead_letters(self) -> tuple[Counter[str], int, list[str]]:
+        """(job ids in the DLQs, messages with the worker's reason attributes, ids of those without)."""
+        ids: Counter[str] = Counter()
+        with_reason, without = 0, []
+        for job in (WORK, SLOW):
+            for letter in peek_dead_letters(self.queues[job].dlq_url, limit=100_000, config=self.harness):
+                job_id = letter.job_id or f"(no id: {letter.message_id})"
+                ids[job_id] += 1
+                if letter.attribute(ATTR_REASON) and letter.attribute(ATTR_ERROR_TYPE):
+                    with_reason += 1
+                else:
+                    without.append(job_id)
+        return ids, with_reason, without
+
+    def _check_records(self, phase: str, statuses: dict[str, JobStatus], dlq: Counter[str]) -> None:
+        """In the DLQ -> the record reads dead; completed (its effect done) and gone -> succeeded."""
+        for job_id in self.jobs:
+            status = statuses[job_id]
+            if job_id in dlq:
+                where, expected = "dlq", JobState.DEAD
+            elif ledger.effects[job_id]:
+                where, expected = "completed_and_gone", JobState.SUCCEEDED
+            else:
+                continue
+            if status.state is not expected:
+                self.report.mismatches.append(
+                    Mismatch(phase, job_id, where, expected.value, status.state.value, status.note)
+                )
+        self.report.record_mismatches = len(self.report.mismatches)
+
+    def judge_before_redrive(self) -> None:
+        report = self.report
+        dlq, with_reason, without = self._dead_letters()
+        self.dlq_before = dlq
+        self.statuses_before = get_statuses(list(self.jobs), config=self.harness)
+        report.dlq_messages = sum(dlq.values())
+        report.dlq_with_reason = with_reason
+        report.dlq_without_reason_ids = without[:SHOWN]
+        duplicated = sorted(i for i, n in dlq.items() if n > 1)
+        report.dlq_duplicates, report.dlq_duplicate_ids = len(duplicated), duplicated[:SHOWN]
+        poison = [j.job_id for j in self.plan.jobs if j.poison]
+        report.poison_total = len(poison)
+        report.poison_in_dlq = sum(1 for i in poison if i in dlq)
+        report.poison_missing_from_dlq = [i for i in poison if i not in dlq]
+        non_poison = sorted(i for i in dlq if i not in self.jobs or not self.jobs[i].poison)
+        report.non_poison_in_dlq = len(non_poison)
+        report.non_poison_in_dlq_ids = non_poison[:SHOWN]
+        report.non_poison_in_dlq_bound = non_poison_bound(
+            jobs=len(self.jobs) - len(poison),
+            transient=self.settings.transient_rate,
+            crash=self.settings.crash_rate,
+            throttle_dynamodb=self.settings.throttle_dynamodb_rate,
+            max_attempts=MAX_ATTEMPTS,
+        )
+        self._check_records("before_redrive", self.statuses_before, dlq)
+
+    # -- redrive ------------------------------------------------------------------------------------
+
+    def redrive(self) -> None:
+        """The operator's fix: the poison cause fixed, the faults stopped, every DLQ redriven."""
+        ledger.fix_poison()
+        ledger.faults_on = False
+        self.injector.enabled = False
+        ledger.mark_redrive()
+        moved = 0
+        for job in (WORK, SLOW):
+            result = redrive(self.queues[job].dlq_url, self.queues[job].queue_url, config=self.harness)
+            moved += result.moved
+        self.report.redriven = len(self.dlq_before)
+        self.sent["redriven_messages"] = moved
+
+    # -- final --------------------------------------------------------------------------------------
+
+    def judge_final(self) -> None:
+        report = self.report
+        dlq, _, _ = self._dead_letters()
+        statuses = get_statuses(list(self.jobs), config=self.harness)
+        self._check_records("final", statuses, dlq)
+        lost = sorted(
+            job_id
+            for job_id, status in statuses.items()
+            if status.state is not JobState.SUCCEEDED and not ledger.effects[job_id] and job_id not in dlq
+        )
+        report.lost, report.lost_ids = len(lost), lost[:SHOWN]
+        stuck = [s for s in statuses.values() if s.state in UNSETTLED_STATES]
+        report.stuck_records = len(stuck)
+        report.stuck = [
+            {"job_id": s.job_id, "state": s.state.value, "attempts": s.attempts, "error": s.error}
+            for s in stuck[:SHOWN]
+        ]
+        report.duplicate_effects = self._duplicates()
+        self._check_redriven(statuses)
+        report.settled = not report.unsettled
+        report.faults = self._faults()
+
+    def _duplicates(self) -> DuplicateEffects:
+        """Attribute each effect beyond a job id's first: to a crash at one of its completion writes
+        (or a completion write past its invocation's deadline: Lambda would have killed that
+        invocation first), else to a throttled completion write of it, else `other`."""
+        found = DuplicateEffects()
+        counts = self.injector.counts
+        for job_id, effects in sorted(ledger.effects.items()):
+            extra = effects - 1
+            if extra <= 0:
+                continue
+            crash = min(extra, counts.completion_crashes[job_id] + counts.completion_overruns[job_id])
+            throttle = min(extra - crash, counts.completion_throttles[job_id])
+            found.crash_before_completion += crash
+            found.completion_write_fault += throttle
+            other = extra - crash - throttle
+            if other:
+                found.other += other
+                found.other_ids.append(job_id)
+        found.other_ids = found.other_ids[:SHOWN]
+        return found
+
+    def _check_redriven(self, statuses: dict[str, JobStatus]) -> None:
+        """Each redriven job completed exactly once: succeeded, with one effect after the redrive (none
+        when it had already succeeded before it: the redrive delivered a duplicate)."""
+        completed, wrong = 0, []
+        for job_id in self.dlq_before:
+            before = self.statuses_before.get(job_id)
+            already = before is not None and before.state is JobState.SUCCEEDED
+            after = ledger.effects_after_redrive[job_id]
+            state = statuses[job_id].state if job_id in statuses else JobState.PENDING
+            if state is JobState.SUCCEEDED and after == (0 if already else 1):
+                completed += 1
+            else:
+                wrong.append({"job_id": job_id, "state": state.value, "effects_after_redrive": after})
+        self.report.redriven_completed = completed
+        self.report.redriven_not_once = wrong[:SHOWN]
+
+    def _faults(self) -> dict[str, Any]:
+        counts = self.injector.counts
+        kinds = Counter(j.kind for j in self.plan.jobs)
+        return {
+            "transient": sum(ledger.transient.values()),
+            "poison_invalid": kinds["poison_invalid"],
+            "poison_raise": kinds["poison_raise"],
+            "producer_resends": self.sent["resend"],
+            "forced_redeliveries": self.sent["redelivery"],
+            "forced_redeliveries_not_possible": self.sent["redelivery_dropped"],
+            "scheduled_slots": sum(1 for j in self.plan.jobs if j.scheduled_at),
+            "scheduled_extra_deliveries": self.sent["scheduled"],
+            "slow_jobs": kinds["slow"],
+            "slow_received_while_running": sum(h.received_while_running for h in self.handlers.values()),
+            "crashes": {
+                "before_completion": counts.crashes["complete"],
+                "before_start": counts.crashes["acquire"],
+                "forced": counts.crashes_forced,
+            },
+            "throttled_dynamodb": dict(counts.throttled_dynamodb),
+            "throttled_sqs": dict(counts.throttled_sqs),
+            "worker_calls": dict(counts.calls),
+            "invocations": counts.invocations,
+            "effects_after_deadline": sum(ledger.overruns.values()),
+            "completions_after_deadline": sum(counts.completion_overruns.values()),
+            "redriven_messages": self.sent["redriven_messages"],
+        }

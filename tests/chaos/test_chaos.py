@@ -1,0 +1,118 @@
+"""The chaos soak at quick size (`python -m chaos --quick`: 2 seeds x 250 jobs) passes every gate with
+every fault injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100
+jobs each): ReportBatchItemFailures off loses jobs, idempotency keyed on the SQS message id runs jobs
+twice, and an unregistered Lambda context leaves locks that never expire.
+
+The four soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
+mutation must not leak into another run), and write their reports to build/reports/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.mutations import MUTATIONS
+from tests.conftest import FAKE_AWS_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORTS = ROOT / "build" / "reports"
+MUTATION_ARGS = ["--seeds", "1", "--jobs", "100", "--processes", "1", "--settle-timeout", "15"]
+TIMEOUT_SECONDS = 300
+#: Every fault the soak injects, as the report counts it: each must have happened at least once.
+FAULTS = (
+    "transient",
+    "poison_invalid",
+    "poison_raise",
+    "producer_resends",
+    "forced_redeliveries",
+    "scheduled_extra_deliveries",
+    "slow_received_while_running",
+    "crashes.before_completion",
+    "crashes.before_start",
+    "throttled_dynamodb.*",
+    "throttled_sqs.*",
+)
+
+
+def _soak(name: str, args: list[str]) -> tuple[Path, subprocess.Popen[str]]:
+    out = REPORTS / f"chaos-{name}.json"
+    out.unlink(missing_ok=True)
+    command = [sys.executable, "-m", "chaos", "--quick", *args, "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_ENDPOINT_URL")}
+    env |= FAKE_AWS_ENV  # the soak runs on moto in-process; never real credentials, even by mistake
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    return out, process
+
+
+@pytest.fixture(scope="module")
+def reports() -> Iterator[dict[str, dict[str, Any]]]:
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    runs = {"quick": _soak("quick", [])}
+    runs |= {name: _soak(f"mutation-{name}", ["--mutation", name, *MUTATION_ARGS]) for name in MUTATIONS}
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        for name, (out, process) in runs.items():
+            output, _ = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if not out.exists():
+                pytest.fail(f"the {name} soak wrote no report (exit {process.returncode}):\n{output[-3000:]}")
+            found[name] = json.loads(out.read_text())
+            found[name]["output"] = output
+    finally:
+        for _, process in runs.values():
+            if process.poll() is None:
+                process.kill()
+    yield found
+
+
+def _count(faults: dict[str, Any], path: str) -> float:
+    name, _, key = path.partition(".")
+    value = faults.get(name, 0)
+    if key == "*":
+        return sum(value.values())
+    return value.get(key, 0) if key else value
+
+
+def test_the_quick_soak_injects_every_fault(reports):
+    faults = reports["quick"]["faults"]
+    missing = [path for path in FAULTS if _count(faults, path) <= 0]
+    assert missing == [], f"faults that never happened: {missing}\n{json.dumps(faults, indent=1)}"
+
+
+def test_the_quick_soak_passes_every_gate(reports):
+    report = reports["quick"]
+    failed = {name: gate for name, gate in report["gates"].items() if not gate["passed"]}
+    assert failed == {}, f"failed gates: {json.dumps(failed)}\n{report['output']}"
+
+
+def test_ignoring_batch_item_failures_loses_jobs(reports):
+    report = reports["no_partial_batch"]
+    assert report["lost"] > 0
+    assert not report["gates"]["lost"]["passed"]
+
+
+def test_idempotency_on_the_message_id_runs_jobs_twice(reports):
+    report = reports["message_id_key"]
+    assert report["duplicate_effects"]["other"] > 0
+    assert not report["gates"]["duplicate_effects.other"]["passed"]
+
+
+def test_an_unregistered_lambda_context_leaves_locks_that_never_expire(reports):
+    report = reports["no_lambda_context"]
+    assert report["stuck_records"] > 0 or report["record_mismatches"] > 0
+    # the signature of a lock that never expires: a record still `running` after the soak settled
+    seed = report["per_seed"][0]
+    running = [s for s in seed["stuck"] if s["state"] == "running"]
+    running += [m for m in seed["mismatches"] if m["actual"] == "running"]
+    assert running, json.dumps({k: seed[k] for k in ("stuck", "mismatches")})
