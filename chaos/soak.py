@@ -541,10 +541,11 @@ class Soak:
             "crashes": {
                 "before_completion": counts.crashes["complete"],
                 "before_start": counts.crashes["acquire"],
-                "forced": counts.crashes_forced,
+                "forced_plans": counts.crashes_forced,
             },
             "throttled_dynamodb": dict(counts.throttled_dynamodb),
             "throttled_sqs": dict(counts.throttled_sqs),
+            "throttles_forced": counts.throttles_forced,
             "worker_calls": dict(counts.calls),
             "invocations": counts.invocations,
             "effects_after_deadline": sum(ledger.overruns.values()),
