@@ -22,8 +22,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -58,40 +56,8 @@ UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.PENDING)
 # -- the machinery ----------------------------------------------------------------------------------
 
 
-@contextmanager
-def serialized_moto() -> Iterator[None]:
-    """Each moto request atomic, as each AWS request is. moto in-process is not atomic under threads (a
-    conditional UpdateItem is read-check-write; concurrent receives can deliver one message twice):
-    without this the soak would count moto's races as the worker's. `lambdajobs.local.atomic` does it
-    where the package has it (the test harness installs it too: installs are counted); else one lock
-    around moto's request dispatch (the soak never long-polls, so nothing waits inside it)."""
-    try:
-        from lambdajobs.local.atomic import atomic
-    except ImportError:
-        pass
-    else:
-        with atomic():
-            yield
-        return
-    from moto.core.botocore_stubber import BotocoreStubber
-
-    original = BotocoreStubber.process_request
-    lock = threading.RLock()
-
-    def process_request(self: Any, request: Any) -> Any:
-        with lock:
-            return original(self, request)
-
-    BotocoreStubber.process_request = process_request  # type: ignore[method-assign,unused-ignore]
-    try:
-        yield
-    finally:
-        BotocoreStubber.process_request = original  # type: ignore[method-assign,unused-ignore]
-
-
 class Poller(EventSourceMapping):
-    """The event source emulator with short polling (a long poll inside the moto lock would stop every
-    other call) and a short rest after an empty receive."""
+    """The event source emulator with short polling and a short rest after an empty receive."""
 
     def gather(self) -> list[dict[str, Any]]:
         messages = super().gather()
@@ -199,7 +165,7 @@ class Soak:
         ledger.configure(seed=self.seed, transient_rate=self.settings.transient_rate)
         suffix = f"-{self.mutation}" if self.mutation else ""
         route_worker_logs(LOG_DIR / f"seed-{self.seed}{suffix}.log")
-        with serialized_moto(), TestStack(JOBS_PACKAGE, stack=STACK) as stack:
+        with TestStack(JOBS_PACKAGE, stack=STACK) as stack:  # moto made atomic: lambdajobs.local.atomic
             self.setup(stack)
             try:
                 self._phase("produce", self.produce)
