@@ -277,3 +277,30 @@ def test_when_no_copy_can_be_sent_either_the_record_is_reported_failed(declare, 
     # THEN the message stays on its queue (reported failed): SQS still has it, nothing is lost
     assert outcome.failed_ids == outcome.message_ids
     assert runner.depth() == 1
+
+
+def test_a_handed_back_envelope_without_id_keeps_its_job_id(stack, declare, clock):
+    # GIVEN a producer that sends no `id` (the job id is then the message id), and that job's lock held
+    ran: list[int] = []
+    runner = declare(recorder(ran), name="anonymous", max_attempts=3)
+    sent = stack.client("sqs").send_message(
+        QueueUrl=runner.queues.queue_url, MessageBody='{"v": 1, "job": "anonymous", "payload": {"n": 1}}'
+    )
+    job_id = sent["MessageId"]
+    table, ddb = stack.config.table_name(), stack.client("dynamodb")
+    now = time.time()
+    lifecycle.acquire(
+        ddb,
+        table,
+        job_id,
+        "anonymous",
+        expiration=int(now) + 3600,
+        in_progress_expiration=int(now * 1000) + 10_000,
+    )
+    # WHEN the message is handed back and its copy (a new message id) runs after the lock expired
+    assert runner.poll().failed_ids == [] and ran == []
+    clock.shift(11)
+    assert runner.poll().failed_ids == []
+    # THEN the copy ran as the same job: the original id's record succeeded, and the job ran once
+    assert ran == [1]
+    assert get_status(job_id).state == "succeeded"

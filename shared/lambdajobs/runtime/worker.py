@@ -36,7 +36,7 @@ from lambdajobs.runtime import config as configuration
 from lambdajobs.runtime import lifecycle, pii
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
-from lambdajobs.runtime.envelope import Envelope, decode
+from lambdajobs.runtime.envelope import Envelope, decode, parse_body
 from lambdajobs.runtime.errors import (
     ConfigurationError,
     EnvelopeError,
@@ -193,8 +193,11 @@ class Worker:
             )
             return response
         finally:
-            if self._metrics_on() and metrics.metric_set:  # nothing to publish: no empty-flush warning
-                metrics.flush_metrics(raise_on_empty_metrics=False)
+            if self._metrics_on():
+                if metrics.metric_set:
+                    metrics.flush_metrics(raise_on_empty_metrics=False)
+                else:  # nothing to publish: no empty-flush warning, and no dimensions left over
+                    metrics.clear_metrics()
 
     # -- one record ---------------------------------------------------------------------------------
 
@@ -444,7 +447,7 @@ class Worker:
         sent = self._write(
             lambda: self.stack_config.client("sqs").send_message(
                 QueueUrl=self._queue_url(spec, record),
-                MessageBody=record.body,
+                MessageBody=_body_keeping_job_id(spec, record),
                 MessageAttributes=attributes,
                 DelaySeconds=min(MAX_DELAY_SECONDS, max(0, delay)),
             )
@@ -581,6 +584,21 @@ def attempt_of(record: SQSRecord) -> int:
     except ValueError:
         prior = 0
     return max(0, prior) + receives
+
+
+def _body_keeping_job_id(spec: JobSpec, record: SQSRecord) -> str:
+    """The body for a hand-back copy. An envelope without `id`, of a job without `idempotency_key`,
+    takes its job id from the message id; the copy has a new message id, so it gets the original's as
+    its `id` (the envelope's own field), or it would be another job. Anything else is copied as is."""
+    if spec.idempotency_key:
+        return record.body
+    try:
+        envelope = parse_body(record.body)  # the one body parser: never raises but EnvelopeError
+    except EnvelopeError:
+        return record.body
+    if envelope.get("id"):
+        return record.body
+    return json.dumps({**envelope, "id": record.message_id}, separators=(",", ":"), ensure_ascii=False)
 
 
 def _copied_attributes(record: SQSRecord, *, drop: tuple[str, ...], room: int) -> dict[str, Any]:
