@@ -54,7 +54,8 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
         if ":retrying" in values:
             return "acquire"
         if ":state" in values:
-            return "release" if ":running" in values else "reject"
+            releasing = str(request.get("ConditionExpression", "")).startswith("#state = :running")
+            return "release" if releasing else "reject"
         if ":p" in values:
             return "progress"
         return "update_other"

@@ -26,12 +26,18 @@ def is_acquire(params: Params) -> bool:
 
 def is_completion(params: Params) -> bool:
     """The UpdateItem that records a success."""
-    return ":succeeded" in params.get("ExpressionAttributeValues", {}) and "ConditionExpression" not in params
+    return ":result" in params.get("ExpressionAttributeValues", {})
 
 
 def is_release(params: Params) -> bool:
     """The UpdateItem that releases a failed run's lock (retrying or dead)."""
-    return params.get("ConditionExpression") == "#state = :running"
+    return str(params.get("ConditionExpression", "")).startswith("#state = :running")
+
+
+def is_reject(params: Params) -> bool:
+    """The UpdateItem that marks dead a job that never ran (invalid payload, past its last attempt)."""
+    values = params.get("ExpressionAttributeValues", {})
+    return ":state" in values and not is_release(params)
 
 
 def to_queue(url: str) -> Callable[[Params], bool]:

@@ -12,7 +12,13 @@ from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError
 from lambdajobs.runtime.producer import chunk_by_size
-from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE, ATTR_FAILED_AT, ATTR_REASON
+from lambdajobs.runtime.settings import (
+    ATTR_ATTEMPTS,
+    ATTR_ERROR_TYPE,
+    ATTR_FAILED_AT,
+    ATTR_REASON,
+    HANDBACK_ATTRIBUTES,
+)
 
 PEEK_VISIBILITY_SECONDS = 30
 
@@ -261,8 +267,11 @@ def redrive(
         entries = []
         for i, letter in enumerate(chunk):
             entry: dict[str, Any] = {"Id": str(i), "MessageBody": letter.body}
-            if letter.attributes:
-                entry["MessageAttributes"] = letter.attributes
+            # A redriven job starts again: a copy SQS moved here keeps the worker's hand-back
+            # attributes (attempts used, an outcome to record), which must not follow it back.
+            kept = {k: v for k, v in letter.attributes.items() if k not in HANDBACK_ATTRIBUTES}
+            if kept:
+                entry["MessageAttributes"] = kept
             entries.append(entry)
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

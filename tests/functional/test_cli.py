@@ -16,6 +16,7 @@ from lambdajobs.cli import app
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
+from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE
 from tests.functional.conftest import JOBS_PACKAGE
 from tests.jobs.messages import Message
 
@@ -280,3 +281,33 @@ def test_a_body_nested_too_deeply_is_dead_lettered_with_its_reason_and_listed(cl
     shown = cli("dlq", "show", "deliver", dead["MessageId"])
     assert shown.exit_code == 0, shown.output
     assert "nested too deeply" in shown.output
+
+
+def test_a_redriven_copy_starts_again_without_the_workers_hand_back_attributes(
+    cli, deliver_runner, sink, clock
+):
+    # GIVEN a handed-back copy that SQS itself moved to the DLQ (the worker drops these attributes when
+    # it dead-letters; SQS redrive keeps them): it carries attempts used and an outcome to record
+    body = json.dumps({"v": 1, "job": "deliver", "id": "copy-1", "payload": message_payload()})
+    attributes = {
+        ATTR_PRIOR_ATTEMPTS: {"DataType": "Number", "StringValue": "5"},
+        ATTR_SETTLE: {"DataType": "String", "StringValue": '{"action": "dead_letter", "job_id": "copy-1"}'},
+        "tenant": {"DataType": "String", "StringValue": "acme"},
+    }
+    aws.client("sqs").send_message(
+        QueueUrl=deliver_runner.queues.dlq_url, MessageBody=body, MessageAttributes=attributes
+    )
+    # WHEN the operator redrives it
+    assert cli("dlq", "redrive", "deliver").exit_code == 0
+    clock.shift(1)
+    [moved] = aws.client("sqs").receive_message(
+        QueueUrl=deliver_runner.queues.queue_url, MessageAttributeNames=["All"], VisibilityTimeout=0
+    )["Messages"]
+    # THEN it arrives as a fresh job (its own attributes kept), and runs
+    assert set(moved["MessageAttributes"]) == {"tenant"}
+    deliver_runner.drain()
+    assert get_status("copy-1").state == "succeeded" and sink.sent == ["ada@example.com"]
+
+
+def message_payload() -> dict:
+    return {"to": "ada@example.com", "subject": "s", "body": "b"}

@@ -10,10 +10,12 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from lambdajobs.local.lambda_events import LambdaContext, sqs_event
 from lambdajobs.runtime import Backoff, PermanentError, lifecycle
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
-from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_PRIOR_ATTEMPTS
+from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE
+from lambdajobs.runtime.worker import Worker
 from tests.faults import Faults, is_acquire, is_completion, is_release, to_queue
 
 #: The worker's own tries of a failed bookkeeping call; Powertools' first call comes before them.
@@ -152,13 +154,15 @@ def test_a_failed_release_on_the_last_attempt_dead_letters_with_the_jobs_error(d
     ddb_faults.fail("UpdateItem", when=is_release, times=ALL_TRIES)
     job_id = enqueue("always", Tick(n=1))
     outcome = runner.poll()
-    # THEN the message is in the DLQ with the job's own error, not the persistence layer's
-    assert outcome.failed_ids == []
+    # THEN the message goes back with the record's mark and the move still to make
+    assert outcome.failed_ids == [] and runner.depth(dlq=True) == 0
+    # AND the copy makes both: the message is in the DLQ with the job's own error (not the
+    # persistence layer's), and the record reads dead with it
+    clock.shift(2)
+    assert runner.poll().failed_ids == []
     assert dead_letter_type(runner) == "RuntimeError"
-    # AND once the lock of that invocation has expired, the record reads dead and says why
-    clock.shift(runner.spec.timeout_seconds + 1)
     status = get_status(job_id)
-    assert status.state == "dead" and status.note
+    assert (status.state, status.error["type"], status.note) == ("dead", "RuntimeError", None)
 
 
 # -- 3. a lock held by another delivery ------------------------------------------------------------------
@@ -222,10 +226,14 @@ def test_a_permanent_error_stays_permanent_when_marking_it_dead_fails(declare, d
 
     runner = declare(permanent, name="permanent", max_attempts=5)
     ddb_faults.fail("UpdateItem", when=is_release, times=ALL_TRIES)
-    outcome = (enqueue("permanent", Tick(n=1)), runner.poll())[1]
-    # THEN it is dead-lettered at once with its own error, not retried
+    job_id = enqueue("permanent", Tick(n=1))
+    outcome = runner.poll()
+    # THEN it is not retried: its copy marks the record dead and moves it to the DLQ with its own error
     assert outcome.failed_ids == [] and ran == [1]
-    assert dead_letter_type(runner) == "PermanentError"
+    clock.shift(2)
+    assert runner.poll().failed_ids == []
+    assert dead_letter_type(runner) == "PermanentError" and ran == [1]
+    assert get_status(job_id).state == "dead"
 
 
 def test_a_dead_mark_that_fails_once_is_written_again(declare, ddb_faults, clock):
@@ -304,3 +312,132 @@ def test_a_handed_back_envelope_without_id_keeps_its_job_id(stack, declare, cloc
     # THEN the copy ran as the same job: the original id's record succeeded, and the job ran once
     assert ran == [1]
     assert get_status(job_id).state == "succeeded"
+
+
+# -- found in review: locks, loops, expiry, trust ------------------------------------------------------
+
+
+def hold_lock(stack, job_id: str, job: str, seconds: float) -> int:
+    """Another delivery takes the job's lock for `seconds`; returns that lock (its expiry, ms)."""
+    now = time.time()
+    lock = int(now * 1000) + int(seconds * 1000)
+    lifecycle.acquire(
+        stack.client("dynamodb"),
+        stack.config.table_name(),
+        job_id,
+        job,
+        expiration=int(now) + 3600,
+        in_progress_expiration=lock,
+    )
+    return lock
+
+
+def send_copy(stack, runner, body: str, **attributes: str) -> None:
+    """A message as the worker's hand-back would send it, with these attributes."""
+    stack.client("sqs").send_message(
+        QueueUrl=runner.queues.queue_url,
+        MessageBody=body,
+        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
+    )
+
+
+def test_a_copy_past_its_last_attempt_does_not_break_a_live_lock(stack, declare, clock):
+    # GIVEN a copy past its last attempt, while a re-send of the same job id runs (a live lock)
+    ran: list[int] = []
+    runner = declare(recorder(ran), name="late", max_attempts=1)
+    hold_lock(stack, "late-1", "late", 30)
+    send_copy(
+        stack,
+        runner,
+        '{"v": 1, "job": "late", "id": "late-1", "payload": {"n": 1}}',
+        **{ATTR_PRIOR_ATTEMPTS: "1"},
+    )
+    # WHEN it arrives
+    assert runner.poll().failed_ids == []
+    # THEN the live run keeps its record and its lock: the copy waits for it, nothing is dead-lettered
+    assert get_status("late-1").state == "running" and runner.depth(dlq=True) == 0
+    item = stack.client("dynamodb").get_item(TableName=stack.config.table_name(), Key={"id": {"S": "late-1"}})
+    assert "in_progress_expiration" in item["Item"]
+    assert ran == []
+
+
+def test_an_acquire_error_that_waiting_cannot_fix_reaches_the_dlq(declare, ddb_faults, clock):
+    # GIVEN a table the worker may not write (access denied, not a throttle)
+    ran: list[int] = []
+    runner = declare(recorder(ran), name="denied", max_attempts=2, backoff=Backoff.fixed(5))
+    ddb_faults.fail("UpdateItem", when=is_acquire, times=99, code="AccessDeniedException")
+    enqueue("denied", Tick(n=1))
+    # WHEN it is delivered again and again
+    for _ in range(4):
+        runner.poll()
+        clock.shift(6)
+    # THEN each receive counted: after max_attempts SQS moved it to the DLQ (not handed back for ever)
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 1 and ran == []
+
+
+def test_an_outcome_recorded_by_a_copy_keeps_the_records_ttl(stack, declare, ddb_faults, clock):
+    # GIVEN a success whose completion write failed, its copy handled by a worker that never ran a job
+    runner = declare(recorder([]), name="ttl", max_attempts=1)
+    ddb_faults.fail("UpdateItem", when=is_completion, times=ALL_TRIES)
+    job_id = enqueue("ttl", Tick(n=1))
+    runner.poll()
+    fresh = stack.runner("ttl", worker=Worker("ttl", config=stack.config))
+    clock.shift(2)
+    assert fresh.poll().failed_ids == []
+    # THEN the record keeps the stack's record TTL, not Powertools' one-hour default
+    item = stack.client("dynamodb").get_item(TableName=stack.config.table_name(), Key={"id": {"S": job_id}})
+    expiration = int(item["Item"]["expiration"]["N"])
+    assert item["Item"]["state"]["S"] == "succeeded"
+    assert expiration >= time.time() + stack.config.record_ttl_seconds - 60
+
+
+def test_a_late_success_does_not_overwrite_a_run_that_took_the_lock_over(stack, declare, ddb_faults, clock):
+    # GIVEN a success whose completion write failed, so its outcome rides on a copy
+    runner = declare(recorder([]), name="takeover", max_attempts=3)
+    ddb_faults.fail("UpdateItem", when=is_completion, times=ALL_TRIES)
+    job_id = enqueue("takeover", Tick(n=1))
+    runner.poll()
+    # AND before the copy is handled, that run's lock expired and another delivery took the job over
+    clock.shift(runner.spec.timeout_seconds + 1)
+    their_lock = hold_lock(stack, job_id, "takeover", 60)
+    # WHEN the copy records its outcome
+    runner.poll()
+    # THEN the live run is not overwritten: it keeps its lock and records its own outcome
+    item = stack.client("dynamodb").get_item(TableName=stack.config.table_name(), Key={"id": {"S": job_id}})
+    assert item["Item"]["state"]["S"] == "running"
+    assert int(item["Item"]["in_progress_expiration"]["N"]) == their_lock
+
+
+def test_a_handed_back_original_is_deleted_at_once(stack, declare, clock):
+    # GIVEN a job whose lock is held, delivered by an invocation that dies right after handing it back
+    ran: list[int] = []
+    runner = declare(recorder(ran), name="gone", max_attempts=1)
+    enqueue("gone", Tick(n=1), job_id="gone-1")
+    hold_lock(stack, "gone-1", "gone", 10)
+    got = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    event = sqs_event(got, queue_arn=runner.queues.queue_arn, region="us-east-1")
+    runner.handler(event, LambdaContext("gone", 30))  # the batch response is never applied
+    # THEN only the copy is left: the original did not wait for the batch response to be deleted
+    clock.shift(11)
+    assert runner.depth() == 1
+    assert runner.poll().failed_ids == [] and ran == [1]
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 0
+
+
+def test_an_outcome_for_another_job_id_is_ignored(stack, declare, clock):
+    # GIVEN a message whose settle attribute names another job id (forged, or damaged)
+    ran: list[int] = []
+    runner = declare(recorder(ran), name="forged", max_attempts=3)
+    settle = '{"action": "complete", "job_id": "someone-else", "result": "{}"}'
+    send_copy(
+        stack, runner, '{"v": 1, "job": "forged", "id": "mine", "payload": {"n": 1}}', **{ATTR_SETTLE: settle}
+    )
+    # WHEN it is handled
+    runner.poll()
+    clock.shift(1)
+    runner.poll()
+    # THEN the outcome is not recorded for anyone; the message ran as the job it is
+    assert get_status("someone-else").state == "pending"
+    assert get_status("mine").state == "succeeded" and ran == [1]

@@ -134,27 +134,47 @@ def acquire(
         raise RecordHeldError(exc.response.get("Item")) from exc
 
 
-def succeed(client: Any, table: str, job_id: str, result_json: str, *, expiration: int) -> None:
-    """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note)."""
+def stored_result(result_json: str) -> str:
+    """The result as stored: a result above 32 KB is replaced by a note."""
     size = len(result_json.encode())
     if size > MAX_RESULT_BYTES:
-        result_json = f'{{"omitted": "result of {size} bytes > {MAX_RESULT_BYTES}"}}'
+        return f'{{"omitted": "result of {size} bytes > {MAX_RESULT_BYTES}"}}'
+    return result_json
+
+
+def succeed(
+    client: Any, table: str, job_id: str, result_json: str, *, expiration: int, lock: int | None = None
+) -> None:
+    """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
+
+    `lock` is the in-progress expiry the run's acquire wrote: it identifies that run's lock. With it,
+    the write only lands while the record still carries that lock (expired or not): a run that took
+    the lock over since is not overwritten (it records its own outcome), and a second write of the
+    same success changes nothing.
+    """
     stamp = now_iso()
-    client.update_item(
-        TableName=table,
-        Key={"id": {"S": job_id}},
-        UpdateExpression=(
-            "SET #state = :succeeded, #result = :result, finished_at = :now_iso, "
-            "updated_at = :now_iso, expiration = :exp REMOVE in_progress_expiration"
-        ),
-        ExpressionAttributeNames={"#state": "state", "#result": "result"},
-        ExpressionAttributeValues={
-            ":succeeded": {"S": JobState.SUCCEEDED},
-            ":result": {"S": result_json},
-            ":now_iso": {"S": stamp},
-            ":exp": {"N": str(expiration)},
-        },
-    )
+    values: dict[str, Any] = {
+        ":succeeded": {"S": JobState.SUCCEEDED},
+        ":result": {"S": stored_result(result_json)},
+        ":now_iso": {"S": stamp},
+        ":exp": {"N": str(expiration)},
+    }
+    options: dict[str, Any] = {}
+    if lock is not None:
+        values[":lock"] = {"N": str(lock)}
+        options["ConditionExpression"] = "in_progress_expiration = :lock"
+    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+        client.update_item(
+            TableName=table,
+            Key={"id": {"S": job_id}},
+            UpdateExpression=(
+                "SET #state = :succeeded, #result = :result, finished_at = :now_iso, "
+                "updated_at = :now_iso, expiration = :exp REMOVE in_progress_expiration"
+            ),
+            ExpressionAttributeNames={"#state": "state", "#result": "result"},
+            ExpressionAttributeValues=values,
+            **options,
+        )
 
 
 def fail(
@@ -167,13 +187,16 @@ def fail(
     *,
     release: bool,
     ttl_seconds: int,
+    lock: int | None = None,
 ) -> None:
-    """running -> retrying/dead (`release=True`: the run that held the lock failed), or
-    (none)/pending -> dead (`release=False`: a message that could never run, e.g. an invalid payload).
+    """running -> retrying/dead (`release=True`: the run that held the lock failed; with `lock`, only
+    while the record still carries that run's lock), or (none) -> dead (`release=False`: a message that
+    could never run, e.g. an invalid payload, or a copy past its last attempt).
 
-    Never overwrites a success (a bad re-send of a finished job id is dead-lettered on its own);
-    releasing only touches a record that is still running. If the condition fails the record moved
-    on (succeeded, or taken over): not ours to change.
+    Never overwrites a success (a bad re-send of a finished job id is dead-lettered on its own), a live
+    lock or a record another delivery is retrying: marking without releasing only touches no record, a
+    dead one, or a `running` one whose lock has expired. If the condition fails the record moved on:
+    not ours to change.
     """
     if state not in (JobState.RETRYING, JobState.DEAD):
         raise LambdaJobsError(f"fail() moves a job to retrying or dead, not {state}")
@@ -193,15 +216,22 @@ def fail(
     }
     if state is JobState.DEAD:
         sets.append("finished_at = :now_iso")
+    values[":running"] = {"S": JobState.RUNNING}
     if release:
         condition = "#state = :running"
-        values[":running"] = {"S": JobState.RUNNING}
+        if lock is not None:
+            condition += " AND in_progress_expiration = :lock"
+            values[":lock"] = {"N": str(lock)}
     else:
         # A job that never ran still needs an expiry.
         sets.append("expiration = if_not_exists(expiration, :exp)")
         values[":exp"] = {"N": str(int(time.time()) + ttl_seconds)}
-        condition = "attribute_not_exists(id) OR #state <> :succeeded"
-        values[":succeeded"] = {"S": JobState.SUCCEEDED}
+        values[":dead"] = {"S": JobState.DEAD}
+        values[":now_ms"] = {"N": str(int(time.time() * 1000))}
+        condition = (
+            "attribute_not_exists(id) OR #state = :dead OR "
+            "(#state = :running AND in_progress_expiration < :now_ms)"
+        )
     with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
         client.update_item(
             TableName=table,

@@ -87,7 +87,12 @@ class JobRecordStore(BasePersistenceLayer):
         # _put_record only receives the DataRecord; keep the run (job name, attempt) at hand for it.
         self._local.run = data
         self._local.held = None
+        self._local.lock = None
         super().save_inprogress(data, remaining_time_in_millis)
+
+    def lock_token(self) -> int | None:
+        """The lock this thread's last acquire took (or tried to take): its in-progress expiry."""
+        return getattr(self._local, "lock", None)
 
     def held_lock_expiry_ms(self) -> int | None:
         """When the lock that just refused this thread's acquire expires (epoch ms), if it has a
@@ -98,6 +103,9 @@ class JobRecordStore(BasePersistenceLayer):
 
     def _put_record(self, data_record: DataRecord) -> None:
         run = getattr(self._local, "run", None) or {}
+        # The lock this run takes is identified by its in-progress expiry (epoch ms): later writes of
+        # this run's outcome land only while the record still carries it.
+        self._local.lock = data_record.in_progress_expiry_timestamp
         try:
             lifecycle.acquire(
                 self.client,
@@ -121,6 +129,7 @@ class JobRecordStore(BasePersistenceLayer):
             data_record.idempotency_key,
             data_record.response_data or "null",
             expiration=int(data_record.expiry_timestamp or 0),
+            lock=self.lock_token(),
         )
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
@@ -136,6 +145,7 @@ class JobRecordStore(BasePersistenceLayer):
             error_fields(exception),
             release=True,
             ttl_seconds=self.config.record_ttl_seconds,
+            lock=self.lock_token(),
         )
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record
@@ -149,17 +159,37 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def reject(self, job_id: str, job: str, exception: BaseException) -> None:
-        """A message that can never run (invalid payload): its record becomes `dead` with the reason."""
+    def reject(self, job_id: str, job: str, error: dict[str, str]) -> None:
+        """A message that can never run (invalid payload, or past its last attempt): its record becomes
+        `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded."""
         lifecycle.fail(
             self.client,
             self.table,
             job_id,
             job,
             JobState.DEAD,
-            error_fields(exception),
+            error,
             release=False,
             ttl_seconds=self.config.record_ttl_seconds,
+        )
+
+    def complete(self, job_id: str, result_json: str, lock: int | None) -> None:
+        """Record the success of a run that held `lock` (a run whose own completion write failed)."""
+        expiration = int(time.time()) + self.config.record_ttl_seconds
+        lifecycle.succeed(self.client, self.table, job_id, result_json, expiration=expiration, lock=lock)
+
+    def bury(self, job_id: str, job: str, error: dict[str, str], lock: int | None) -> None:
+        """Record as dead the run that held `lock` (a run whose own release write failed)."""
+        lifecycle.fail(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            JobState.DEAD,
+            error,
+            release=True,
+            ttl_seconds=self.config.record_ttl_seconds,
+            lock=lock,
         )
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:

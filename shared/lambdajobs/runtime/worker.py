@@ -29,7 +29,17 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled as metri
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyPersistenceLayerError,
+)
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    HTTPClientError,
+    ReadTimeoutError,
+)
 from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
@@ -238,8 +248,10 @@ class Worker:
                 payload = spec.validate(envelope.payload)  # the producer's rule, the same code
             except PayloadValidationError as error:
                 job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-                self._write(self.store.reject, job_id, spec.name, error)
-                return self._dead_letter(spec, record, error, attempt, job_id=job_id)
+                failed = self._write(self.store.reject, job_id, spec.name, error_fields(error))
+                return self._dead_letter(
+                    spec, record, error, attempt, job_id=job_id, mark="reject" if failed else None
+                )
             # Derived from the validated payload, as the Python producer derives it: defaults applied.
             job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
             keys = {"correlation_id": job_id, "job": spec.name, "attempt": attempt}
@@ -286,21 +298,14 @@ class Worker:
         except IdempotencyAlreadyInProgressError:
             return self._lock_held(spec, record, attempt)
         except Exception as exc:
+            lock = self.store.lock_token()
             if outcome.returned:
                 # The job returned; writing its success failed. Never a job failure: write again,
                 # else hand the outcome back with the message, so it is recorded and not run again.
-                return self._complete_late(spec, record, run, outcome.result, attempt, exc)
+                return self._complete_late(spec, record, run, outcome.result, attempt, exc, lock)
             if outcome.error is None:
-                # The job never started: taking its lock failed (a throttled or failed write). Not an
-                # attempt: hand the message back for later.
-                logger.warning(
-                    "could not take the job's lock; handing the message back",
-                    extra={"error": error_fields(exc)},
-                )
-                return self._hand_back(
-                    spec, record, attempt, spec.backoff.delay(attempt, self.rng), why="acquire"
-                )
-            return self._failed(spec, record, run, outcome.error, exc, attempt, job_id)
+                return self._not_acquired(spec, record, attempt, exc)
+            return self._failed(spec, record, run, outcome.error, exc, attempt, job_id, lock)
         finally:
             _outcome.reset(token)
             if outcome.started:
@@ -314,6 +319,22 @@ class Worker:
         logger.info("job succeeded")
         return result
 
+    def _not_acquired(self, spec: JobSpec, record: SQSRecord, attempt: int, exc: Exception) -> Any:
+        """The job never started: taking its lock failed. A throttle or a service error is not an
+        attempt: the message is handed back for later. Anything else (access denied, a missing table,
+        a record the worker cannot read) would fail every time: that receive counts, so the message
+        reaches the DLQ after `max_attempts` instead of coming back for ever."""
+        delay = spec.backoff.delay(attempt, self.rng)
+        if transient(exc):
+            logger.warning(
+                "could not take the job's lock; handing the message back", extra={"error": error_fields(exc)}
+            )
+            return self._hand_back(spec, record, attempt, delay, why="acquire")
+        logger.error("could not take the job's lock; will retry", extra={"error": error_fields(exc)})
+        self._metric("JobFailed", MetricUnit.Count, 1)
+        self._retry_after(spec, record, delay)
+        raise exc
+
     def _failed(
         self,
         spec: JobSpec,
@@ -323,19 +344,25 @@ class Worker:
         raised: BaseException,
         attempt: int,
         job_id: str,
+        lock: int | None,
     ) -> Any:
         """The job raised `error`. `raised` is what reached us: the job's error itself, or Powertools'
         persistence error when releasing the lock failed; then the release is written again here, and
         the decision is always taken on the job's own error (a `PermanentError` stays permanent)."""
-        if raised is not error and not self._write(self.store.delete_record, run, error):
-            logger.warning(
-                "could not record the job's failure; the record reads running until its lock expires",
-                extra={"error": error_fields(raised)},
-            )
+        unreleased = raised is not error and self._write(self.store.delete_record, run, error) is not None
         self._metric("JobFailed", MetricUnit.Count, 1)
         if lifecycle.after_failure(error, attempt, spec.max_attempts) is lifecycle.JobState.DEAD:
             logger.warning("job failed for good", extra={"error": error_fields(error)})
+            if unreleased:  # the record would read `running`: the copy marks it dead, then moves it
+                return self._dead_letter(
+                    spec, record, error, attempt, job_id=job_id, mark="release", lock=lock
+                )
             return self._dead_letter(spec, record, error, attempt, job_id=job_id)
+        if unreleased:
+            logger.warning(
+                "could not record the job's failure; its lock holds until that invocation's deadline",
+                extra={"error": error_fields(raised)},
+            )
         delay = spec.backoff.delay(attempt, self.rng)
         self._metric("JobRetried", MetricUnit.Count, 1)
         logger.warning(
@@ -352,8 +379,10 @@ class Worker:
         result: Any,
         attempt: int,
         exc: BaseException,
+        lock: int | None,
     ) -> Any:
-        if self._write(self.store.save_success, run, result):
+        result_json = lifecycle.stored_result(json.dumps(result, sort_keys=True))
+        if self._write(self.store.complete, run["job_id"], result_json, lock) is None:
             self._metric("JobSucceeded", MetricUnit.Count, 1)
             logger.info("job succeeded (its completion write needed another try)")
             return result
@@ -361,7 +390,7 @@ class Worker:
             "job succeeded but its record could not be written; handing the outcome back with the message",
             extra={"error": error_fields(exc)},
         )
-        settle = {"action": "complete", "job_id": run["job_id"], "result": result}
+        settle = {"action": "complete", "job_id": run["job_id"], "result": result_json, "lock": lock}
         return self._hand_back(spec, record, attempt, 1, why="complete", settle=settle)
 
     def _lock_held(self, spec: JobSpec, record: SQSRecord, attempt: int) -> Any:
@@ -372,7 +401,7 @@ class Worker:
         if expiry_ms is None:  # a lock without a deadline (no Lambda context registered)
             logger.info("job already running elsewhere; will retry")
             raise IdempotencyAlreadyInProgressError("the job's lock is held")
-        wait = max(1, math.ceil((expiry_ms - time.time() * 1000) / 1000))
+        wait = _seconds_until(expiry_ms)
         logger.info(
             "job already running elsewhere; handing the message back", extra={"retry_in_seconds": wait}
         )
@@ -380,15 +409,23 @@ class Worker:
 
     def _after_last_attempt(self, spec: JobSpec, record: SQSRecord, job_id: str, attempt: int) -> Any:
         """A handed-back copy received again after the last attempt: that attempt's invocation crashed
-        or timed out. Unless the job succeeded after all, its record becomes dead and the message goes
-        to the DLQ with that reason (what SQS redrive would do, without a reason, for the original)."""
-        item = self.store.get_item(job_id)
-        if item and item.get("state", {}).get("S") == lifecycle.JobState.SUCCEEDED:
+        or timed out. Unless the job succeeded after all, or another delivery holds its lock now, the
+        message goes to the DLQ with that reason, and a record with no live run becomes dead."""
+        found: list[dict[str, Any] | None] = []
+        if self._write(lambda: found.append(self.store.get_item(job_id))) is not None:
+            return self._hand_back(spec, record, attempt, spec.backoff.delay(1, self.rng), why="read")
+        item = found[0] or {}
+        state = item.get("state", {}).get("S")
+        if state == lifecycle.JobState.SUCCEEDED:
             self._metric("JobDuplicate", MetricUnit.Count, 1)
             return None
+        expiry = item.get("in_progress_expiration", {}).get("N")
+        if state == lifecycle.JobState.RUNNING and expiry and int(expiry) > time.time() * 1000:
+            return self._hand_back(spec, record, attempt, _seconds_until(int(expiry)), why="lock held")
         error = LastAttemptLostError(lifecycle.REDRIVEN_ERROR["message"])
-        self._write(self.store.reject, job_id, spec.name, error)
-        return self._dead_letter(spec, record, error, attempt - 1, job_id=job_id)
+        failed = self._write(self.store.reject, job_id, spec.name, error_fields(error))
+        mark = "reject" if failed else None
+        return self._dead_letter(spec, record, error, attempt - 1, job_id=job_id, mark=mark)
 
     @staticmethod
     def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobContext) -> Any:
@@ -409,19 +446,21 @@ class Worker:
 
     # -- bookkeeping --------------------------------------------------------------------------------
 
-    def _write(self, write: Callable[..., Any], *args: Any) -> bool:
+    def _write(self, write: Callable[..., Any], *args: Any) -> Exception | None:
         """Run a bookkeeping call (a record write, an SQS send), trying again on failure with a short
-        jittered pause; True when it went through. The SDK already retried each call."""
+        jittered pause. None when it went through, else the last error. The SDK already retried each
+        call; an error that will not pass by waiting (access denied, a missing queue, a failed
+        condition) is not tried again."""
         for n in range(WRITE_TRIES):
             try:
                 write(*args)
-                return True
+                return None
             except Exception as exc:
-                if n == WRITE_TRIES - 1:
+                if n == WRITE_TRIES - 1 or not transient(exc):
                     logger.warning("bookkeeping call failed", extra={"error": error_fields(exc)})
-                    return False
+                    return exc
                 time.sleep((0.5 + 0.5 * self.rng.random()) * WRITE_PAUSE_SECONDS * 2**n)
-        return False
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _hand_back(
         self,
@@ -433,54 +472,82 @@ class Worker:
         why: str,
         settle: dict[str, Any] | None = None,
     ) -> Any:
-        """Send a copy of the message back to the job's queue after `delay` seconds and report this
-        record done (so the original is deleted): a receive that did not run the job costs no attempt,
-        and the copy is never at its queue's last receive. The copy carries the attempts used so far
-        (its first receive is attempt `attempt` again) and, with `settle`, the outcome left to record.
+        """Send a copy of the message back to the job's queue after `delay` seconds and delete the
+        original: a receive that did not run the job costs no attempt, and the copy is never at its
+        queue's last receive. The copy carries the attempts used so far (its first receive is attempt
+        `attempt` again) and, with `settle`, the outcome left to record.
 
-        If the copy cannot be sent, the record is reported failed and returns after `delay`
-        (that receive then counts)."""
+        The original is deleted at once, not only by the batch response: were the invocation to die
+        after the copy was sent, the original would come back beside it. If the copy cannot be sent,
+        the record is reported failed and returns after `delay` (that receive then counts)."""
         attributes = _copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 2)
         attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": str(max(0, attempt - 1))}
         if settle is not None:
             attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": json.dumps(settle, default=str)}
-        sent = self._write(
-            lambda: self.stack_config.client("sqs").send_message(
-                QueueUrl=self._queue_url(spec, record),
+        sqs = self.stack_config.client("sqs")
+        queue_url = self._queue_url(spec, record)
+        failed = self._write(
+            lambda: sqs.send_message(
+                QueueUrl=queue_url,
                 MessageBody=_body_keeping_job_id(spec, record),
                 MessageAttributes=attributes,
                 DelaySeconds=min(MAX_DELAY_SECONDS, max(0, delay)),
             )
         )
-        if not sent:
+        if failed is not None:
             self._retry_after(spec, record, delay)
             raise NotStartedError(f"{why}: could not hand the message back; it returns in {delay} s")
+        # Best effort: if this fails, the batch response still reports the record done.
+        self._write(lambda: sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=record.receipt_handle))
         self._metric("JobHandedBack", MetricUnit.Count, 1)
+        logger.info("handed the message back", extra={"reason": why, "retry_in_seconds": delay})
         return None
 
     def _settle(self, spec: JobSpec, record: SQSRecord, text: str, attempt: int) -> Any:
         """A copy whose job already ran: only its outcome is left to record (the success write, or the
-        move to the DLQ). The job is not run again."""
+        record's mark and the move to the DLQ). The job is not run again. An outcome that does not
+        belong to this message's job id (or cannot be read) is dropped: the message runs as usual."""
         try:
-            settle = json.loads(text)
-            action = settle["action"]
-        except (ValueError, TypeError, KeyError):
-            settle, action = {}, None
+            settle = parse_body(text)
+            action = settle.get("action")
+            job_id = str(settle["job_id"]) if settle.get("job_id") is not None else None
+            lock = int(settle["lock"]) if settle.get("lock") is not None else None
+            attempts = int(settle.get("attempts") or attempt)
+            if action not in ("complete", "dead_letter") or job_id != self._job_id_of(spec, record):
+                raise ValueError("not this message's outcome")
+        except Exception as exc:  # a forged, damaged or newer outcome: never trusted, never a crash
+            logger.warning("ignoring an outcome on a handed-back message", extra={"error": error_fields(exc)})
+            return self._hand_back(spec, record, attempt, 0, why="unknown outcome")
+        assert job_id is not None
         if action == "complete":
-            run = {"job_id": str(settle["job_id"])}
-            if self._write(self.store.save_success, run, settle.get("result")):
+            failed = self._write(self.store.complete, job_id, str(settle.get("result") or "null"), lock)
+            if failed is None:
                 self._metric("JobSucceeded", MetricUnit.Count, 1)
-                logger.info("recorded the success of a job that ran earlier", extra={"job_id": run["job_id"]})
+                logger.info("recorded the success of a job that ran earlier", extra={"job_id": job_id})
                 return None
             return self._hand_back(spec, record, attempt, 1, why="complete", settle=settle)
-        if action == "dead_letter":
-            error = {"type": str(settle.get("type")), "message": str(settle.get("message"))}
-            return self._move_to_dlq(
-                spec, record, error, int(settle.get("attempts") or attempt), settle.get("job_id"), settle
-            )
-        # Not ours to understand (a newer version wrote it): run the message as usual.
-        logger.warning("ignoring an unknown outcome on a handed-back message", extra={"settle": text[:200]})
-        return self._hand_back(spec, record, attempt, 0, why="unknown settle")
+        error = {"type": str(settle.get("type")), "message": str(settle.get("message"))}
+        mark = settle.get("mark")
+        if mark == "release":
+            failed = self._write(self.store.bury, job_id, spec.name, error, lock)
+        elif mark == "reject":
+            failed = self._write(self.store.reject, job_id, spec.name, error)
+        else:
+            failed = None
+        if failed is not None:
+            return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
+        return self._move_to_dlq(spec, record, error, attempts, job_id, {**settle, "mark": None})
+
+    def _job_id_of(self, spec: JobSpec, record: SQSRecord) -> str | None:
+        """The job id a message stands for, as the worker derives it (None if it cannot be read)."""
+        try:
+            envelope = decode(record.body)
+            if envelope.id:
+                return envelope.id
+            payload = spec.validate(envelope.payload)
+        except Exception:
+            return None
+        return spec.job_id(payload.model_dump(mode="json")) or record.message_id
 
     # -- retries ------------------------------------------------------------------------------------
 
@@ -512,10 +579,25 @@ class Worker:
     # -- dead letters -------------------------------------------------------------------------------
 
     def _dead_letter(
-        self, spec: JobSpec, record: SQSRecord, exc: BaseException, attempt: int, job_id: str | None
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        exc: BaseException,
+        attempt: int,
+        job_id: str | None,
+        *,
+        mark: str | None = None,
+        lock: int | None = None,
     ) -> Any:
-        """Move a record to the DLQ now, with its reason."""
-        return self._move_to_dlq(spec, record, error_fields(exc), attempt, job_id, None)
+        """Move a record to the DLQ now, with its reason. `mark` says that the job's record could not
+        be marked dead ("release": the run's lock; "reject": a message that never ran): then the
+        message goes back as a copy that makes that write first, and then the move."""
+        err = error_fields(exc)
+        if mark is not None and job_id is not None:
+            settle = {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
+            settle |= {"mark": mark, "lock": lock}
+            return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
+        return self._move_to_dlq(spec, record, err, attempt, job_id, None)
 
     def _move_to_dlq(
         self,
@@ -541,12 +623,12 @@ class Worker:
         attributes = _copied_attributes(record, drop=drop, room=MAX_SQS_ATTRIBUTES - len(ours))
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}
-        sent = self._write(
+        failed = self._write(
             lambda: self.stack_config.client("sqs").send_message(
                 QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
             )
         )
-        if not sent:
+        if failed is not None:
             settle = settle or {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
             return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
         self._metric("JobDeadLettered", MetricUnit.Count, 1)
@@ -584,6 +666,58 @@ def attempt_of(record: SQSRecord) -> int:
     except ValueError:
         prior = 0
     return max(0, prior) + receives
+
+
+def _seconds_until(epoch_ms: int) -> int:
+    """Whole seconds from now until `epoch_ms`, at least 1 (an SQS delay)."""
+    return max(1, math.ceil((epoch_ms - time.time() * 1000) / 1000))
+
+
+#: Error codes that pass by waiting: throttles and service-side failures.
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "LimitExceededException",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "KMSThrottlingException",
+    }
+)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether an error (or the error it wraps: Powertools wraps the SDK's) is a throttle, a
+    service-side failure or a connection problem, which may pass on its own."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ClientError):
+            error = current.response.get("Error", {})
+            status = int(current.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            return error.get("Code") in TRANSIENT_CODES or status >= 500
+        if isinstance(current, BotoCoreError) and isinstance(
+            current, ConnectionError | HTTPClientError | ConnectTimeoutError | ReadTimeoutError
+        ):
+            return True
+        if isinstance(current, IdempotencyPersistenceLayerError) and len(current.args) > 1:
+            inner = current.args[1]
+            if isinstance(inner, BaseException) and id(inner) not in seen:
+                current = inner
+                continue
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _body_keeping_job_id(spec: JobSpec, record: SQSRecord) -> str:
