@@ -19,9 +19,8 @@ Params = dict[str, Any]
 
 def is_acquire(params: Params) -> bool:
     """The UpdateItem that takes a job's lock (running)."""
-    return ":running" in params.get("ExpressionAttributeValues", {}) and "attribute_not_exists" in params.get(
-        "ConditionExpression", ""
-    )
+    values = params.get("ExpressionAttributeValues", {})
+    return ":retrying" in values and ":state" not in values
 
 
 def is_completion(params: Params) -> bool:

@@ -10,6 +10,7 @@ from lambdajobs.local.lambda_events import sqs_event
 from lambdajobs.runtime import Backoff, aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import WaitTimeoutError, get_status, wait_for
+from lambdajobs.runtime.settings import ATTR_ERROR_TYPE
 from lambdajobs.runtime.worker import attempt_of
 from tests.jobs.media import STAGE_BUDGET_SECONDS, Clip, rename_encoder
 from tests.jobs.messages import Message
@@ -372,9 +373,40 @@ def test_a_crash_on_the_last_attempt_reads_dead_once_its_invocation_is_over(decl
     assert (status.state, status.attempts) == ("dead", 1)
     assert status.error is not None and status.error["type"] == "MaxReceiveCountExceeded"
     assert status.done and "crashed or timed out" in (status.note or "")
-    # AND SQS indeed dead-letters the message on its next receive, unrun
+    # AND on its next receive (the queue keeps one spare) the worker moves it to the DLQ, unrun, with
+    # the reason, and writes the record dead
     clock.shift(6 * 30)
-    assert runner.poll() is None and runner.depth(dlq=True) == 1
+    assert runner.poll().failed_ids == []
+    [dead] = runner.dlq_messages()
+    assert dead["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "LastAttemptLostError"
+    status = get_status(job_id)
+    assert (status.state, status.error["type"], status.note) == ("dead", "LastAttemptLostError", None)
+
+
+def test_a_crash_before_the_last_attempt_starts_is_dead_with_the_reason(declare, clock):
+    # GIVEN a job that failed its first attempt (retrying), whose second and last receive's invocation
+    # dies before the record starts
+    ran: list[int] = []
+
+    def fails(payload: Tick) -> dict:
+        ran.append(payload.n)
+        raise RuntimeError("downstream unavailable")
+
+    runner = declare(fails, name="fails", max_attempts=2, backoff=Backoff.fixed(5))
+    job_id = enqueue("fails", Tick(n=1))
+    runner.poll()
+    assert get_status(job_id).state == "retrying"
+    clock.shift(6)
+    assert aws.client("sqs").receive_message(QueueUrl=runner.queues.queue_url, VisibilityTimeout=1)[
+        "Messages"
+    ]
+    # WHEN the message comes back once more
+    clock.shift(2)
+    assert runner.poll().failed_ids == []
+    # THEN it is not run a third time: it is in the DLQ with the reason, and its record reads dead
+    assert ran == [1]
+    [dead] = runner.dlq_messages()
+    assert dead["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "LastAttemptLostError"
     assert get_status(job_id).state == "dead"
 
 

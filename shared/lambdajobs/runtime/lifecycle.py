@@ -188,6 +188,7 @@ def fail(
     release: bool,
     ttl_seconds: int,
     lock: int | None = None,
+    over_retrying: bool = False,
 ) -> None:
     """running -> retrying/dead (`release=True`: the run that held the lock failed; with `lock`, only
     while the record still carries that run's lock), or (none) -> dead (`release=False`: a message that
@@ -232,6 +233,9 @@ def fail(
             "attribute_not_exists(id) OR #state = :dead OR "
             "(#state = :running AND in_progress_expiration < :now_ms)"
         )
+        if over_retrying:
+            condition += " OR #state = :retrying"
+            values[":retrying"] = {"S": JobState.RETRYING}
     with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
         client.update_item(
             TableName=table,
@@ -262,8 +266,8 @@ def report_progress(client: Any, table: str, job_id: str, percent: float, messag
 REDRIVEN_ERROR = {
     "type": "MaxReceiveCountExceeded",
     "message": "the job's last attempt ended without its outcome recorded (the invocation crashed or "
-    "timed out, or could not write the record); its message is in the DLQ, or SQS moves it there on "
-    "its next receive",
+    "timed out, or could not write the record); its message is in the DLQ, or goes there on its "
+    "next receive",
 }
 
 

@@ -159,9 +159,11 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def reject(self, job_id: str, job: str, error: dict[str, str]) -> None:
+    def reject(self, job_id: str, job: str, error: dict[str, str], retrying: bool = False) -> None:
         """A message that can never run (invalid payload, or past its last attempt): its record becomes
-        `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded."""
+        `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded; a
+        `retrying` record too with `retrying=True` (the message past its last attempt is the one that
+        was retrying)."""
         lifecycle.fail(
             self.client,
             self.table,
@@ -171,6 +173,7 @@ class JobRecordStore(BasePersistenceLayer):
             error,
             release=False,
             ttl_seconds=self.config.record_ttl_seconds,
+            over_retrying=retrying,
         )
 
     def complete(self, job_id: str, result_json: str, lock: int | None) -> None:

@@ -56,8 +56,8 @@ class JobSpec:
     payload_model: type[BaseModel] = field(repr=False)
     #: Lambda timeout of the worker; the queue's visibility timeout is derived from it. Default 30.
     timeout_seconds: int = 30
-    #: Receives before SQS moves a message to the DLQ (the queue's maxReceiveCount). Default 5,
-    #: as AWS recommends: throttles and crashes consume receives too.
+    #: Runs before the job is dead. Default 5, as AWS recommends for maxReceiveCount: throttles and
+    #: crashes consume receives too. The queue's maxReceiveCount is one more (`max_receive_count`).
     max_attempts: int = 5
     #: Records per Lambda invocation. Default 10.
     batch_size: int = 10
@@ -91,6 +91,13 @@ class JobSpec:
     schedule_payload_json: str | None = field(default=None, repr=False)
     #: Whether the job function takes a second `ctx` argument.
     takes_context: bool = field(default=False, compare=False, repr=False)
+
+    @property
+    def max_receive_count(self) -> int:
+        """The queue's redrive maxReceiveCount: one receive more than `max_attempts`, so a message
+        whose last attempt crashed or timed out comes back to the worker once, which moves it to the
+        DLQ with that reason and marks its record dead (SQS redrive would move it without either)."""
+        return self.max_attempts + 1
 
     @property
     def visibility_timeout_seconds(self) -> int:
@@ -204,7 +211,9 @@ def _validate(spec: JobSpec) -> None:
             f"letter and has at most 48 characters; pass name='...' to @job."
         )
     _check_range(name, "timeout_seconds", spec.timeout_seconds, 1, MAX_TIMEOUT_SECONDS, "Lambda maximum")
-    _check_range(name, "max_attempts", spec.max_attempts, 1, MAX_RECEIVE_COUNT, "SQS maxReceiveCount")
+    _check_range(
+        name, "max_attempts", spec.max_attempts, 1, MAX_RECEIVE_COUNT - 1, "SQS maxReceiveCount, less one"
+    )
     _check_range(name, "batch_size", spec.batch_size, 1, MAX_BATCH_SIZE, "SQS event source")
     _check_range(
         name,

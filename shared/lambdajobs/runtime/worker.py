@@ -249,9 +249,8 @@ class Worker:
             except PayloadValidationError as error:
                 job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
                 failed = self._write(self.store.reject, job_id, spec.name, error_fields(error))
-                return self._dead_letter(
-                    spec, record, error, attempt, job_id=job_id, mark="reject" if failed else None
-                )
+                mark = "reject" if failed is not None and transient(failed) else None
+                return self._dead_letter(spec, record, error, attempt, job_id=job_id, mark=mark)
             # Derived from the validated payload, as the Python producer derives it: defaults applied.
             job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
             keys = {"correlation_id": job_id, "job": spec.name, "attempt": attempt}
@@ -408,9 +407,10 @@ class Worker:
         return self._hand_back(spec, record, attempt, wait, why="lock held")
 
     def _after_last_attempt(self, spec: JobSpec, record: SQSRecord, job_id: str, attempt: int) -> Any:
-        """A handed-back copy received again after the last attempt: that attempt's invocation crashed
-        or timed out. Unless the job succeeded after all, or another delivery holds its lock now, the
-        message goes to the DLQ with that reason, and a record with no live run becomes dead."""
+        """A message received after its last attempt (the queue keeps one spare receive, see
+        `JobSpec.max_receive_count`): that attempt's invocation crashed or timed out, before or while
+        running the job. Unless the job succeeded after all, or another delivery holds its lock now,
+        the message goes to the DLQ with that reason, and a record with no live run becomes dead."""
         found: list[dict[str, Any] | None] = []
         if self._write(lambda: found.append(self.store.get_item(job_id))) is not None:
             return self._hand_back(spec, record, attempt, spec.backoff.delay(1, self.rng), why="read")
@@ -423,8 +423,8 @@ class Worker:
         if state == lifecycle.JobState.RUNNING and expiry and int(expiry) > time.time() * 1000:
             return self._hand_back(spec, record, attempt, _seconds_until(int(expiry)), why="lock held")
         error = LastAttemptLostError(lifecycle.REDRIVEN_ERROR["message"])
-        failed = self._write(self.store.reject, job_id, spec.name, error_fields(error))
-        mark = "reject" if failed else None
+        failed = self._write(self.store.reject, job_id, spec.name, error_fields(error), True)
+        mark = "bury" if failed is not None and transient(failed) else None
         return self._dead_letter(spec, record, error, attempt - 1, job_id=job_id, mark=mark)
 
     @staticmethod
@@ -525,16 +525,18 @@ class Worker:
                 self._metric("JobSucceeded", MetricUnit.Count, 1)
                 logger.info("recorded the success of a job that ran earlier", extra={"job_id": job_id})
                 return None
+            if not transient(failed):  # the record cannot be written: this receive counts
+                raise failed
             return self._hand_back(spec, record, attempt, 1, why="complete", settle=settle)
         error = {"type": str(settle.get("type")), "message": str(settle.get("message"))}
         mark = settle.get("mark")
         if mark == "release":
             failed = self._write(self.store.bury, job_id, spec.name, error, lock)
-        elif mark == "reject":
-            failed = self._write(self.store.reject, job_id, spec.name, error)
+        elif mark in ("reject", "bury"):
+            failed = self._write(self.store.reject, job_id, spec.name, error, mark == "bury")
         else:
             failed = None
-        if failed is not None:
+        if failed is not None and transient(failed):  # else the record cannot be written: move anyway
             return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
         return self._move_to_dlq(spec, record, error, attempts, job_id, {**settle, "mark": None})
 
