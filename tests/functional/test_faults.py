@@ -441,3 +441,24 @@ def test_an_outcome_for_another_job_id_is_ignored(stack, declare, clock):
     # THEN the outcome is not recorded for anyone; the message ran as the job it is
     assert get_status("someone-else").state == "pending"
     assert get_status("mine").state == "succeeded" and ran == [1]
+
+
+def test_a_dead_lettered_original_is_deleted_at_once(stack, declare, clock):
+    # GIVEN a job that fails for good, delivered by an invocation that dies right after moving it
+    ran: list[int] = []
+
+    def permanent(payload: Tick) -> dict:
+        ran.append(payload.n)
+        raise PermanentError("the order was cancelled")
+
+    runner = declare(permanent, name="doomed", max_attempts=3)
+    enqueue("doomed", Tick(n=1))
+    got = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    event = sqs_event(got, queue_arn=runner.queues.queue_arn, region="us-east-1")
+    runner.handler(event, LambdaContext("doomed", 30))  # the batch response is never applied
+    # THEN the original is gone with the move: it cannot come back to run again and be moved twice
+    clock.shift(6 * 30 + 1)
+    assert runner.poll() is None
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 1 and ran == [1]

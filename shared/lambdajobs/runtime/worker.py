@@ -497,11 +497,18 @@ class Worker:
         if failed is not None:
             self._retry_after(spec, record, delay)
             raise NotStartedError(f"{why}: could not hand the message back; it returns in {delay} s")
-        # Best effort: if this fails, the batch response still reports the record done.
-        self._write(lambda: sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=record.receipt_handle))
+        self._delete_original(spec, record)
         self._metric("JobHandedBack", MetricUnit.Count, 1)
         logger.info("handed the message back", extra={"reason": why, "retry_in_seconds": delay})
         return None
+
+    def _delete_original(self, spec: JobSpec, record: SQSRecord) -> None:
+        """Delete a record's message now that a copy of it is elsewhere (back in its queue, or in the
+        DLQ): were the invocation to die before the batch response, the original would come back and
+        be handled twice. Best effort: the batch response still reports the record done."""
+        sqs = self.stack_config.client("sqs")
+        queue_url = self._queue_url(spec, record)
+        self._write(lambda: sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=record.receipt_handle))
 
     def _settle(self, spec: JobSpec, record: SQSRecord, text: str, attempt: int) -> Any:
         """A copy whose job already ran: only its outcome is left to record (the success write, or the
@@ -633,6 +640,7 @@ class Worker:
         if failed is not None:
             settle = settle or {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
             return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
+        self._delete_original(spec, record)
         self._metric("JobDeadLettered", MetricUnit.Count, 1)
         logger.warning(
             "moved to the dead-letter queue",
