@@ -51,6 +51,8 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
         values = request.get("ExpressionAttributeValues") or {}
         if ":result" in values:
             return "complete"
+        if ":until" in values:
+            return "wait"
         if ":retrying" in values:
             return "acquire"
         if ":state" in values:

@@ -20,7 +20,7 @@ Params = dict[str, Any]
 def is_acquire(params: Params) -> bool:
     """The UpdateItem that takes a job's lock (running)."""
     values = params.get("ExpressionAttributeValues", {})
-    return ":retrying" in values and ":state" not in values
+    return ":retrying" in values and ":dead" in values and ":state" not in values
 
 
 def is_completion(params: Params) -> bool:

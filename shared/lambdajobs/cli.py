@@ -312,6 +312,7 @@ def status(
         "attempts",
         "progress",
         "progress_message",
+        "waiting_until",
         "created_at",
         "started_at",
         "finished_at",

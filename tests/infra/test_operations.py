@@ -71,7 +71,14 @@ def test_dashboard_has_a_row_per_job(template, stack, job):
     ):
         assert metric in body
     assert '\\"stat\\":\\"p99\\"' in body
-    for name in ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered", "JobHandedBack"):
+    for name in (
+        "JobSucceeded",
+        "JobFailed",
+        "JobRetried",
+        "JobDeadLettered",
+        "JobHandedBack",
+        "JobRateLimited",
+    ):
         # the stack is a dimension: staging and prod in one account keep their own figures
         dims = f'\\"job\\",\\"{job}\\",\\"service\\",\\"lambdajobs\\",\\"stack\\",\\"{stack.stack_name}\\"'
         assert f'[\\"LambdaJobs\\",\\"{name}\\",{dims}' in body

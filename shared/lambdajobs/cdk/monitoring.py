@@ -18,7 +18,14 @@ from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
-JOB_METRICS = ("JobSucceeded", "JobFailed", "JobRetried", "JobDeadLettered", "JobHandedBack")
+JOB_METRICS = (
+    "JobSucceeded",
+    "JobFailed",
+    "JobRetried",
+    "JobDeadLettered",
+    "JobHandedBack",
+    "JobRateLimited",
+)
 
 
 def job_metric(stack: str, job: str, name: str) -> cw.Metric:

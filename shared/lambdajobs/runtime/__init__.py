@@ -24,6 +24,7 @@ from lambdajobs.runtime.errors import (
     PermanentError,
     ProgressError,
     QueueNotFoundError,
+    RateLimitBusyError,
     RecordHeldError,
     ScheduleConflictError,
     ScheduleError,
@@ -32,6 +33,7 @@ from lambdajobs.runtime.errors import (
     WaitTimeoutError,
 )
 from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.ratelimit import RateLimit
 from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 __all__ = [
@@ -55,6 +57,8 @@ __all__ = [
     "PermanentError",
     "ProgressError",
     "QueueNotFoundError",
+    "RateLimit",
+    "RateLimitBusyError",
     "RecordHeldError",
     "ScheduleConflictError",
     "ScheduleError",

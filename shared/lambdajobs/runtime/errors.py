@@ -77,6 +77,10 @@ class NotStartedError(LambdaJobsError):
     could not be handed back as a copy; it comes back after its delay, and that receive counts."""
 
 
+class RateLimitBusyError(LambdaJobsError):
+    """A rate limiter's slot could not be taken after many tries (other workers kept taking it)."""
+
+
 class LastAttemptLostError(LambdaJobsError):
     """The job's last attempt ended without an outcome (its invocation crashed or timed out): the job
     is dead with this reason."""
@@ -125,6 +129,7 @@ __all__ = [
     "PermanentError",
     "ProgressError",
     "QueueNotFoundError",
+    "RateLimitBusyError",
     "RecordHeldError",
     "ScheduleConflictError",
     "ScheduleError",

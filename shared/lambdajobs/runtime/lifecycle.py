@@ -8,6 +8,7 @@ This module is the only writer of a job's state. The worker and the Powertools p
                            +--fail(after_failure)--> retrying --acquire--> running ...
                            |                      `-> dead (PermanentError, or the last attempt)
     (none) --reject--> dead         (a message that can never run: invalid payload)
+    (none)/retrying --wait--> waiting --acquire--> running   (its rate limit's slot is ahead)
 
 Each transition is one conditional UpdateItem on the job's item (keyed on the job id), so concurrent
 deliveries of one job cannot both hold it: at-least-once delivery, one run at a time.
@@ -30,6 +31,7 @@ class JobState(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     RETRYING = "retrying"
+    WAITING = "waiting"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
 
@@ -85,6 +87,7 @@ def acquire(
         ":job": {"S": job},
         ":running": {"S": JobState.RUNNING},
         ":retrying": {"S": JobState.RETRYING},
+        ":waiting": {"S": JobState.WAITING},
         ":dead": {"S": JobState.DEAD},
         ":now_iso": {"S": now_iso()},
         ":exp": {"N": str(expiration)},
@@ -113,7 +116,7 @@ def acquire(
         values[":one"] = {"N": "1"}
         count = " ADD attempts :one"
     condition = (
-        "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead) OR "
+        "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead, :waiting) OR "
         "(#state = :running AND attribute_exists(in_progress_expiration) "
         "AND in_progress_expiration < :now_ms)"
     )
@@ -124,7 +127,7 @@ def acquire(
             UpdateExpression="SET "
             + ", ".join(sets)
             + count
-            + " REMOVE finished_at, progress, progress_message",
+            + " REMOVE finished_at, progress, progress_message, waiting_until",
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
@@ -243,6 +246,32 @@ def fail(
             UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state", "#error": "error"},
+            ExpressionAttributeValues=values,
+        )
+
+
+def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_seconds: int) -> None:
+    """(none)/retrying/waiting -> waiting: the job's rate-limit slot is at `until_iso`; it has not run
+    for this attempt. Never touches a running, succeeded or dead record."""
+    values: dict[str, Any] = {
+        ":job": {"S": job},
+        ":waiting": {"S": JobState.WAITING},
+        ":retrying": {"S": JobState.RETRYING},
+        ":until": {"S": until_iso},
+        ":now_iso": {"S": now_iso()},
+        ":exp": {"N": str(int(time.time()) + ttl_seconds)},
+    }
+    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+        client.update_item(
+            TableName=table,
+            Key={"id": {"S": job_id}},
+            UpdateExpression=(
+                "SET job = :job, #state = :waiting, waiting_until = :until, updated_at = :now_iso, "
+                "created_at = if_not_exists(created_at, :now_iso), "
+                "expiration = if_not_exists(expiration, :exp)"
+            ),
+            ConditionExpression="attribute_not_exists(id) OR #state IN (:retrying, :waiting)",
+            ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
 

@@ -195,6 +195,12 @@ class JobRecordStore(BasePersistenceLayer):
             lock=lock,
         )
 
+    def wait(self, job_id: str, job: str, until_iso: str) -> None:
+        """The job waits for its rate-limit slot at `until_iso` (reads `waiting`)."""
+        lifecycle.wait(
+            self.client, self.table, job_id, job, until_iso, ttl_seconds=self.config.record_ttl_seconds
+        )
+
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
         """Persist a running job's progress (one UpdateItem)."""
         lifecycle.report_progress(self.client, self.table, job_id, percent, message)
@@ -235,6 +241,8 @@ class JobStatus:
     error: dict[str, str] | None = None
     progress: float | None = None
     progress_message: str | None = None
+    #: For a `waiting` job: when its rate-limit slot comes (RFC 3339).
+    waiting_until: str | None = None
     #: What a reader should know beyond the state: that a `pending` id has no record at all (not
     #: started yet, or unknown: nothing is written at enqueue), or why a record reads `dead` though
     #: the worker could not write it (see `lifecycle.reconcile`).
@@ -291,6 +299,7 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
         else ({k: v["S"] for k, v in err.items()} if err else None),
         progress=float(item["progress"]["N"]) if "progress" in item else None,
         progress_message=s("progress_message"),
+        waiting_until=s("waiting_until") if state is JobState.WAITING else None,
     )
 
 

@@ -57,7 +57,10 @@ DLQ_ATTRIBUTES = (ATTR_ERROR_TYPE, ATTR_REASON, ATTR_ATTEMPTS, ATTR_FAILED_AT)
 #: a redriven message starts again at attempt 1.
 ATTR_PRIOR_ATTEMPTS = "lambdajobs.prior_attempts"
 ATTR_SETTLE = "lambdajobs.settle"
-HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE)
+#: On a copy handed back to wait for its rate-limit slot: "<attempt>:<slot epoch ms>" (the slot it
+#: took, so it does not take another when it comes back for that attempt).
+ATTR_RATE_SLOT = "lambdajobs.rate_slot"
+HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT)
 
 
 #: Source queues keep messages 4 days (the SQS default); dead-letter queues 14 days, the SQS maximum:

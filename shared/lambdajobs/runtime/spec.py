@@ -31,6 +31,8 @@ from lambdajobs.runtime.errors import (
     ScheduleError,
     UnknownJobError,
 )
+from lambdajobs.runtime.ratelimit import RateLimit
+from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
 from lambdajobs.runtime.schedule import Schedule, parse_schedule
 from lambdajobs.runtime.settings import JOB_NAME_RE
 
@@ -86,6 +88,9 @@ class JobSpec:
     pii_fields: tuple[str, ...] = ()
     #: Alarm thresholds (CloudWatch alarms to the stack's SNS topic). Default: `Alarms()`.
     alarms: Alarms = field(default_factory=Alarms)
+    #: Starts allowed per period across every worker (`"100/minute"`, or a `RateLimit`: shared by name,
+    #: keyed by a payload field with per-key quotas). Default: none. See `lambdajobs.runtime.ratelimit`.
+    rate_limit: RateLimit | None = None
     #: For `@cron` jobs: when it runs, and the payload each run gets (JSON text; see `schedule_payload`).
     schedule: Schedule | None = None
     schedule_payload_json: str | None = field(default=None, repr=False)
@@ -301,6 +306,7 @@ def job(
     uses: tuple[str, ...] | list[str] = (),
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
+    rate_limit: str | RateLimit | None = None,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -380,12 +386,19 @@ def _register(
     uses: tuple[str, ...] | list[str] = (),
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
+    rate_limit: str | RateLimit | None = None,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
 ) -> Job:
     job_name = name or fn.__name__
     model, takes_context = _payload_model(job_name, fn)
+    limit = checked_rate_limit(job_name, rate_limit)
+    if limit is not None and limit.key and limit.key not in model.model_fields:
+        raise DeclarationError(
+            f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "
+            f"name one of {sorted(model.model_fields)}."
+        )
     unknown = sorted(set(options) - _INT_OPTIONS)
     if unknown:
         raise DeclarationError(
@@ -412,6 +425,7 @@ def _register(
         uses=tuple(uses),
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         alarms=alarms if alarms is not None else Alarms(),
+        rate_limit=limit,
         schedule=schedule,
         schedule_payload_json=payload_json,
         takes_context=takes_context,

@@ -43,7 +43,7 @@ from botocore.exceptions import (
 from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
-from lambdajobs.runtime import lifecycle, pii
+from lambdajobs.runtime import lifecycle, pii, ratelimit
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.envelope import Envelope, decode, parse_body
@@ -53,6 +53,7 @@ from lambdajobs.runtime.errors import (
     LastAttemptLostError,
     NotStartedError,
     PayloadValidationError,
+    RateLimitBusyError,
     UnknownJobError,
 )
 from lambdajobs.runtime.records import JobRecordStore, error_fields
@@ -61,6 +62,7 @@ from lambdajobs.runtime.settings import (
     ATTR_ERROR_TYPE,
     ATTR_FAILED_AT,
     ATTR_PRIOR_ATTEMPTS,
+    ATTR_RATE_SLOT,
     ATTR_REASON,
     ATTR_SETTLE,
     DLQ_ATTRIBUTES,
@@ -258,6 +260,8 @@ class Worker:
             try:
                 if attempt > spec.max_attempts:
                     return self._after_last_attempt(spec, record, job_id, attempt)
+                if spec.rate_limit is not None and self._rate_limited(spec, record, payload, job_id, attempt):
+                    return None  # handed back, due at its slot
                 invocation.started += 1
                 started = time.perf_counter()
                 try:
@@ -317,6 +321,43 @@ class Worker:
         self._metric("JobSucceeded", MetricUnit.Count, 1)
         logger.info("job succeeded")
         return result
+
+    def _rate_limited(
+        self, spec: JobSpec, record: SQSRecord, payload: BaseModel, job_id: str, attempt: int
+    ) -> bool:
+        """Take this attempt's slot of the job's rate limit (or use the one it already took). False: go
+        now. True: the job was handed back, due at its slot and carrying it: waiting costs no attempt
+        and never comes back before its time; its record reads `waiting` meanwhile."""
+        limit = spec.rate_limit
+        assert limit is not None
+        now_ms = int(time.time() * 1000)
+        held = _attribute(record, ATTR_RATE_SLOT)
+        slot: int | None = None
+        if held:
+            held_attempt, _, held_slot = held.partition(":")
+            if held_attempt == str(attempt) and held_slot.isdigit():
+                slot = int(held_slot)
+        if slot is None:
+            value = ratelimit.key_value(limit, payload.model_dump(mode="json"))
+            try:
+                slot = ratelimit.take_slot(self.store.client, self.store.table, limit, value)
+            except Exception as exc:  # the limiter could not be read or written: not an attempt
+                if not transient(exc) and not isinstance(exc, RateLimitBusyError):
+                    raise
+                logger.warning("could not take a rate-limit slot", extra={"error": error_fields(exc)})
+                self._hand_back(spec, record, attempt, 1, why="rate limiter")
+                return True
+            if slot > now_ms:
+                self._metric("JobRateLimited", MetricUnit.Count, 1)
+                until = datetime.fromtimestamp(slot / 1000, UTC).isoformat(timespec="milliseconds")
+                self._write(self.store.wait, job_id, spec.name, until.replace("+00:00", "Z"))
+        if slot <= now_ms:
+            return False
+        delay = math.ceil((slot - now_ms) / 1000)
+        logger.info("rate limited; handing the message back", extra={"retry_in_seconds": delay})
+        extra = {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": f"{attempt}:{slot}"}}
+        self._hand_back(spec, record, attempt, delay, why="rate limited", extra=extra)
+        return True
 
     def _not_acquired(self, spec: JobSpec, record: SQSRecord, attempt: int, exc: Exception) -> Any:
         """The job never started: taking its lock failed. A throttle or a service error is not an
@@ -471,6 +512,7 @@ class Worker:
         *,
         why: str,
         settle: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> Any:
         """Send a copy of the message back to the job's queue after `delay` seconds and delete the
         original: a receive that did not run the job costs no attempt, and the copy is never at its
@@ -480,7 +522,8 @@ class Worker:
         The original is deleted at once, not only by the batch response: were the invocation to die
         after the copy was sent, the original would come back beside it. If the copy cannot be sent,
         the record is reported failed and returns after `delay` (that receive then counts)."""
-        attributes = _copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 2)
+        attributes = _copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 3)
+        attributes.update(extra or {})
         attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": str(max(0, attempt - 1))}
         if settle is not None:
             attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": json.dumps(settle, default=str)}

@@ -1,0 +1,182 @@
+"""Rate limits that hold across every concurrent worker: one DynamoDB item per limiter, in the job table.
+
+`@job(rate_limit="100/minute")` gives a job its own limiter; `RateLimit("sendgrid", 100, per="minute")`
+on several jobs makes them share one (one API used by several jobs); `key="tier"` keys it by a payload
+field, with per-key quotas (`quotas={"premium": 1000}`; other values get `count`).
+
+The algorithm is the token bucket seen from when its next token is due (GCRA): the limiter's item holds
+`tat`, the time (epoch ms) of the next free slot. Taking a slot reads it and writes `tat + interval`
+with a condition that it is still what was read, so two workers never take the same slot (a lost race
+reads again). Slots are spaced evenly, `period / count` apart, so no window of `period` holds more
+than `count` starts. A job whose slot is in the future is not run: the worker hands it back to its
+queue, due at its slot and carrying it (`lambdajobs.rate_slot`), so it neither takes a second slot nor
+uses an attempt, and waits as long as it must without coming back in between.
+
+Why the job table: its items are keyed by `id` already, the worker may read and write them, and
+nothing else needs provisioning or permissions; a limiter item (`ratelimit#...`) has no `job` or
+`finished_at`, so it never enters the job-stats index, and its `expiration` lets an idle limiter
+vanish (a missing limiter is a fresh one). Cost: one consistent read and one write per job (and a
+record write when a job has to wait).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lambdajobs.runtime.errors import DeclarationError, RateLimitBusyError
+
+PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
+ITEM_PREFIX = "ratelimit#"
+_TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
+#: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
+TAKE_TRIES = 20
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most `count` starts per `per` (second, minute, hour or day), across every worker.
+
+    `name` names a limiter several jobs share (None: the job's own, named after the job). `key` is a
+    payload field whose value keys the limit: each value has its own `count` per period, or its quota
+    from `quotas` (value -> count).
+
+    Example:
+        >>> RateLimit("sendgrid", 100, per="minute")
+        >>> RateLimit("exports", 100, per="hour", key="tier", quotas={"premium": 1000})
+    """
+
+    name: str | None
+    count: int
+    per: str = "second"
+    key: str | None = None
+    quotas: tuple[tuple[str, int], ...] = field(default=())
+
+    def __init__(
+        self,
+        name: str | None,
+        count: int,
+        per: str = "second",
+        *,
+        key: str | None = None,
+        quotas: Mapping[str, int] | None = None,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "per", per)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "quotas", tuple(sorted((quotas or {}).items())))
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """`"100/minute"` -> RateLimit(None, 100, "minute")."""
+        match = _TEXT.match(text)
+        if not match:
+            raise ValueError(f"rate_limit {text!r} is not 'COUNT/PERIOD', e.g. '100/minute'")
+        return cls(None, int(match.group(1)), match.group(2))
+
+    @property
+    def period_seconds(self) -> int:
+        return PERIODS[self.per]
+
+    def count_for(self, value: str | None) -> int:
+        return dict(self.quotas).get(value, self.count) if value is not None else self.count
+
+    def interval_ms(self, value: str | None = None) -> float:
+        """The spacing between two starts (ms)."""
+        return self.period_seconds * 1000 / self.count_for(value)
+
+    def describe(self) -> str:
+        text = f"{self.count}/{self.per}"
+        if self.key:
+            text += f" per {self.key}"
+            if self.quotas:
+                text += " (" + ", ".join(f"{k}: {v}" for k, v in self.quotas) + ")"
+        return text
+
+
+def checked(job: str, value: Any) -> RateLimit | None:
+    """A job's `rate_limit` option as a RateLimit (its name defaulted to the job's), or raise
+    DeclarationError naming the job and the fix."""
+    if value is None:
+        return None
+    try:
+        limit = RateLimit.parse(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise DeclarationError(f"job '{job}': {exc}.") from None
+    if not isinstance(limit, RateLimit):
+        raise DeclarationError(
+            f"job '{job}': rate_limit must be 'COUNT/PERIOD' (e.g. '100/minute') or a RateLimit, "
+            f"not {type(value).__name__}."
+        )
+    if limit.per not in PERIODS:
+        raise DeclarationError(f"job '{job}': rate_limit per={limit.per!r}; use one of {sorted(PERIODS)}.")
+    counts = [limit.count, *(c for _, c in limit.quotas)]
+    if any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
+        raise DeclarationError(f"job '{job}': rate_limit counts must be positive integers, got {counts}.")
+    if limit.quotas and not limit.key:
+        raise DeclarationError(f"job '{job}': rate_limit quotas need key='<payload field>'.")
+    name = limit.name or job
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        raise DeclarationError(
+            f"job '{job}': rate_limit name {name!r}: use letters, digits, '_', '.', '-' (at most 64)."
+        )
+    return RateLimit(name, limit.count, limit.per, key=limit.key, quotas=dict(limit.quotas))
+
+
+def key_value(limit: RateLimit, payload: Mapping[str, Any]) -> str | None:
+    """The payload's value for the limit's key (as text), None for an unkeyed limit."""
+    if not limit.key:
+        return None
+    value = payload.get(limit.key)
+    return "" if value is None else str(value)
+
+
+def item_id(limit: RateLimit, value: str | None) -> str:
+    """The limiter's item id. A key value may be personal data (a customer id): it is hashed."""
+    base = f"{ITEM_PREFIX}{limit.name}"
+    if value is None:
+        return base
+    return f"{base}#{hashlib.sha256(value.encode()).hexdigest()[:24]}"
+
+
+def take_slot(client: Any, table: str, limit: RateLimit, value: str | None, now_ms: int | None = None) -> int:
+    """Take the limiter's next slot; returns its time (epoch ms): now or earlier means go.
+
+    Raises:
+        RateLimitBusyError: other workers won every try (never in practice: each loss is a slot taken).
+    """
+    interval = limit.interval_ms(value)
+    key = {"id": {"S": item_id(limit, value)}}
+    for _ in range(TAKE_TRIES):
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        old = int(item["tat"]["N"]) if item and "tat" in item else None
+        slot = max(old or 0, now)
+        new_tat = int(slot + interval)
+        values: dict[str, Any] = {
+            ":tat": {"N": str(new_tat)},
+            # An idle limiter vanishes a day after its last slot: a missing one is a fresh one.
+            ":exp": {"N": str(new_tat // 1000 + 86_400)},
+        }
+        if old is None:
+            condition = "attribute_not_exists(tat)"
+        else:
+            condition = "tat = :old"
+            values[":old"] = {"N": str(old)}
+        try:
+            client.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET tat = :tat, expiration = :exp",
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+            return slot
+        except client.exceptions.ConditionalCheckFailedException:
+            continue  # another worker took that slot: read the next one
+    raise RateLimitBusyError(f"rate limiter {limit.name}: could not take a slot in {TAKE_TRIES} tries")
