@@ -162,3 +162,23 @@ def test_a_bad_rate_limit_is_refused_at_declaration(option, message):
     with isolated_registry(), pytest.raises(DeclarationError, match="job 'bad'") as excinfo:
         job(name="bad", rate_limit=option)(send)
     assert message in str(excinfo.value)
+
+
+def test_a_job_that_waits_hours_for_its_slot_keeps_its_attempts_and_stays_out_of_the_dlq(
+    stack, declare, clock
+):
+    # GIVEN three jobs limited to one an hour, with a single attempt each
+    starts = Starts()
+    runner = declare(starts.job(), name="hourly", rate_limit="1/hour", max_attempts=1)
+    ids = [r.job_id for r in enqueue_many("hourly", [Mail(n=i) for i in range(3)])]
+    # WHEN the workers poll every 15 minutes (the longest SQS delay) for three hours
+    for _ in range(13):
+        runner.drain()
+        clock.shift(15 * 60)
+    # THEN the last one waited two hours, coming back every 15 minutes, and still ran on attempt 1
+    assert len(starts.at) == 3
+    gaps = [b - a for (a, _), (b, _) in zip(sorted(starts.at), sorted(starts.at)[1:], strict=False)]
+    assert all(gap >= 3600 for gap in gaps)
+    statuses = get_statuses(ids)
+    assert {(s.state, s.attempts) for s in statuses.values()} == {("succeeded", 1)}
+    assert runner.depth(dlq=True) == 0
