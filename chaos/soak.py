@@ -50,7 +50,7 @@ IDLE_SECONDS = 0.25  # a poller's rest after an empty receive
 TICK_SECONDS = 0.25  # the settle loop's period
 #: The producer waits at most this long for the queue to drain below `max_depth`.
 PACE_TIMEOUT_SECONDS = 120.0
-UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.PENDING)
+UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.PENDING)
 
 
 # -- the machinery ----------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ def test_a_limiter_that_cannot_be_written_hands_the_job_back(stack, declare, clo
     faults = Faults(stack.client("dynamodb"))
     limiter_write = faults.fail(
         "UpdateItem",
-        when=lambda p: str(p.get("Key", {}).get("id", {}).get("S", "")).startswith("ratelimit#"),
+        when=lambda p: str(p.get("Key", {}).get("id", {}).get("S", "")).startswith("lambdajobs#ratelimit#"),
         times=3,
     )
     try:
@@ -182,3 +182,135 @@ def test_a_job_that_waits_hours_for_its_slot_keeps_its_attempts_and_stays_out_of
     statuses = get_statuses(ids)
     assert {(s.state, s.attempts) for s in statuses.values()} == {("succeeded", 1)}
     assert runner.depth(dlq=True) == 0
+
+
+def test_copies_that_come_back_late_do_not_start_in_a_burst(stack, declare, clock):
+    # GIVEN 30 jobs at 10 a minute, all but one handed back to wait for their slots
+    starts = Starts()
+    runner = declare(starts.job(), name="late", rate_limit="10/minute", max_attempts=1)
+    enqueue_many("late", [Mail(n=i) for i in range(30)])
+    runner.drain()
+    # WHEN no worker polls for ten minutes (throttled, disabled, deploying), then they run again
+    clock.shift(600)
+    for _ in range(400):
+        runner.drain()
+        clock.shift(1)
+    # THEN the late copies took fresh slots: still at most 10 in any minute
+    assert len(starts.at) == 30
+    assert starts.max_in_any_window(60) <= 10
+
+
+@pytest.mark.parametrize(("count", "per"), [(3, "second"), (7, "minute"), (999, "second")])
+def test_slots_never_fit_more_than_the_count_in_a_period(stack, count, per):
+    # GIVEN a count that does not divide its period (in ms or us)
+    from lambdajobs.runtime import ratelimit
+
+    limit = ratelimit.checked("spaced", RateLimit(None, count, per))
+    period_us = ratelimit.PERIODS[per] * 1_000_000
+    # WHEN count + 1 slots are taken at one instant
+    take = lambda: ratelimit.take_slot(  # noqa: E731
+        stack.client("dynamodb"), stack.config.table_name(), limit, None, now_us=1_000_000_000
+    )
+    slots = [take() for _ in range(count + 1)]
+    # THEN the one past the count falls a whole period after the first, or later
+    assert slots[count] - slots[0] >= period_us
+    assert slots == sorted(set(slots))
+
+
+def test_a_duplicate_of_a_finished_job_takes_no_slot(stack, declare, clock):
+    # GIVEN a job that ran, at one an hour
+    starts = Starts()
+    runner = declare(starts.job(), name="once_an_hour", rate_limit="1/hour", max_attempts=1)
+    [done] = enqueue_many("once_an_hour", [Mail(n=1)])
+    runner.drain()
+    # WHEN a duplicate of it arrives, then another job
+    stack.enqueue("once_an_hour", Mail(n=1), job_id=done.job_id)
+    runner.drain()
+    [other] = enqueue_many("once_an_hour", [Mail(n=2)])
+    runner.drain()
+    # THEN the duplicate was answered from the record without a slot: the next job's slot is an hour
+    # after the first run, not two
+    status = get_status(other.job_id)
+    assert status.state == "waiting"
+    assert status.waiting_until == "2026-11-29T13:00:00.000Z"
+
+
+def test_a_retry_takes_a_new_slot(stack, declare, clock):
+    # GIVEN a job at one a minute that fails its first attempt
+    calls: list[float] = []
+
+    def flaky(payload: Mail) -> dict:
+        calls.append(time.time())
+        if len(calls) == 1:
+            raise RuntimeError("provider busy")
+        return {}
+
+    from lambdajobs.runtime import Backoff
+
+    runner = declare(
+        flaky, name="flaky_limited", rate_limit="1/minute", max_attempts=3, backoff=Backoff.fixed(1)
+    )
+    enqueue_many("flaky_limited", [Mail(n=1)])
+    for _ in range(180):
+        runner.drain()
+        clock.shift(1)
+    # THEN its retry waited for a slot of its own, a minute after the first
+    assert len(calls) == 2 and calls[1] - calls[0] >= 60
+
+
+def test_a_redriven_job_reads_waiting_not_dead(stack, declare, clock):
+    starts = Starts()
+    runner = declare(starts.job(), name="redriven", rate_limit="1/hour", max_attempts=1)
+    first, second = (r.job_id for r in enqueue_many("redriven", [Mail(n=1), Mail(n=2)]))
+    runner.drain()
+    waiting = second if get_status(second).state == "waiting" else first
+    # GIVEN its record was dead before (a job that died, now redriven)
+    from lambdajobs.runtime import lifecycle
+
+    lifecycle.fail(
+        stack.client("dynamodb"),
+        stack.config.table_name(),
+        waiting,
+        "redriven",
+        lifecycle.JobState.DEAD,
+        {"type": "X", "message": "x"},
+        release=False,
+        ttl_seconds=3600,
+        over_retrying=True,
+    )
+    assert get_status(waiting).state == "dead"
+    clock.shift(16 * 60)
+    stack.enqueue("redriven", Mail(n=9), job_id=waiting)
+    runner.drain()
+    assert get_status(waiting).state == "waiting"
+
+
+def test_reserved_job_ids_and_mismatched_shared_limiters_are_refused(stack, declare):
+    from lambdajobs.runtime import JobIdError
+
+    declare(Starts().job(), name="reserved", rate_limit="5/second")
+    with pytest.raises(JobIdError, match="reserved"):
+        stack.enqueue("reserved", Mail(n=1), job_id="lambdajobs#ratelimit#reserved")
+    declare(Starts().job(), name="api_a", rate_limit=RateLimit("api", 5, per="second"))
+    with pytest.raises(DeclarationError, match="rate limiter 'api' is declared by job 'api_a'"):
+        declare(Starts().job(), name="api_b", rate_limit=RateLimit("api", 6, per="second"))
+
+
+def test_a_waiting_job_whose_hand_back_fails_on_its_last_attempt_ends_dead_not_waiting(stack, declare, clock):
+    # GIVEN two jobs at one an hour, one attempt each; the second's hand-back cannot be sent
+    starts = Starts()
+    runner = declare(starts.job(), name="stranded", rate_limit="1/hour", max_attempts=1)
+    ids = [r.job_id for r in enqueue_many("stranded", [Mail(n=1), Mail(n=2)])]
+    faults = Faults(stack.client("sqs"))
+    faults.fail("SendMessage", times=3)
+    try:
+        runner.drain()
+    finally:
+        faults.remove()
+    # WHEN its message comes back (at its slot) past its last attempt: that receive counted
+    clock.shift(3601)
+    runner.drain()
+    # THEN it is in the DLQ with the reason, and its record says dead, not waiting for ever
+    states = {s.state for s in get_statuses(ids).values()}
+    assert states == {"succeeded", "dead"}
+    assert runner.depth(dlq=True) == 1

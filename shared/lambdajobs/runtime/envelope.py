@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lambdajobs.runtime.errors import EnvelopeError, PayloadTooLargeError
+from lambdajobs.runtime.settings import RESERVED_ID_PREFIX
 
 #: SQS maximum message size (1 MiB since 2025; it was 256 KiB before).
 MAX_MESSAGE_BYTES = 1_048_576
@@ -31,6 +32,13 @@ class Envelope(BaseModel):
     payload: dict[str, Any]
     enqueued_at: datetime | None = None
     scheduled_at: datetime | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _id_not_reserved(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith(RESERVED_ID_PREFIX):
+            raise ValueError(f"ids starting with {RESERVED_ID_PREFIX!r} are reserved")
+        return value
 
     @field_validator("v", mode="before")
     @classmethod

@@ -236,9 +236,10 @@ def fail(
             "attribute_not_exists(id) OR #state = :dead OR "
             "(#state = :running AND in_progress_expiration < :now_ms)"
         )
-        if over_retrying:
-            condition += " OR #state = :retrying"
+        if over_retrying:  # the message past its last attempt was the one retrying, or waiting
+            condition += " OR #state IN (:retrying, :waiting)"
             values[":retrying"] = {"S": JobState.RETRYING}
+            values[":waiting"] = {"S": JobState.WAITING}
     with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
         client.update_item(
             TableName=table,
@@ -251,12 +252,13 @@ def fail(
 
 
 def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_seconds: int) -> None:
-    """(none)/retrying/waiting -> waiting: the job's rate-limit slot is at `until_iso`; it has not run
-    for this attempt. Never touches a running, succeeded or dead record."""
+    """(none)/retrying/waiting/dead -> waiting: the job's rate-limit slot is at `until_iso`; it has not
+    run for this attempt (dead: a redriven job). Never touches a running or succeeded record."""
     values: dict[str, Any] = {
         ":job": {"S": job},
         ":waiting": {"S": JobState.WAITING},
         ":retrying": {"S": JobState.RETRYING},
+        ":dead": {"S": JobState.DEAD},
         ":until": {"S": until_iso},
         ":now_iso": {"S": now_iso()},
         ":exp": {"N": str(int(time.time()) + ttl_seconds)},
@@ -267,10 +269,10 @@ def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_
             Key={"id": {"S": job_id}},
             UpdateExpression=(
                 "SET job = :job, #state = :waiting, waiting_until = :until, updated_at = :now_iso, "
-                "created_at = if_not_exists(created_at, :now_iso), "
-                "expiration = if_not_exists(expiration, :exp)"
+                "created_at = if_not_exists(created_at, :now_iso), expiration = :exp "
+                "REMOVE finished_at"
             ),
-            ConditionExpression="attribute_not_exists(id) OR #state IN (:retrying, :waiting)",
+            ConditionExpression="attribute_not_exists(id) OR #state IN (:retrying, :waiting, :dead)",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )

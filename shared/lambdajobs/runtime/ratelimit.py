@@ -5,7 +5,7 @@ on several jobs makes them share one (one API used by several jobs); `key="tier"
 field, with per-key quotas (`quotas={"premium": 1000}`; other values get `count`).
 
 The algorithm is the token bucket seen from when its next token is due (GCRA): the limiter's item holds
-`tat`, the time (epoch ms) of the next free slot. Taking a slot reads it and writes `tat + interval`
+`tat`, the time (epoch microseconds) of the next free slot. Taking a slot reads it and writes `tat + interval`
 with a condition that it is still what was read, so two workers never take the same slot (a lost race
 reads again). Slots are spaced evenly, `period / count` apart, so no window of `period` holds more
 than `count` starts. A job whose slot is in the future is not run: the worker hands it back to its
@@ -29,9 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdajobs.runtime.errors import DeclarationError, RateLimitBusyError
+from lambdajobs.runtime.settings import RESERVED_ID_PREFIX
 
 PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
-ITEM_PREFIX = "ratelimit#"
+ITEM_PREFIX = RESERVED_ID_PREFIX + "ratelimit#"
+#: A copy handed back to wait for its slot runs on that slot if it arrives at most this late (SQS
+#: delays are whole seconds); a later one takes a fresh slot, so late copies cannot start in a burst.
+LATE_TOLERANCE_US = 1_000_000
 _TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 #: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
 TAKE_TRIES = 20
@@ -86,9 +90,9 @@ class RateLimit:
     def count_for(self, value: str | None) -> int:
         return dict(self.quotas).get(value, self.count) if value is not None else self.count
 
-    def interval_ms(self, value: str | None = None) -> float:
-        """The spacing between two starts (ms)."""
-        return self.period_seconds * 1000 / self.count_for(value)
+    def interval_us(self, value: str | None = None) -> int:
+        """The spacing between two starts (microseconds), rounded up: never more than the count."""
+        return -(-self.period_seconds * 1_000_000 // self.count_for(value))
 
     def describe(self) -> str:
         text = f"{self.count}/{self.per}"
@@ -118,6 +122,11 @@ def checked(job: str, value: Any) -> RateLimit | None:
     counts = [limit.count, *(c for _, c in limit.quotas)]
     if any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in counts):
         raise DeclarationError(f"job '{job}': rate_limit counts must be positive integers, got {counts}.")
+    if max(counts) > PERIODS[limit.per] * 1000:
+        raise DeclarationError(
+            f"job '{job}': rate_limit of {max(counts)}/{limit.per} is more than one start a millisecond; "
+            f"use a longer period or a lower count."
+        )
     if limit.quotas and not limit.key:
         raise DeclarationError(f"job '{job}': rate_limit quotas need key='<payload field>'.")
     name = limit.name or job
@@ -136,32 +145,41 @@ def key_value(limit: RateLimit, payload: Mapping[str, Any]) -> str | None:
     return "" if value is None else str(value)
 
 
-def item_id(limit: RateLimit, value: str | None) -> str:
-    """The limiter's item id. A key value may be personal data (a customer id): it is hashed."""
+def item_id(limit: RateLimit, value: str | None, salt: str = "") -> str:
+    """The limiter's item id. A key value may be personal data (a customer id): it is hashed with the
+    stack and limiter name as salt, so the table does not hold it in clear."""
     base = f"{ITEM_PREFIX}{limit.name}"
     if value is None:
         return base
-    return f"{base}#{hashlib.sha256(value.encode()).hexdigest()[:24]}"
+    digest = hashlib.sha256(f"{salt}#{limit.name}#{value}".encode()).hexdigest()[:32]
+    return f"{base}#{digest}"
 
 
-def take_slot(client: Any, table: str, limit: RateLimit, value: str | None, now_ms: int | None = None) -> int:
-    """Take the limiter's next slot; returns its time (epoch ms): now or earlier means go.
+def usable(held_slot_us: int, now_us: int) -> bool:
+    """Whether a slot a copy carries may still be used now (due, and not too late)."""
+    return held_slot_us <= now_us <= held_slot_us + LATE_TOLERANCE_US
+
+
+def take_slot(
+    client: Any, table: str, limit: RateLimit, value: str | None, *, salt: str = "", now_us: int | None = None
+) -> int:
+    """Take the limiter's next slot; returns its time (epoch microseconds): now or earlier means go.
 
     Raises:
         RateLimitBusyError: other workers won every try (never in practice: each loss is a slot taken).
     """
-    interval = limit.interval_ms(value)
-    key = {"id": {"S": item_id(limit, value)}}
+    interval = limit.interval_us(value)
+    key = {"id": {"S": item_id(limit, value, salt)}}
     for _ in range(TAKE_TRIES):
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = int(time.time() * 1_000_000) if now_us is None else now_us
         item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         old = int(item["tat"]["N"]) if item and "tat" in item else None
         slot = max(old or 0, now)
-        new_tat = int(slot + interval)
+        new_tat = slot + interval
         values: dict[str, Any] = {
             ":tat": {"N": str(new_tat)},
             # An idle limiter vanishes a day after its last slot: a missing one is a fresh one.
-            ":exp": {"N": str(new_tat // 1000 + 86_400)},
+            ":exp": {"N": str(new_tat // 1_000_000 + 86_400)},
         }
         if old is None:
             condition = "attribute_not_exists(tat)"

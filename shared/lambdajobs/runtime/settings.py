@@ -60,6 +60,8 @@ ATTR_SETTLE = "lambdajobs.settle"
 #: On a copy handed back to wait for its rate-limit slot: "<attempt>:<slot epoch ms>" (the slot it
 #: took, so it does not take another when it comes back for that attempt).
 ATTR_RATE_SLOT = "lambdajobs.rate_slot"
+#: Job-table ids under this prefix belong to lambdajobs (rate limiters): no job id may start with it.
+RESERVED_ID_PREFIX = "lambdajobs#"
 HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT)
 
 

@@ -34,7 +34,7 @@ from lambdajobs.runtime.errors import (
 from lambdajobs.runtime.ratelimit import RateLimit
 from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
 from lambdajobs.runtime.schedule import Schedule, parse_schedule
-from lambdajobs.runtime.settings import JOB_NAME_RE
+from lambdajobs.runtime.settings import JOB_NAME_RE, RESERVED_ID_PREFIX
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
 MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
@@ -174,6 +174,8 @@ class JobSpec:
                 raise JobIdError(
                     f"job_id must be a string of 1 to {MAX_JOB_ID_LENGTH} characters, got {given!r}"
                 )
+            if given.startswith(RESERVED_ID_PREFIX):
+                raise JobIdError(f"job_id {given!r}: ids starting with {RESERVED_ID_PREFIX!r} are reserved")
             return given
         return self.derive_job_id(data)
 
@@ -394,6 +396,13 @@ def _register(
     job_name = name or fn.__name__
     model, takes_context = _payload_model(job_name, fn)
     limit = checked_rate_limit(job_name, rate_limit)
+    for other in _REGISTRY.values():
+        theirs = other.rate_limit
+        if limit and theirs and other.name != job_name and theirs.name == limit.name and theirs != limit:
+            raise DeclarationError(
+                f"job '{job_name}': rate limiter '{limit.name}' is declared by job '{other.name}' "
+                f"as {theirs.describe()}; a shared limiter needs the same RateLimit."
+            )
     if limit is not None and limit.key and limit.key not in model.model_fields:
         raise DeclarationError(
             f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "

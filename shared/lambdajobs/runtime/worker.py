@@ -325,35 +325,47 @@ class Worker:
     def _rate_limited(
         self, spec: JobSpec, record: SQSRecord, payload: BaseModel, job_id: str, attempt: int
     ) -> bool:
-        """Take this attempt's slot of the job's rate limit (or use the one it already took). False: go
+        """Take this attempt's slot of the job's rate limit, or use the one its copy carries. False: go
         now. True: the job was handed back, due at its slot and carrying it: waiting costs no attempt
-        and never comes back before its time; its record reads `waiting` meanwhile."""
+        and never comes back before its time; its record reads `waiting` meanwhile.
+
+        A carried slot is used only by the attempt that took it and only up to a second late (SQS
+        delays are whole seconds); a later copy takes a fresh slot, so late copies never start in a
+        burst. A job that already succeeded, or that a live run holds, takes no slot: the usual path
+        answers it (a duplicate) or hands it back (lock held)."""
         limit = spec.rate_limit
         assert limit is not None
-        now_ms = int(time.time() * 1000)
-        held = _attribute(record, ATTR_RATE_SLOT)
+        now_us = int(time.time() * 1_000_000)
         slot: int | None = None
-        if held:
-            held_attempt, _, held_slot = held.partition(":")
-            if held_attempt == str(attempt) and held_slot.isdigit():
-                slot = int(held_slot)
+        held_attempt, _, held_slot = (_attribute(record, ATTR_RATE_SLOT) or "").partition(":")
+        if held_attempt == str(attempt) and held_slot.isdigit():
+            if ratelimit.usable(int(held_slot), now_us):
+                return False
+            if int(held_slot) > now_us:
+                slot = int(held_slot)  # not yet: wait on (a wait beyond 15 minutes hops)
         if slot is None:
+            found: list[dict[str, Any] | None] = []
+            if self._write(lambda: found.append(self.store.get_item(job_id))) is None and _settled_or_held(
+                found[0]
+            ):
+                return False
             value = ratelimit.key_value(limit, payload.model_dump(mode="json"))
             try:
-                slot = ratelimit.take_slot(self.store.client, self.store.table, limit, value)
+                slot = ratelimit.take_slot(
+                    self.store.client, self.store.table, limit, value, salt=self.stack_config.stack
+                )
             except Exception as exc:  # the limiter could not be read or written: not an attempt
                 if not transient(exc) and not isinstance(exc, RateLimitBusyError):
                     raise
                 logger.warning("could not take a rate-limit slot", extra={"error": error_fields(exc)})
                 self._hand_back(spec, record, attempt, 1, why="rate limiter")
                 return True
-            if slot > now_ms:
-                self._metric("JobRateLimited", MetricUnit.Count, 1)
-                until = datetime.fromtimestamp(slot / 1000, UTC).isoformat(timespec="milliseconds")
-                self._write(self.store.wait, job_id, spec.name, until.replace("+00:00", "Z"))
-        if slot <= now_ms:
-            return False
-        delay = math.ceil((slot - now_ms) / 1000)
+            if slot <= now_us:
+                return False
+            self._metric("JobRateLimited", MetricUnit.Count, 1)
+            until = datetime.fromtimestamp(slot / 1_000_000, UTC).isoformat(timespec="milliseconds")
+            self._write(self.store.wait, job_id, spec.name, until.replace("+00:00", "Z"))
+        delay = math.ceil((slot - now_us) / 1_000_000)
         logger.info("rate limited; handing the message back", extra={"retry_in_seconds": delay})
         extra = {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": f"{attempt}:{slot}"}}
         self._hand_back(spec, record, attempt, delay, why="rate limited", extra=extra)
@@ -523,6 +535,9 @@ class Worker:
         after the copy was sent, the original would come back beside it. If the copy cannot be sent,
         the record is reported failed and returns after `delay` (that receive then counts)."""
         attributes = _copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 3)
+        held_slot = _attribute(record, ATTR_RATE_SLOT)
+        if held_slot and settle is None:  # a rate-limit slot taken for this attempt goes along
+            attributes[ATTR_RATE_SLOT] = {"DataType": "String", "StringValue": held_slot}
         attributes.update(extra or {})
         attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": str(max(0, attempt - 1))}
         if settle is not None:
@@ -719,6 +734,15 @@ def attempt_of(record: SQSRecord) -> int:
     except ValueError:
         prior = 0
     return max(0, prior) + receives
+
+
+def _settled_or_held(item: dict[str, Any] | None) -> bool:
+    """Whether a job record is finished successfully, or held by a live run."""
+    state = (item or {}).get("state", {}).get("S")
+    if state == lifecycle.JobState.SUCCEEDED:
+        return True
+    expiry = (item or {}).get("in_progress_expiration", {}).get("N")
+    return state == lifecycle.JobState.RUNNING and bool(expiry) and int(expiry) > time.time() * 1000
 
 
 def _seconds_until(epoch_ms: int) -> int:
