@@ -36,6 +36,16 @@ def recorder(ran: list[int]):
     return record
 
 
+def cancelled(ran: list[int]):
+    """A job function that records each run and fails for good."""
+
+    def permanent(payload: Tick) -> dict:
+        ran.append(payload.n)
+        raise PermanentError("the order was cancelled")
+
+    return permanent
+
+
 @pytest.fixture
 def ddb_faults(stack):
     faults = Faults(stack.client("dynamodb"))
@@ -219,12 +229,7 @@ def test_a_copy_received_after_its_last_attempt_is_dead_with_the_reason(stack, d
 
 def test_a_permanent_error_stays_permanent_when_marking_it_dead_fails(declare, ddb_faults, clock):
     ran: list[int] = []
-
-    def permanent(payload: Tick) -> dict:
-        ran.append(payload.n)
-        raise PermanentError("the order was cancelled")
-
-    runner = declare(permanent, name="permanent", max_attempts=5)
+    runner = declare(cancelled(ran), name="permanent", max_attempts=5)
     ddb_faults.fail("UpdateItem", when=is_release, times=ALL_TRIES)
     job_id = enqueue("permanent", Tick(n=1))
     outcome = runner.poll()
@@ -237,10 +242,7 @@ def test_a_permanent_error_stays_permanent_when_marking_it_dead_fails(declare, d
 
 
 def test_a_dead_mark_that_fails_once_is_written_again(declare, ddb_faults, clock):
-    def permanent(payload: Tick) -> dict:
-        raise PermanentError("the order was cancelled")
-
-    runner = declare(permanent, name="permanent2", max_attempts=5)
+    runner = declare(cancelled([]), name="permanent2", max_attempts=5)
     ddb_faults.fail("UpdateItem", when=is_release, times=1)
     job_id = enqueue("permanent2", Tick(n=1))
     runner.poll()
@@ -253,12 +255,7 @@ def test_a_dead_mark_that_fails_once_is_written_again(declare, ddb_faults, clock
 
 def test_a_failed_move_to_the_dlq_is_made_later_without_running_the_job_again(declare, sqs_faults, clock):
     ran: list[int] = []
-
-    def permanent(payload: Tick) -> dict:
-        ran.append(payload.n)
-        raise PermanentError("the order was cancelled")
-
-    runner = declare(permanent, name="unmovable", max_attempts=5)
+    runner = declare(cancelled(ran), name="unmovable", max_attempts=5)
     fault = sqs_faults.fail("SendMessage", when=to_queue(runner.queues.dlq_url), times=3)
     job_id = enqueue("unmovable", Tick(n=1))
     # WHEN the job fails for good and every try to move it to the DLQ fails
@@ -446,12 +443,7 @@ def test_an_outcome_for_another_job_id_is_ignored(stack, declare, clock):
 def test_a_dead_lettered_original_is_deleted_at_once(stack, declare, clock):
     # GIVEN a job that fails for good, delivered by an invocation that dies right after moving it
     ran: list[int] = []
-
-    def permanent(payload: Tick) -> dict:
-        ran.append(payload.n)
-        raise PermanentError("the order was cancelled")
-
-    runner = declare(permanent, name="doomed", max_attempts=3)
+    runner = declare(cancelled(ran), name="doomed", max_attempts=3)
     enqueue("doomed", Tick(n=1))
     got = stack.client("sqs").receive_message(
         QueueUrl=runner.queues.queue_url, AttributeNames=["All"], MessageAttributeNames=["All"]

@@ -162,19 +162,9 @@ class JobRecordStore(BasePersistenceLayer):
     def reject(self, job_id: str, job: str, error: dict[str, str], retrying: bool = False) -> None:
         """A message that can never run (invalid payload, or past its last attempt): its record becomes
         `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded; a
-        `retrying` record too with `retrying=True` (the message past its last attempt is the one that
-        was retrying)."""
-        lifecycle.fail(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            JobState.DEAD,
-            error,
-            release=False,
-            ttl_seconds=self.config.record_ttl_seconds,
-            over_retrying=retrying,
-        )
+        `retrying` or `waiting` record too with `retrying=True` (the message past its last attempt is
+        the one that was retrying or waiting)."""
+        self._dead(job_id, job, error, release=False, over_retrying=retrying)
 
     def complete(self, job_id: str, result_json: str, lock: int | None) -> None:
         """Record the success of a run that held `lock` (a run whose own completion write failed)."""
@@ -183,17 +173,11 @@ class JobRecordStore(BasePersistenceLayer):
 
     def bury(self, job_id: str, job: str, error: dict[str, str], lock: int | None) -> None:
         """Record as dead the run that held `lock` (a run whose own release write failed)."""
-        lifecycle.fail(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            JobState.DEAD,
-            error,
-            release=True,
-            ttl_seconds=self.config.record_ttl_seconds,
-            lock=lock,
-        )
+        self._dead(job_id, job, error, release=True, lock=lock)
+
+    def _dead(self, job_id: str, job: str, error: dict[str, str], **how: Any) -> None:
+        ttl = self.config.record_ttl_seconds
+        lifecycle.fail(self.client, self.table, job_id, job, JobState.DEAD, error, ttl_seconds=ttl, **how)
 
     def wait(self, job_id: str, job: str, until_iso: str) -> None:
         """The job waits for its rate-limit slot at `until_iso` (reads `waiting`)."""
