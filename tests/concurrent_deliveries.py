@@ -23,6 +23,7 @@ from lambdajobs.local.emulator import BatchOutcome, EventSourceMapping
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import decode
 from lambdajobs.runtime.producer import enqueue_many
+from lambdajobs.runtime.records import get_status
 
 COPIES = 5  # concurrent deliveries of one job id
 IDS = 50  # job ids
@@ -56,6 +57,15 @@ class Deliveries:
             return {"n": payload.n}
 
         return counted
+
+    def assert_each_ran_once(self, config: StackConfig) -> None:
+        """Every job ran exactly once, the deliveries really overlapped, and every record succeeded."""
+        assert self.runs == {jid: 1 for jid in self.job_ids}
+        # copies of every id in flight together, and other copies still arriving when the job started
+        assert min(self.peak.values()) >= 2 and max(self.peak.values()) == self.copies
+        assert sum(self.overlapped.values()) > 0
+        for jid in self.job_ids:
+            assert get_status(jid, config=config).state == "succeeded", jid
 
     def deliver(self, mapping: EventSourceMapping, job: str, *, wave: int = WAVE) -> None:
         """Send the copies of every id, then deliver the copies of each id at once, `wave` ids at a time."""

@@ -10,8 +10,7 @@ than once (up to 5 times). The low-level tests are in `tests/local/test_atomic.p
 from __future__ import annotations
 
 from lambdajobs.local.emulator import EventSourceMapping
-from lambdajobs.runtime.records import get_status
-from tests.concurrent_deliveries import COPIES, Deliveries
+from tests.concurrent_deliveries import Deliveries
 
 
 def test_five_concurrent_deliveries_of_each_of_fifty_job_ids_run_each_job_exactly_once(stack, declare):
@@ -28,12 +27,5 @@ def test_five_concurrent_deliveries_of_each_of_fifty_job_ids_run_each_job_exactl
     )
     # WHEN 5 copies of each of 50 job ids are delivered, the copies of an id at the same time
     deliveries.deliver(mapping, "counted")
-    # THEN every job ran exactly once
-    assert deliveries.runs == {jid: 1 for jid in deliveries.job_ids}
-    # AND the deliveries were concurrent: copies of every id in flight together, and other copies
-    # still being delivered when the job started
-    assert min(deliveries.peak.values()) >= 2 and max(deliveries.peak.values()) == COPIES
-    assert sum(deliveries.overlapped.values()) > 0
-    # AND every job reads succeeded
-    for jid in deliveries.job_ids:
-        assert get_status(jid, config=stack.config).state == "succeeded", jid
+    # THEN every job ran exactly once, the copies of each id overlapping, and every job reads succeeded
+    deliveries.assert_each_ran_once(stack.config)

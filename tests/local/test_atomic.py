@@ -43,10 +43,9 @@ from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.runtime.handler import make_handler
-from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.spec import isolated_registry, job
 from lambdajobs.runtime.worker import Worker
-from tests.concurrent_deliveries import COPIES, Deliveries
+from tests.concurrent_deliveries import Deliveries
 
 CONTENDERS = 8
 RENDEZVOUS_SECONDS = 0.5  # how long a contender waits for the others inside moto
@@ -275,13 +274,7 @@ def test_the_local_stack_runs_each_of_five_concurrent_deliveries_of_fifty_job_id
             )
             # WHEN 5 copies of each of 50 job ids are delivered, the copies of an id at the same time
             deliveries.deliver(mapping, "counted")
-            # THEN every job ran exactly once
-            assert deliveries.runs == {jid: 1 for jid in deliveries.job_ids}
-            # AND the deliveries were concurrent
-            assert min(deliveries.peak.values()) >= 2 and max(deliveries.peak.values()) == COPIES
-            assert sum(deliveries.overlapped.values()) > 0
-            # AND every job reads succeeded
-            for jid in deliveries.job_ids:
-                assert get_status(jid, config=local.config).state == "succeeded", jid
+            # THEN every job ran exactly once, the copies overlapping, and every job reads succeeded
+            deliveries.assert_each_ran_once(local.config)
     # AND the stack uninstalled what it installed
     assert atomic.installed() == installed_before

@@ -344,10 +344,8 @@ class Worker:
             if int(held_slot) > now_us:
                 slot = int(held_slot)  # not yet: wait on (a wait beyond 15 minutes hops)
         if slot is None:
-            found: list[dict[str, Any] | None] = []
-            if self._write(lambda: found.append(self.store.get_item(job_id))) is None and _settled_or_held(
-                found[0]
-            ):
+            read, item = self._read_record(job_id)
+            if read and _settled_or_held(item):
                 return False
             value = ratelimit.key_value(limit, payload.model_dump(mode="json"))
             try:
@@ -464,10 +462,10 @@ class Worker:
         `JobSpec.max_receive_count`): that attempt's invocation crashed or timed out, before or while
         running the job. Unless the job succeeded after all, or another delivery holds its lock now,
         the message goes to the DLQ with that reason, and a record with no live run becomes dead."""
-        found: list[dict[str, Any] | None] = []
-        if self._write(lambda: found.append(self.store.get_item(job_id))) is not None:
+        read, found = self._read_record(job_id)
+        if not read:
             return self._hand_back(spec, record, attempt, spec.backoff.delay(1, self.rng), why="read")
-        item = found[0] or {}
+        item = found or {}
         state = item.get("state", {}).get("S")
         if state == lifecycle.JobState.SUCCEEDED:
             self._metric("JobDuplicate", MetricUnit.Count, 1)
@@ -514,6 +512,11 @@ class Worker:
                     return exc
                 time.sleep((0.5 + 0.5 * self.rng.random()) * WRITE_PAUSE_SECONDS * 2**n)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read_record(self, job_id: str) -> tuple[bool, dict[str, Any] | None]:
+        """(True, the job's record or None) when it could be read, tried as `_write` tries."""
+        found: list[dict[str, Any] | None] = []
+        return self._write(lambda: found.append(self.store.get_item(job_id))) is None, (found or [None])[-1]
 
     def _hand_back(
         self,
