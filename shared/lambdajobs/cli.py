@@ -167,13 +167,32 @@ def _spec(job: str) -> Any:
     return get_spec(job, jobs=config().jobs)
 
 
-def _queues(job: str) -> tuple[str, str]:
-    """(queue URL, DLQ URL) of a job, from the stack's manifest (never from hand-typed URLs)."""
+def _queues(job: str, priority: str | None = None) -> tuple[str, str]:
+    """(queue URL, DLQ URL) of a job (of one of its priority levels), from the stack's manifest
+    (never from hand-typed URLs)."""
     spec = _spec(job)
     cfg = config()
     cfg.stack_entry()  # a missing stack says so, rather than "no queue for job"
-    queue = cfg.queue(spec.name)
+    queue = cfg.queue(spec.name, spec.level_for(priority))
     return queue.url, queue.dlq_url
+
+
+def _levels(job: str, priority: str | None = None) -> list[tuple[str, str, str]]:
+    """(label, queue URL, DLQ URL) of every queue of a job, highest priority first (only the one of
+    `priority` when given). The label is the job, with its level when it has several."""
+    spec = _spec(job)
+    wanted = spec.levels if priority is None else (spec.level_for(priority),)
+    found = []
+    for level in wanted:
+        named = spec.priority_of(level)
+        queue_url, dlq_url = _queues(spec.name, named)
+        found.append((f"{spec.name} ({named})" if named else spec.name, queue_url, dlq_url))
+    return found
+
+
+PRIORITY_OPTION = typer.Option(
+    None, "--priority", help="one priority level of the job (default: every level)"
+)
 
 
 def _age(seconds: float | None) -> str:
@@ -234,35 +253,37 @@ def queues() -> None:
 
     table = _table("job", "depth", "in flight", "delayed", "DLQ", "oldest", "health", title="queues")
     for spec in _all_jobs():
-        queue_url, dlq_url = _queues(spec.name)
-        health = queue_health(spec.name, queue_url, dlq_url, config=config())
-        try:
-            age = oldest_age_seconds(queue_url, config=config())
-        except ClientError:
-            age = None  # no CloudWatch read permission: show the counters anyway
-        limits = spec.alarms
-        if health.dlq_depth > (limits.dlq_messages_above or 0):
-            word = "[red]failing[/red]"
-        elif (
-            age is not None
-            and limits.oldest_message_age_seconds_above is not None
-            and (age > limits.oldest_message_age_seconds_above)
-        ):
-            word = "[yellow]stale[/yellow]"
-        elif limits.queue_depth_above is not None and health.depth > limits.queue_depth_above:
-            word = "[yellow]backlog[/yellow]"
-        else:
-            word = "[green]ok[/green]"
-        table.add_row(
-            spec.name,
-            str(health.depth),
-            str(health.in_flight),
-            str(health.delayed),
-            str(health.dlq_depth),
-            _age(age),
-            word,
-        )
+        for label, queue_url, dlq_url in _levels(spec.name):
+            health = queue_health(spec.name, queue_url, dlq_url, config=config())
+            try:
+                age = oldest_age_seconds(queue_url, config=config())
+            except ClientError:
+                age = None  # no CloudWatch read permission: show the counters anyway
+            table.add_row(
+                label,
+                str(health.depth),
+                str(health.in_flight),
+                str(health.delayed),
+                str(health.dlq_depth),
+                _age(age),
+                _health_word(spec, health, age),
+            )
     console.print(table)
+
+
+def _health_word(spec: Any, health: Any, age: float | None) -> str:
+    limits = spec.alarms
+    if health.dlq_depth > (limits.dlq_messages_above or 0):
+        return "[red]failing[/red]"
+    if (
+        age is not None
+        and limits.oldest_message_age_seconds_above is not None
+        and (age > limits.oldest_message_age_seconds_above)
+    ):
+        return "[yellow]stale[/yellow]"
+    if limits.queue_depth_above is not None and health.depth > limits.queue_depth_above:
+        return "[yellow]backlog[/yellow]"
+    return "[green]ok[/green]"
 
 
 @app.command()
@@ -275,6 +296,7 @@ def enqueue(
     run_at: str = typer.Option(
         None, "--run-at", help="ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00-05:00"
     ),
+    priority: str = typer.Option(None, "--priority", help="one of the job's priority levels"),
 ) -> None:
     """Send one job."""
     from lambdajobs.runtime.producer import enqueue as send
@@ -291,7 +313,17 @@ def enqueue(
             when = datetime.fromisoformat(run_at)
         except ValueError:
             _fail(f"--run-at {run_at!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00+00:00.")
-    console.print(send(_spec(job), payload, job_id=job_id, delay_seconds=delay, run_at=when, config=config()))
+    console.print(
+        send(
+            _spec(job),
+            payload,
+            job_id=job_id,
+            delay_seconds=delay,
+            run_at=when,
+            priority=priority,
+            config=config(),
+        )
+    )
 
 
 @app.command()
@@ -334,19 +366,25 @@ def status(
 
 @dlq_app.command("list")
 @friendly
-def dlq_list(job: str, limit: int = typer.Option(50, help="at most this many")) -> None:
-    """Failed jobs in a job's DLQ, with their reason, attempts and age."""
+def dlq_list(
+    job: str, limit: int = typer.Option(50, help="at most this many"), priority: str = PRIORITY_OPTION
+) -> None:
+    """Failed jobs in a job's DLQ (every priority level's), with their reason, attempts and age."""
     from lambdajobs.ops import peek_dead_letters
 
-    _, dlq_url = _queues(job)
-    letters = peek_dead_letters(dlq_url, limit=limit, config=config())
-    table = _table("message id", "job id", "error", "reason", "attempts", "age", title=f"{job}: dead letters")
-    for d in sorted(letters, key=lambda d: d.sent_at):
-        table.add_row(
-            d.message_id, d.job_id or "-", d.error_type, d.reason, d.attempts, _age(d.age_seconds())
+    shown = 0
+    for label, _, dlq_url in _levels(job, priority):
+        letters = peek_dead_letters(dlq_url, limit=limit, config=config())
+        table = _table(
+            "message id", "job id", "error", "reason", "attempts", "age", title=f"{label}: dead letters"
         )
-    console.print(table)
-    console.print(f"{len(letters)} shown")
+        for d in sorted(letters, key=lambda d: d.sent_at):
+            table.add_row(
+                d.message_id, d.job_id or "-", d.error_type, d.reason, d.attempts, _age(d.age_seconds())
+            )
+        console.print(table)
+        shown += len(letters)
+    console.print(f"{shown} shown")
 
 
 @dlq_app.command("show")
@@ -355,9 +393,10 @@ def dlq_show(job: str, message_id: str) -> None:
     """One failed job: reason, attributes and body."""
     from lambdajobs.ops import peek_dead_letters
 
-    _, dlq_url = _queues(job)
-    letters = peek_dead_letters(dlq_url, limit=10_000, config=config())
-    found = [d for d in letters if d.message_id == message_id]
+    found = []
+    for _, _, dlq_url in _levels(job):
+        letters = peek_dead_letters(dlq_url, limit=10_000, config=config())
+        found += [d for d in letters if d.message_id == message_id]
     if not found:
         _fail(f"message {message_id} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
     d = found[0]
@@ -387,50 +426,61 @@ def dlq_redrive(
     older_than: str = typer.Option(None, "--older-than", help="only messages older than this, e.g. 30m, 2d"),
     limit: int = typer.Option(None, "--limit", help="move at most this many"),
     dry_run: bool = typer.Option(False, "--dry-run", help="show what would move, move nothing"),
+    priority: str = PRIORITY_OPTION,
 ) -> None:
-    """Send failed jobs back to the job's queue: body and attributes as they were. A message leaves the
-    DLQ only after its send succeeded, so an interrupted redrive loses nothing."""
+    """Send failed jobs back to the job's queue (each priority level's DLQ to its own level's queue):
+    body and attributes as they were. A message leaves the DLQ only after its send succeeded, so an
+    interrupted redrive loses nothing."""
     from lambdajobs.ops import redrive
 
-    queue_url, dlq_url = _queues(job)
     minimum_age = parse_duration(older_than) if older_than else None
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
-    ) as bar:
-        task = bar.add_task(f"redrive {job}", total=None)
-        report = redrive(
-            dlq_url,
-            queue_url,
-            error_type=error,
-            older_than=minimum_age,
-            limit=limit,
-            dry_run=dry_run,
-            visibility_seconds=REDRIVE_VISIBILITY_SECONDS,
-            on_selected=lambda n: bar.update(task, total=n),
-            on_moved=lambda n: bar.update(task, completed=n),
-            config=config(),
-        )
+    moved = scanned = failed = 0
+    for label, queue_url, dlq_url in _levels(job, priority):
+        left = None if limit is None else limit - moved
+        if left is not None and left <= 0:
+            break
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+        ) as bar:
+            task = bar.add_task(f"redrive {label}", total=None)
+            report = redrive(
+                dlq_url,
+                queue_url,
+                error_type=error,
+                older_than=minimum_age,
+                limit=left,
+                dry_run=dry_run,
+                visibility_seconds=REDRIVE_VISIBILITY_SECONDS,
+                on_selected=lambda n, bar=bar, task=task: bar.update(task, total=n),
+                on_moved=lambda n, bar=bar, task=task: bar.update(task, completed=n),
+                config=config(),
+            )
+        moved, scanned, failed = moved + report.moved, scanned + report.scanned, failed + report.failed
     verb = "would move" if dry_run else "moved"
-    console.print(f"{verb} {report.moved} of {report.scanned} dead letters of {job}; {report.failed} failed")
-    if report.failed:
-        _fail(
-            f"{report.failed} messages could not be sent back; they stay in the DLQ. Run the command again."
-        )
+    console.print(f"{verb} {moved} of {scanned} dead letters of {job}; {failed} failed")
+    if failed:
+        _fail(f"{failed} messages could not be sent back; they stay in the DLQ. Run the command again.")
 
 
 @dlq_app.command("purge")
 @friendly
-def dlq_purge(job: str, yes: bool = typer.Option(False, "--yes", help="do not ask")) -> None:
-    """Delete every message in a job's DLQ (cannot be undone)."""
+def dlq_purge(
+    job: str,
+    yes: bool = typer.Option(False, "--yes", help="do not ask"),
+    priority: str = PRIORITY_OPTION,
+) -> None:
+    """Delete every message in a job's DLQ (every priority level's; cannot be undone)."""
     from lambdajobs.ops import queue_health
 
-    queue_url, dlq_url = _queues(job)
-    count = queue_health(job, queue_url, dlq_url, config=config()).dlq_depth
-    if not yes and not typer.confirm(f"Delete all {count} messages in the DLQ of {job}?", default=False):
+    levels = _levels(job, priority)
+    count = sum(queue_health(job, q, d, config=config()).dlq_depth for _, q, d in levels)
+    where = "the DLQ" if len(levels) == 1 else f"the {len(levels)} DLQs"
+    if not yes and not typer.confirm(f"Delete all {count} messages in {where} of {job}?", default=False):
         console.print("nothing deleted.")
         raise typer.Exit(1)
-    config().client("sqs").purge_queue(QueueUrl=dlq_url)
-    console.print(f"purged the DLQ of {job} ({count} messages).")
+    for _, _, dlq_url in levels:
+        config().client("sqs").purge_queue(QueueUrl=dlq_url)
+    console.print(f"purged {where} of {job} ({count} messages).")
 
 
 # -- cron ------------------------------------------------------------------------------------------
@@ -470,11 +520,14 @@ def _dev_table(local: Any) -> Table:
     table = Table(title=f"lambdajobs dev: stack '{local.stack}' on {local.endpoint}")
     for column in ("job", "depth", "in flight", "delayed", "DLQ", "ok", "failed", "invocations"):
         table.add_column(column, justify="left" if column == "job" else "right")
-    for job, mapping in sorted(local.mappings.items()):
-        health = local.health(job)
+    from lambdajobs.ops import queue_health
+
+    for key, mapping in sorted(local.mappings.items()):
+        queues = local.provisioned.queues[key]  # one line per queue: a job's priority levels each have one
+        health = queue_health(queues.job, queues.queue_url, queues.dlq_url, config=local.config)
         stats = mapping.stats
         table.add_row(
-            job,
+            queues.job if queues.level is None else f"{queues.job} ({queues.level})",
             str(health.depth),
             str(health.in_flight),
             str(health.delayed),

@@ -33,13 +33,13 @@ from lambdajobs.local.emulator import BatchOutcome, poll_once
 from lambdajobs.local.provision import JobQueues, Provisioned, provision, provision_queues
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import (
-    QueueAddress,
     StackConfig,
     clear_manifest_cache,
     set_process_default,
     using,
 )
 from lambdajobs.runtime.records import JobStatus, get_status
+from lambdajobs.runtime.settings import queue_key
 from lambdajobs.runtime.spec import JobSpec, get_spec, load_jobs, registered_jobs
 from lambdajobs.runtime.worker import Worker
 
@@ -146,16 +146,15 @@ class TestStack:
     # -- using it ------------------------------------------------------------------------------------
 
     def add_job(self, spec: JobSpec) -> JobQueues:
-        """Provision the queues of a job declared after the stack started (a test-only job)."""
+        """Provision the queues of a job declared after the stack started (a test-only job); returns
+        its own queue (its priority levels' are in `provisioned.queues` too)."""
         assert self.provisioned is not None, "start() first"
-        queues = provision_queues(spec, self.stack, self.config)
-        self.provisioned.queues[spec.name] = queues
+        made = provision_queues(spec, self.stack, self.config)
+        self.provisioned.queues.update(made)
         addresses = dict(self.config.queues)
-        addresses[spec.name] = QueueAddress(
-            url=queues.queue_url, arn=queues.queue_arn, dlq_url=queues.dlq_url
-        )
+        addresses.update({key: q.address for key, q in made.items()})
         self._rebind(self.config.with_resources(queues=addresses))
-        return queues
+        return made[spec.name]
 
     def _rebind(self, config: StackConfig) -> None:
         if self._using is not None:
@@ -175,9 +174,10 @@ class TestStack:
         """`lambdajobs.get_status` on this stack."""
         return get_status(job_id, config=self.config)
 
-    def runner(self, job: str, *, worker: Worker | None = None) -> JobRunner:
-        """A runner for one job's queue (a fresh `Worker` unless you give one)."""
-        return JobRunner(self, job, worker=worker)
+    def runner(self, job: str, *, worker: Worker | None = None, priority: str | None = None) -> JobRunner:
+        """A runner for one job's queue (a priority level's with `priority`; a fresh `Worker` unless
+        you give one)."""
+        return JobRunner(self, job, worker=worker, priority=priority)
 
     def client(self, service: str) -> Any:
         return self.config.client(service)
@@ -195,11 +195,12 @@ class JobRunner:
         *,
         worker: Worker | None = None,
         source_config: StackConfig | None = None,
+        priority: str | None = None,
     ) -> None:
         assert stack.provisioned is not None, "start the TestStack first"
         self.stack = stack
         self.spec = get_spec(job, jobs=stack.config.jobs)
-        self.queues = stack.provisioned.queues[self.spec.name]
+        self.queues = stack.provisioned.queues[queue_key(self.spec.name, self.spec.level_for(priority))]
         self.worker = worker or Worker(self.spec.name, config=stack.config)
         #: Whose credentials the event source receives and deletes with (Lambda's: the function's role).
         self.source_config = source_config or stack.config

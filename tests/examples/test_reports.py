@@ -24,7 +24,9 @@ def test_daily_report_counts_the_day_writes_to_s3_and_emails_a_link(stack, sende
     for to in ("a@example.com", "b@example.com", "c@example.com", "not-an-address"):
         enqueue("send_email", SendEmail(to=to, subject="s", body="b"))
     emails = stack.runner("send_email")
-    emails.drain()
+    for _ in range(3):  # the provider's quota spaces them out: move the stopped clock along
+        emails.drain()
+        clock.shift(1)
     # WHEN the report for the next morning's slot runs
     clock.shift(3600)
     slot = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

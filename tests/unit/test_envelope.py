@@ -85,14 +85,27 @@ def test_decode_minimal_envelope_has_no_id_nor_time():
 
 def test_decode_ignores_unknown_fields():
     # GIVEN an envelope with fields a later version may add
-    body = json.dumps({"v": 1, "job": "j", "id": "x", "payload": {"a": 1}, "priority": 5, "trace": {"t": 1}})
+    body = json.dumps({"v": 1, "job": "j", "id": "x", "payload": {"a": 1}, "group": 5, "trace": {"t": 1}})
 
     # WHEN it is decoded
     envelope = decode(body)
 
     # THEN the known fields are read and the unknown ones dropped
     assert envelope.payload == {"a": 1}
-    assert set(envelope.model_dump()) == {"v", "job", "id", "payload", "enqueued_at", "scheduled_at"}
+    assert set(envelope.model_dump()) == {"v", "job", "id", "payload", "enqueued_at", "scheduled_at", "priority"}
+
+
+def test_priority_is_an_optional_field_of_version_1():
+    # GIVEN an envelope without a priority and one with a priority level
+    plain = decode(json.dumps({"v": 1, "job": "j", "payload": {}}))
+    urgent = decode(json.dumps({"v": 1, "job": "j", "payload": {}, "priority": "high"}))
+
+    # THEN both are version 1; the level is read, and absent means none
+    assert (plain.v, plain.priority) == (1, None)
+    assert (urgent.v, urgent.priority) == (1, "high")
+    # AND the producer writes it only when a level is named
+    assert "priority" not in json.loads(encode("j", {}, "id-1"))
+    assert json.loads(encode("j", {}, "id-1", priority="high"))["priority"] == "high"
 
 
 # --- rejections ---------------------------------------------------------------------------------

@@ -13,12 +13,16 @@ from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
     ENV_JOBS,
+    ENV_LEVEL_DLQ_URL_PREFIX,
+    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_STACK,
     ENV_TABLE,
     JOB_STATS_INDEX,
     QUEUE_RETENTION_SECONDS,
     dlq_url_env,
+    level_env,
     manifest_parameter,
+    queue_key,
     queue_name,
     queue_url_env,
     schedule_group_names,
@@ -32,17 +36,33 @@ SCHEDULED_TIME_PLACEHOLDER = "<aws.scheduler.scheduled-time>"
 
 @dataclass(frozen=True)
 class JobQueues:
+    """One queue of a job and its DLQ: the job's own (`level` None) or a priority level's."""
+
     job: str
     queue_url: str
     queue_arn: str
     dlq_url: str
     dlq_arn: str
+    level: str | None = None
+
+    @property
+    def key(self) -> str:
+        return queue_key(self.job, self.level)
+
+    @property
+    def address(self) -> QueueAddress:
+        return QueueAddress(url=self.queue_url, arn=self.queue_arn, dlq_url=self.dlq_url)
+
+    def manifest(self) -> dict[str, str]:
+        return {"queue_url": self.queue_url, "queue_arn": self.queue_arn, "dlq_url": self.dlq_url}
 
 
 @dataclass(frozen=True)
 class Provisioned:
     stack: str
     table: str
+    #: Every queue by `queue_key(job, level)`: the job's name for its own, `<job>@<level>` for a
+    #: priority level's.
     queues: dict[str, JobQueues]
     bucket: str = ""
     scheduler_role_arn: str = ""
@@ -57,9 +77,22 @@ class Provisioned:
         if jobs:
             env[ENV_JOBS] = jobs
         for q in self.queues.values():
-            env[queue_url_env(q.job)] = q.queue_url
-            env[dlq_url_env(q.job)] = q.dlq_url
+            if q.level is None:
+                env[queue_url_env(q.job)] = q.queue_url
+                env[dlq_url_env(q.job)] = q.dlq_url
+            else:
+                env[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, q.job, q.level)] = q.queue_url
+                env[level_env(ENV_LEVEL_DLQ_URL_PREFIX, q.job, q.level)] = q.dlq_url
         return env
+
+    def levels(self, job: str) -> list[JobQueues]:
+        """A job's queues, its priority levels' first (highest first), its own last."""
+        return [q for q in self.queues.values() if q.job == job and q.level is not None] + [self.queues[job]]
+
+    def manifest_entry(self, job: str) -> dict[str, Any]:
+        """What the stack publishes at /lambdajobs/<stack>/jobs/<job>."""
+        levels = {q.level: q.manifest() for q in self.levels(job) if q.level is not None}
+        return {**self.queues[job].manifest(), "levels": levels}
 
     def config(self, base: StackConfig) -> StackConfig:
         """`base` (its connection and jobs package) with every resource provisioned here known."""
@@ -67,10 +100,7 @@ class Provisioned:
             stack=self.stack,
             table=self.table,
             bucket=self.bucket,
-            queues={
-                q.job: QueueAddress(url=q.queue_url, arn=q.queue_arn, dlq_url=q.dlq_url)
-                for q in self.queues.values()
-            },
+            queues={key: q.address for key, q in self.queues.items()},
             scheduler_role_arn=self.scheduler_role_arn,
             one_time_group=self.one_time_group,
             scheduler_dlq_arn=self.scheduler_dlq_arn,
@@ -93,9 +123,16 @@ def _arn(sqs: Any, url: str) -> str:
     return arn
 
 
-def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> JobQueues:
+def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> dict[str, JobQueues]:
+    """Every queue of a job (its own, and one per priority level above its lowest), each with its DLQ,
+    by `queue_key`."""
+    made = [_provision_pair(spec, stack, level, config) for level in spec.levels]
+    return {q.key: q for q in made}
+
+
+def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackConfig) -> JobQueues:
     sqs = config.client("sqs")
-    name = queue_name(stack, spec.name)
+    name = queue_name(stack, spec.name, level)
     dlq_url = sqs.create_queue(
         QueueName=f"{name}-dlq"[:80],
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
@@ -119,7 +156,7 @@ def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> JobQueue
             "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn]})
         },
     )
-    return JobQueues(spec.name, url, arn, dlq_url, dlq_arn)
+    return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
 
 
 def provision_table(name: str, config: StackConfig) -> str:
@@ -199,6 +236,16 @@ def provision_schedule(
     )
 
 
+def publish_manifest(provisioned: Provisioned, job: str, config: StackConfig) -> None:
+    """Write a job's manifest entry to SSM, as the stack does."""
+    config.client("ssm").put_parameter(
+        Name=manifest_parameter(provisioned.stack, job),
+        Type="String",
+        Overwrite=True,
+        Value=json.dumps(provisioned.manifest_entry(job)),
+    )
+
+
 def provision(
     specs: Iterable[JobSpec],
     *,
@@ -211,7 +258,7 @@ def provision(
     connection: the local stack's endpoint, or moto in-process); default: boto3's defaults."""
     config = config or StackConfig(stack=stack)
     specs = list(specs)
-    queues = {spec.name: provision_queues(spec, stack, config) for spec in specs}
+    queues = {key: q for spec in specs for key, q in provision_queues(spec, stack, config).items()}
     table = provision_table(f"{stack}-jobs", config)
     bucket = f"{stack}-data".lower()
     config.client("s3").create_bucket(Bucket=bucket)
@@ -222,13 +269,8 @@ def provision(
     provisioned = Provisioned(stack=stack, table=table, queues=queues, bucket=bucket, **scheduling)
     if manifest:
         ssm = config.client("ssm")
-        for q in queues.values():
-            ssm.put_parameter(
-                Name=manifest_parameter(stack, q.job),
-                Type="String",
-                Overwrite=True,
-                Value=json.dumps({"queue_url": q.queue_url, "queue_arn": q.queue_arn, "dlq_url": q.dlq_url}),
-            )
+        for spec in specs:
+            publish_manifest(provisioned, spec.name, config)
         ssm.put_parameter(
             Name=stack_manifest_parameter(stack),
             Type="String",

@@ -22,11 +22,11 @@ from typing import Any
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
-from lambdajobs.local.provision import Provisioned, provision
+from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
 from lambdajobs.runtime.config import StackConfig, set_process_default
-from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME
+from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME, queue_key
 from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
 
 REGION = "us-east-1"
@@ -138,31 +138,33 @@ class LocalStack:
         # would with LAMBDAJOBS_JOB set; no EMF lines in a terminal.
         handler = make_handler(Worker(config=self.config, emit_metrics=False))
         for spec in self.specs:
-            queues = self.provisioned.queues[spec.name]
-            mapping = EventSourceMapping(
-                queue_url=queues.queue_url,
-                queue_arn=queues.queue_arn,
-                handler=handler,
-                function_name=f"{self.stack}-{spec.name}",
-                timeout_seconds=spec.timeout_seconds,
-                batch_size=spec.batch_size,
-                max_batching_window_seconds=spec.max_batching_window_seconds,
-                max_concurrency=spec.max_concurrency,
-                memory_mb=spec.memory_mb,
-                wait_seconds=self.wait_seconds,
-                region=REGION,
-                config=self.config,
-            )
-            mapping.start()
-            self.mappings[spec.name] = mapping
+            for queues in self.provisioned.levels(spec.name):  # one event source per priority level
+                self.mappings[queues.key] = self._mapping(spec, queues, handler)
+                self.mappings[queues.key].start()
         self.scheduler = LocalScheduler(
             self.specs,
-            queue_urls={job: q.queue_url for job, q in self.provisioned.queues.items()},
+            queue_urls={q.job: q.queue_url for q in self.provisioned.queues.values() if q.level is None},
             one_time_group=self.provisioned.one_time_group,
             config=self.config,
         )
         if scheduler:
             self.scheduler.start()
+
+    def _mapping(self, spec: JobSpec, queues: JobQueues, handler: Any) -> EventSourceMapping:
+        return EventSourceMapping(
+            queue_url=queues.queue_url,
+            queue_arn=queues.queue_arn,
+            handler=handler,
+            function_name=f"{self.stack}-{spec.name}",
+            timeout_seconds=spec.timeout_seconds,
+            batch_size=spec.batch_size,
+            max_batching_window_seconds=spec.max_batching_window_seconds,
+            max_concurrency=spec.concurrency_of(queues.level),
+            memory_mb=spec.memory_mb,
+            wait_seconds=self.wait_seconds,
+            region=REGION,
+            config=self.config,
+        )
 
     def stop_workers(self) -> None:
         """Stop polling and scheduling; in-flight batches finish first."""
@@ -189,7 +191,9 @@ class LocalStack:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def health(self, job: str) -> QueueHealth:
+    def health(self, job: str, priority: str | None = None) -> QueueHealth:
+        """A job's queue health (a priority level's with `priority`)."""
         assert self.provisioned is not None
-        queues = self.provisioned.queues[job]
+        spec = next(s for s in self.specs if s.name == job)
+        queues = self.provisioned.queues[queue_key(job, spec.level_for(priority))]
         return queue_health(job, queues.queue_url, queues.dlq_url, config=self.config)

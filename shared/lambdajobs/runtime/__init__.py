@@ -30,6 +30,7 @@ from lambdajobs.runtime.errors import (
     ScheduleError,
     StackNotFoundError,
     UnknownJobError,
+    UnknownPriorityError,
     WaitTimeoutError,
 )
 from lambdajobs.runtime.lifecycle import JobState
@@ -65,6 +66,7 @@ __all__ = [
     "StackConfig",
     "StackNotFoundError",
     "UnknownJobError",
+    "UnknownPriorityError",
     "WaitTimeoutError",
     "cron",
     "current",

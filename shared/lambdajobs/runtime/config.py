@@ -5,7 +5,8 @@ package declares the jobs, and whatever resource names are already known (table,
 scheduler settings). Anything not known is read once from the stack's manifest in SSM Parameter
 Store, which the stack publishes:
 
-    /lambdajobs/<stack>/jobs/<job>   {"queue_url", "queue_arn", "dlq_url"}
+    /lambdajobs/<stack>/jobs/<job>   {"queue_url", "queue_arn", "dlq_url",
+                                      "levels": {"<priority>": {"queue_url", "queue_arn", "dlq_url"}}}
     /lambdajobs/<stack>/stack        {"table", "bucket", "scheduler_role_arn", "cron_group", ...}
 
 Who builds it: the Lambda entry point from the environment CDK sets (`StackConfig.from_environment`,
@@ -34,6 +35,9 @@ from lambdajobs.runtime.settings import (
     ENV_BUCKET,
     ENV_DLQ_URL_PREFIX,
     ENV_JOBS,
+    ENV_LEVEL_DLQ_URL_PREFIX,
+    ENV_LEVEL_QUEUE_ARN_PREFIX,
+    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_QUEUE_ARN_PREFIX,
     ENV_QUEUE_URL_PREFIX,
     ENV_RECORD_TTL_DAYS,
@@ -43,6 +47,7 @@ from lambdajobs.runtime.settings import (
     ENV_STACK,
     ENV_TABLE,
     manifest_parameter,
+    queue_key,
     stack_manifest_parameter,
 )
 
@@ -107,6 +112,16 @@ class StackConfig:
                 if key.startswith(prefix) and value:
                     job = key[len(prefix) :].lower()
                     queues[job] = replace(queues.get(job, QueueAddress()), **{part: value})
+        for prefix, part in (
+            (ENV_LEVEL_QUEUE_URL_PREFIX, "url"),
+            (ENV_LEVEL_QUEUE_ARN_PREFIX, "arn"),
+            (ENV_LEVEL_DLQ_URL_PREFIX, "dlq_url"),
+        ):
+            for key, value in env.items():
+                if key.startswith(prefix) and value:
+                    level, _, job = key[len(prefix) :].lower().partition("_")
+                    where = queue_key(job, level)
+                    queues[where] = replace(queues.get(where, QueueAddress()), **{part: value})
         ttl = env.get(ENV_RECORD_TTL_DAYS) or str(DEFAULT_RECORD_TTL_DAYS)
         if not ttl.isdigit() or int(ttl) < 1:
             raise ConfigurationError(f"{ENV_RECORD_TTL_DAYS}={ttl!r}; use a whole number of days, 1 or more.")
@@ -149,35 +164,44 @@ class StackConfig:
 
     # -- resources (known, else from the manifest) ----------------------------------------------------
 
-    def queue(self, job: str) -> QueueAddress:
-        """A job's queue URL, ARN and DLQ URL: what is known, completed from the manifest.
+    def queue(self, job: str, level: str | None = None) -> QueueAddress:
+        """A job's queue URL, ARN and DLQ URL (a priority level's with `level`; None: the job's own
+        queue): what is known, completed from the manifest.
 
         Raises:
-            QueueNotFoundError: the stack has no manifest entry for the job.
+            QueueNotFoundError: the stack has no manifest entry for the job (or the level).
         """
-        known = self.queues.get(job, QueueAddress())
+        known = self.queues.get(queue_key(job, level), QueueAddress())
         if known.url and known.arn and known.dlq_url:
             return known
-        entry = self._parameter(
+        entry: dict[str, Any] = self._parameter(
             manifest_parameter(self.stack, job), f"no queue for job '{job}' in stack '{self.stack}'"
         )
+        if level is not None:
+            levels = entry.get("levels") or {}
+            if level not in levels:
+                raise QueueNotFoundError(
+                    f"job '{job}' has no queue for priority '{level}' in stack '{self.stack}' (it has "
+                    f"{sorted(levels) or 'none'}): deploy the stack with the job's current priorities."
+                )
+            entry = levels[level]
         return QueueAddress(
             url=known.url or entry.get("queue_url", ""),
             arn=known.arn or entry.get("queue_arn", ""),
             dlq_url=known.dlq_url or entry.get("dlq_url", ""),
         )
 
-    def queue_url(self, job: str) -> str:
-        known = self.queues.get(job)
-        return known.url if known and known.url else self.queue(job).url
+    def queue_url(self, job: str, level: str | None = None) -> str:
+        known = self.queues.get(queue_key(job, level))
+        return known.url if known and known.url else self.queue(job, level).url
 
-    def dlq_url(self, job: str) -> str:
-        known = self.queues.get(job)
-        return known.dlq_url if known and known.dlq_url else self.queue(job).dlq_url
+    def dlq_url(self, job: str, level: str | None = None) -> str:
+        known = self.queues.get(queue_key(job, level))
+        return known.dlq_url if known and known.dlq_url else self.queue(job, level).dlq_url
 
-    def queue_arn(self, job: str) -> str:
-        known = self.queues.get(job)
-        return known.arn if known and known.arn else self.queue(job).arn
+    def queue_arn(self, job: str, level: str | None = None) -> str:
+        known = self.queues.get(queue_key(job, level))
+        return known.arn if known and known.arn else self.queue(job, level).arn
 
     def stack_entry(self) -> dict[str, str]:
         """The stack's manifest: table, bucket, scheduler settings.
@@ -208,7 +232,7 @@ class StackConfig:
 
     def _parameter(
         self, name: str, missing: str, error: type[QueueNotFoundError] = QueueNotFoundError
-    ) -> dict[str, str]:
+    ) -> dict[str, Any]:
         key = (self.connection, name)
         with _manifest_lock:
             if key in _manifest_cache:
@@ -221,13 +245,13 @@ class StackConfig:
                 f"{missing}: parameter {name} does not exist. Deploy the stack, or point at the right one "
                 f"(stack name now '{self.stack}', region {self.region or 'from the environment'})."
             ) from None
-        entry: dict[str, str] = json.loads(value)
+        entry: dict[str, Any] = json.loads(value)
         with _manifest_lock:
             _manifest_cache[key] = entry
         return entry
 
 
-_manifest_cache: dict[tuple[aws.Connection, str], dict[str, str]] = {}
+_manifest_cache: dict[tuple[aws.Connection, str], dict[str, Any]] = {}
 _manifest_lock = threading.Lock()
 
 

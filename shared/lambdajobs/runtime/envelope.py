@@ -3,8 +3,10 @@
     {"v": 1, "job": "send_email", "id": "order-42", "payload": {...}, "enqueued_at": "2026-11-29T19:00:00Z"}
 
 `v` and `job` and `payload` are required; `id` is the job id (when absent the worker uses the SQS
-message id); `enqueued_at` is RFC 3339; `scheduled_at` (RFC 3339) is set on scheduled runs. Unknown
-fields are ignored, so later versions can add fields.
+message id); `enqueued_at` is RFC 3339; `scheduled_at` (RFC 3339) is set on scheduled runs;
+`priority` (optional) names one of the job's priority levels: a message that arrives on another
+level's queue is moved to its level's queue first (send it to that level's queue, from the manifest,
+to save the hop). Unknown fields are ignored, so later versions can add fields.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Envelope(BaseModel):
     payload: dict[str, Any]
     enqueued_at: datetime | None = None
     scheduled_at: datetime | None = None
+    priority: str | None = Field(default=None, min_length=1, max_length=64)
 
     @field_validator("id")
     @classmethod
@@ -48,13 +51,23 @@ class Envelope(BaseModel):
         return value
 
 
-def encode(job: str, payload: dict[str, Any], job_id: str, *, now: datetime | None = None) -> str:
+def encode(
+    job: str,
+    payload: dict[str, Any],
+    job_id: str,
+    *,
+    now: datetime | None = None,
+    priority: str | None = None,
+) -> str:
     """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
     moment = now or datetime.now(UTC)
     moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     enqueued_at = moment.isoformat().replace("+00:00", "Z")
+    envelope = {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at}
+    if priority is not None:
+        envelope["priority"] = priority
     body = json.dumps(
-        {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at},
+        envelope,
         separators=(",", ":"),
         ensure_ascii=False,
     )

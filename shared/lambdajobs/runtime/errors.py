@@ -56,6 +56,10 @@ class JobIdError(EnqueueError):
     """A job id is empty, not a string, or longer than 256 characters."""
 
 
+class UnknownPriorityError(EnqueueError):
+    """A producer named a priority level the job does not declare: nothing was sent."""
+
+
 class ScheduleConflictError(EnqueueError):
     """A job id is already scheduled for another time or with another payload."""
 
@@ -135,5 +139,6 @@ __all__ = [
     "ScheduleError",
     "StackNotFoundError",
     "UnknownJobError",
+    "UnknownPriorityError",
     "WaitTimeoutError",
 ]

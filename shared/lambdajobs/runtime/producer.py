@@ -61,10 +61,10 @@ def _when(delay_seconds: int, run_at: datetime | None) -> tuple[int, datetime | 
     return 0, now + timedelta(seconds=seconds)
 
 
-def _prepare(spec: JobSpec, payload: Any, job_id: str | None) -> tuple[str, str]:
+def _prepare(spec: JobSpec, payload: Any, job_id: str | None, priority: str | None = None) -> tuple[str, str]:
     data = spec.payload_data(payload)
     jid = spec.job_id(data, job_id) or uuid.uuid4().hex
-    return jid, encode(spec.name, data, jid)
+    return jid, encode(spec.name, data, jid, priority=priority)
 
 
 def enqueue(
@@ -74,6 +74,7 @@ def enqueue(
     job_id: str | None = None,
     delay_seconds: int = 0,
     run_at: datetime | None = None,
+    priority: str | None = None,
     config: StackConfig | None = None,
 ) -> str:
     """Send one job; return its job id (yours, derived from the job's `idempotency_key`, or a new uuid).
@@ -81,14 +82,15 @@ def enqueue(
     Later work: `delay_seconds` or `run_at` (an aware datetime). Up to 15 minutes away the message
     waits in SQS (`DelaySeconds`); further away a one-time EventBridge Scheduler schedule sends it at
     that time and deletes itself. A time in the past runs now. Sending the same job id twice runs the
-    job once.
+    job once. `priority` names one of the job's `priorities` (default: its lowest); each level has its
+    own queue.
 
     Raises:
         UnknownJobError: no job of that name in the configured jobs module.
         PayloadValidationError: the payload does not fit the job's model (nothing is sent).
         PayloadTooLargeError: the message would exceed 1 MiB.
         EnqueueError: a bad job id, delay or run_at (ScheduleConflictError: the job id is already
-            scheduled for another time or payload).
+            scheduled for another time or payload; UnknownPriorityError: the job has no such priority).
         QueueNotFoundError: the stack has no queue for the job (not deployed, or another stack).
 
     Example:
@@ -99,14 +101,15 @@ def enqueue(
     """
     cfg = resolve(config)
     spec = get_spec(job, jobs=cfg.jobs)
+    level = spec.level_for(priority)
     delay, at = _when(delay_seconds, run_at)
-    jid, body = _prepare(spec, payload, job_id)
+    jid, body = _prepare(spec, payload, job_id, priority)
     if at is None:
         cfg.client("sqs").send_message(
-            QueueUrl=cfg.queue_url(spec.name), MessageBody=body, DelaySeconds=delay
+            QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay
         )
     else:
-        _schedule_once(cfg, spec.name, jid, body, at)
+        _schedule_once(cfg, spec.name, jid, body, at, level)
     return jid
 
 
@@ -115,9 +118,11 @@ def one_time_schedule_name(job: str, job_id: str) -> str:
     return f"{job[:40]}-{hashlib.sha256(job_id.encode()).hexdigest()[:23]}"
 
 
-def _schedule_once(config: StackConfig, job: str, job_id: str, body: str, at: datetime) -> None:
+def _schedule_once(
+    config: StackConfig, job: str, job_id: str, body: str, at: datetime, level: str | None
+) -> None:
     role_arn, group, dlq_arn = config.scheduler_settings()
-    queue_arn = config.queue_arn(job)
+    queue_arn = config.queue_arn(job, level)
     scheduler = config.client("scheduler")
     expression = f"at({at.astimezone(UTC):%Y-%m-%dT%H:%M:%S})"
     try:
@@ -202,6 +207,7 @@ def enqueue_many(
     *,
     job_ids: Sequence[str] | None = None,
     delay_seconds: int = 0,
+    priority: str | None = None,
     max_retries: int = 3,
     config: StackConfig | None = None,
 ) -> EnqueueResults:
@@ -210,10 +216,11 @@ def enqueue_many(
     Every payload is validated first: one invalid payload raises and nothing is sent. Entries SQS
     reports in `Failed` (it answers HTTP 200 for partial failures) are retried up to `max_retries`
     times with a short backoff; what still fails is in the result's `.failed`, with its error.
+    `priority` (one of the job's `priorities`) applies to every job of the call.
 
     Raises:
         UnknownJobError, PayloadValidationError, PayloadTooLargeError: as `enqueue`, before sending.
-        EnqueueError: a bad job id or delay, or `job_ids` of another length than `payloads`.
+        EnqueueError: a bad job id, delay or priority, or `job_ids` of another length than `payloads`.
 
     Example:
         >>> emails = [{"to": a, "subject": "Hi", "body": "Hello"} for a in addresses]
@@ -223,14 +230,15 @@ def enqueue_many(
     """
     cfg = resolve(config)
     spec = get_spec(job, jobs=cfg.jobs)
+    level = spec.level_for(priority)
     _check_delay(delay_seconds)
     items = list(payloads)
     if job_ids is not None and len(job_ids) != len(items):
         raise EnqueueError(
             f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload."
         )
-    prepared = [_prepare(spec, p, job_ids[i] if job_ids else None) for i, p in enumerate(items)]
-    url = cfg.queue_url(spec.name)
+    prepared = [_prepare(spec, p, job_ids[i] if job_ids else None, priority) for i, p in enumerate(items)]
+    url = cfg.queue_url(spec.name, level)
     sqs = cfg.client("sqs")
     outcome: dict[int, EnqueueResult] = {}
 

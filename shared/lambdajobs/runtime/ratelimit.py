@@ -10,13 +10,15 @@ with a condition that it is still what was read, so two workers never take the s
 reads again). Slots are spaced evenly, `period / count` apart, so no window of `period` holds more
 than `count` starts. A job whose slot is in the future is not run: the worker hands it back to its
 queue, due at its slot and carrying it (`lambdajobs.rate_slot`), so it neither takes a second slot nor
-uses an attempt, and waits as long as it must without coming back in between.
+uses an attempt, and waits as long as it must without coming back in between. A job on a priority
+level above its job's lowest does not queue behind those reservations: it takes the earliest one
+ahead of its holder (see `take_slot`), so premium mail is not stuck behind a rate-limited campaign.
 
 Why the job table: its items are keyed by `id` already, the worker may read and write them, and
 nothing else needs provisioning or permissions; a limiter item (`ratelimit#...`) has no `job` or
 `finished_at`, so it never enters the job-stats index, and its `expiration` lets an idle limiter
 vanish (a missing limiter is a fresh one). Cost: one consistent read and one write per job (and a
-record write when a job has to wait).
+record write when a job has to wait, and one more consistent read when it comes back on its slot).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ LATE_TOLERANCE_US = 1_000_000
 _TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 #: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
 TAKE_TRIES = 20
+#: A higher-priority job takes a reserved slot ahead only this far in the future: the slot's holder
+#: checks at its slot, so the taking write is long done by then (clocks agree to milliseconds).
+STEAL_MARGIN_US = 1_000_000
+#: At most this many slots taken ahead at once (the set lives in the limiter's item); beyond, a
+#: higher-priority job queues like the others.
+MAX_STOLEN = 1000
 
 
 @dataclass(frozen=True)
@@ -160,10 +168,38 @@ def usable(held_slot_us: int, now_us: int) -> bool:
     return held_slot_us <= now_us <= held_slot_us + LATE_TOLERANCE_US
 
 
+def _stolen(item: Mapping[str, Any] | None) -> list[int]:
+    return sorted(int(n) for n in (item or {}).get("stolen", {}).get("NS", []))
+
+
+def taken_ahead(
+    client: Any, table: str, limit: RateLimit, value: str | None, slot_us: int, *, salt: str = ""
+) -> bool:
+    """Whether a higher-priority job took this reserved slot ahead of its holder (who then takes a new
+    slot instead of running: the slot starts one job, not two)."""
+    key = {"id": {"S": item_id(limit, value, salt)}}
+    item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    return slot_us in _stolen(item)
+
+
 def take_slot(
-    client: Any, table: str, limit: RateLimit, value: str | None, *, salt: str = "", now_us: int | None = None
-) -> int:
-    """Take the limiter's next slot; returns its time (epoch microseconds): now or earlier means go.
+    client: Any,
+    table: str,
+    limit: RateLimit,
+    value: str | None,
+    *,
+    salt: str = "",
+    now_us: int | None = None,
+    ahead: bool = False,
+) -> tuple[int, bool]:
+    """Take the limiter's next slot: (its time in epoch microseconds, now or earlier means go; whether
+    it was taken ahead of the queue).
+
+    With `ahead` (a job on a priority level above its job's lowest) the job does not queue behind the
+    slots other jobs reserved: it takes the earliest reserved slot at least `STEAL_MARGIN_US` away
+    that no one took ahead yet, and records it in the limiter's `stolen` set; the job that reserved
+    it finds it there when it comes back and takes a new slot at the end. The rate holds (one start
+    per slot), and a high-priority job waits about one interval, not the whole backlog.
 
     Raises:
         RateLimitBusyError: other workers won every try (never in practice: each loss is a slot taken).
@@ -174,27 +210,66 @@ def take_slot(
         now = int(time.time() * 1_000_000) if now_us is None else now_us
         item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         old = int(item["tat"]["N"]) if item and "tat" in item else None
-        slot = max(old or 0, now)
-        new_tat = slot + interval
+        version = int(item["v"]["N"]) if item and "v" in item else None
+        # Taken-ahead slots matter until their holders have come back for them (at most a second late).
+        stolen = [n for n in _stolen(item) if n >= now - LATE_TOLERANCE_US]
+        slot = _slot_ahead(old, interval, now, stolen) if ahead and len(stolen) < MAX_STOLEN else None
+        stole = slot is not None
+        if slot is None:
+            slot = max(old or 0, now)
+            new_tat = slot + interval
+        else:
+            new_tat = old or slot + interval
+            stolen.append(slot)
         values: dict[str, Any] = {
             ":tat": {"N": str(new_tat)},
+            ":v": {"N": str((version or 0) + 1)},
             # An idle limiter vanishes a day after its last slot: a missing one is a fresh one.
             ":exp": {"N": str(new_tat // 1_000_000 + 86_400)},
         }
-        if old is None:
-            condition = "attribute_not_exists(tat)"
+        update = "SET tat = :tat, v = :v, expiration = :exp"
+        if stolen:
+            values[":stolen"] = {"NS": [str(n) for n in stolen]}
+            update += ", stolen = :stolen"
         else:
-            condition = "tat = :old"
+            update += " REMOVE stolen"
+        if item is None:
+            condition = "attribute_not_exists(id)"
+        elif version is None:
+            condition = "attribute_not_exists(v) AND tat = :old"
             values[":old"] = {"N": str(old)}
+        else:
+            condition = "v = :old"
+            values[":old"] = {"N": str(version)}
+        if old is None and item is not None:
+            condition = "attribute_not_exists(v) AND attribute_not_exists(tat)"
+            values.pop(":old", None)
         try:
             client.update_item(
                 TableName=table,
                 Key=key,
-                UpdateExpression="SET tat = :tat, expiration = :exp",
+                UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )
-            return slot
+            return slot, stole
         except client.exceptions.ConditionalCheckFailedException:
-            continue  # another worker took that slot: read the next one
+            continue  # another worker took a slot meanwhile: read again
     raise RateLimitBusyError(f"rate limiter {limit.name}: could not take a slot in {TAKE_TRIES} tries")
+
+
+def _slot_ahead(tat: int | None, interval: int, now: int, stolen: list[int]) -> int | None:
+    """The earliest reserved slot at least STEAL_MARGIN_US from now that no one took ahead, or None.
+    Reserved future slots are contiguous, `interval` apart, ending one interval before `tat`."""
+    if tat is None:
+        return None
+    earliest = now + STEAL_MARGIN_US
+    if tat - interval < earliest:
+        return None
+    k = (tat - earliest) // interval  # tat - k * interval is the first grid slot >= earliest
+    taken = set(stolen)
+    for n in range(k, 0, -1):
+        slot = tat - n * interval
+        if slot not in taken:
+            return slot
+    return None

@@ -13,6 +13,9 @@ import re
 #: of the queue name (SQS allows letters, digits, '-' and '_', at most 80 characters) and of an
 #: environment variable name.
 JOB_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+#: Names a priority level: lower-case letters and digits (no '_' or '-': it becomes part of queue names
+#: and environment variable names after the job's), at most 16.
+PRIORITY_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 
 ENV_JOB = "LAMBDAJOBS_JOB"  # the job a worker function serves
 ENV_JOBS = "LAMBDAJOBS_JOBS"  # the user's jobs package (e.g. "myjobs"), named once in configuration
@@ -24,6 +27,11 @@ ENV_DLQ_URL_PREFIX = "LAMBDAJOBS_DLQ_URL_"  # + JOB_NAME upper-cased
 ENV_RECORD_TTL_DAYS = "LAMBDAJOBS_RECORD_TTL_DAYS"
 ENV_BUCKET = "LAMBDAJOBS_BUCKET"  # the stack's data bucket, for jobs that declare uses=("bucket",)
 ENV_QUEUE_ARN_PREFIX = "LAMBDAJOBS_QUEUE_ARN_"  # + JOB_NAME upper-cased
+# A priority level's queue (every level but the job's lowest, which uses the job's own queue):
+# + LEVEL + "_" + JOB_NAME, upper-cased (a level has no underscore, so the split is unambiguous).
+ENV_LEVEL_QUEUE_URL_PREFIX = "LAMBDAJOBS_PRIORITY_QUEUE_URL_"
+ENV_LEVEL_QUEUE_ARN_PREFIX = "LAMBDAJOBS_PRIORITY_QUEUE_ARN_"
+ENV_LEVEL_DLQ_URL_PREFIX = "LAMBDAJOBS_PRIORITY_DLQ_URL_"
 # For enqueue(run_at=...) beyond 15 minutes: a one-time EventBridge Scheduler schedule.
 ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
 ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
@@ -76,14 +84,15 @@ MAX_QUEUE_NAME = 80  # SQS: letters, digits, '-' and '_', at most 80 characters
 MAX_SCHEDULE_GROUP_NAME = 64  # EventBridge Scheduler group names: at most 64 characters
 
 
-def queue_name(stack: str, job: str) -> str:
-    """A job's queue name, `<stack>-<job>`.
+def queue_name(stack: str, job: str, level: str | None = None) -> str:
+    """A job's queue name, `<stack>-<job>`; a priority level's, `<stack>-<job>-<level>` (None: the
+    job's own queue, which its lowest level uses).
 
     Raises:
         ConfigurationError: longer than SQS allows. Cutting it short could give two jobs (or two
             stacks) one queue, so the name is refused instead.
     """
-    name = f"{stack}-{job}"
+    name = f"{stack}-{job}" if level is None else f"{stack}-{job}-{level}"
     if len(name) > MAX_QUEUE_NAME:
         from lambdajobs.runtime.errors import ConfigurationError
 
@@ -94,11 +103,30 @@ def queue_name(stack: str, job: str) -> str:
     return name
 
 
-def job_for_queue(stack: str, queue_arn_or_name: str) -> str | None:
-    """The job whose queue this is (the inverse of `queue_name`), or None."""
-    name = queue_arn_or_name.rsplit(":", 1)[-1]
+def queue_of(stack: str, queue_arn_or_name: str) -> tuple[str, str | None] | None:
+    """(job, priority level or None) whose queue this is (the inverse of `queue_name`), or None."""
+    name = queue_arn_or_name.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
     prefix = f"{stack}-"
-    return name[len(prefix) :] if name.startswith(prefix) and not name.endswith("-dlq") else None
+    if not name.startswith(prefix) or name.endswith("-dlq"):
+        return None
+    job, _, level = name[len(prefix) :].partition("-")
+    return job, level or None
+
+
+def job_for_queue(stack: str, queue_arn_or_name: str) -> str | None:
+    """The job whose queue this is (any of its priority levels), or None."""
+    found = queue_of(stack, queue_arn_or_name)
+    return found[0] if found else None
+
+
+def queue_key(job: str, level: str | None) -> str:
+    """Where a queue's address is kept in `StackConfig.queues`: the job's name for its own queue,
+    `<job>@<level>` for a priority level's."""
+    return job if level is None else f"{job}@{level}"
+
+
+def level_env(prefix: str, job: str, level: str) -> str:
+    return f"{prefix}{level.upper()}_{job.upper()}"
 
 
 def queue_url_env(job: str) -> str:

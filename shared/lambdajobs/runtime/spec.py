@@ -13,7 +13,7 @@ import inspect
 import json
 import pkgutil
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,11 +30,12 @@ from lambdajobs.runtime.errors import (
     PayloadValidationError,
     ScheduleError,
     UnknownJobError,
+    UnknownPriorityError,
 )
 from lambdajobs.runtime.ratelimit import RateLimit
 from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
 from lambdajobs.runtime.schedule import Schedule, parse_schedule
-from lambdajobs.runtime.settings import JOB_NAME_RE, RESERVED_ID_PREFIX
+from lambdajobs.runtime.settings import JOB_NAME_RE, PRIORITY_NAME_RE, RESERVED_ID_PREFIX
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
 MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
@@ -91,11 +92,62 @@ class JobSpec:
     #: Starts allowed per period across every worker (`"100/minute"`, or a `RateLimit`: shared by name,
     #: keyed by a payload field with per-key quotas). Default: none. See `lambdajobs.runtime.ratelimit`.
     rate_limit: RateLimit | None = None
+    #: Priority levels, highest first (`("high", "normal")`): each has its own queue, DLQ and event
+    #: source on the job's function. `enqueue` without `priority=` uses the lowest, which is the job's
+    #: own queue. Default: none (one queue).
+    priorities: tuple[str, ...] = ()
+    #: Each level's event-source MaximumConcurrency, in the order of `priorities`: the lowest level has
+    #: `max_concurrency`, each level above twice the one below (capped at 1000) unless
+    #: `priorities={"high": 20, "normal": 5}` says.
+    priority_concurrency: tuple[int, ...] = ()
     #: For `@cron` jobs: when it runs, and the payload each run gets (JSON text; see `schedule_payload`).
     schedule: Schedule | None = None
     schedule_payload_json: str | None = field(default=None, repr=False)
     #: Whether the job function takes a second `ctx` argument.
     takes_context: bool = field(default=False, compare=False, repr=False)
+
+    @property
+    def levels(self) -> tuple[str | None, ...]:
+        """The job's queues by priority level, highest first: a level's name for its own queue, None
+        for the job's own queue (its lowest level, or its only queue when it has no priorities)."""
+        return (*self.priorities[:-1], None)
+
+    @property
+    def default_priority(self) -> str | None:
+        """The level `enqueue` uses without `priority=`: the lowest (None: the job has no levels)."""
+        return self.priorities[-1] if self.priorities else None
+
+    def level_for(self, priority: str | None) -> str | None:
+        """The queue level of `priority` (None: the job's own queue).
+
+        Raises:
+            UnknownPriorityError: the job has no such level (or no levels at all).
+        """
+        if priority is None or (self.priorities and priority == self.priorities[-1]):
+            return None
+        if priority in self.priorities:
+            return priority
+        choose = (
+            f"choose one of {list(self.priorities)}"
+            if self.priorities
+            else "it has no priorities; leave priority unset, or declare @job(priorities=(...))"
+        )
+        raise UnknownPriorityError(f"job '{self.name}' has no priority {priority!r}: {choose}.")
+
+    def priority_of(self, level: str | None) -> str | None:
+        """The priority a queue level stands for (the lowest for the job's own queue)."""
+        return self.default_priority if level is None else level
+
+    def concurrency_of(self, level: str | None) -> int:
+        """The MaximumConcurrency of a level's event source."""
+        if not self.priorities:
+            return self.max_concurrency
+        return self.priority_concurrency[self.priorities.index(self.priority_of(level) or "")]
+
+    @property
+    def total_concurrency(self) -> int:
+        """Batches in flight at most across the job's event sources (every level's)."""
+        return sum(self.priority_concurrency) if self.priorities else self.max_concurrency
 
     @property
     def max_receive_count(self) -> int:
@@ -234,15 +286,16 @@ def _validate(spec: JobSpec) -> None:
         name, "max_concurrency", spec.max_concurrency, MIN_CONCURRENCY, MAX_CONCURRENCY, "MaximumConcurrency"
     )
     _check_range(name, "memory_mb", spec.memory_mb, MIN_MEMORY_MB, MAX_MEMORY_MB, "Lambda memory")
+    _check_priorities(spec)
     if spec.reserved_concurrency is not None:
         _check_range(
             name,
             "reserved_concurrency",
             spec.reserved_concurrency,
-            spec.max_concurrency,
+            spec.total_concurrency,
             MAX_RESERVED_CONCURRENCY,
-            "at least max_concurrency: less throttles the queue's event source, and throttles use up "
-            "attempts",
+            "at least max_concurrency (every priority level's together): less throttles the queues' "
+            "event sources, and throttles use up attempts",
         )
     if spec.batch_size > 10 and spec.max_batching_window_seconds < 1:
         raise DeclarationError(
@@ -290,6 +343,52 @@ def _validate(spec: JobSpec) -> None:
             )
 
 
+def _check_priorities(spec: JobSpec) -> None:
+    name, levels = spec.name, spec.priorities
+    if not levels:
+        return
+    bad = [p for p in levels if not isinstance(p, str) or not PRIORITY_NAME_RE.fullmatch(p) or p == "dlq"]
+    if bad:
+        raise DeclarationError(
+            f"job '{name}': priorities {bad} are not level names; use lower-case letters and digits "
+            f"(at most 16, not 'dlq'), highest first, e.g. priorities=('high', 'normal')."
+        )
+    if len(levels) < 2 or len(set(levels)) != len(levels):
+        raise DeclarationError(
+            f"job '{name}': priorities={list(levels)}; give two or more distinct levels, highest first, "
+            f"e.g. priorities=('high', 'normal')."
+        )
+    for level, concurrency in zip(levels, spec.priority_concurrency, strict=True):
+        _check_range(
+            name,
+            f"priorities[{level!r}]",
+            concurrency,
+            MIN_CONCURRENCY,
+            MAX_CONCURRENCY,
+            "MaximumConcurrency",
+        )
+
+
+def _priority_options(
+    job_name: str, priorities: Any, max_concurrency: int
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """`priorities=` as (levels, their concurrency): a sequence of names (concurrency doubling per
+    level up from `max_concurrency`) or a mapping of name to concurrency."""
+    if priorities is None or priorities == ():
+        return (), ()
+    if isinstance(priorities, str):
+        raise DeclarationError(
+            f"job '{job_name}': priorities={priorities!r}; give the levels as a tuple, highest first, "
+            f"e.g. priorities=('high', 'normal')."
+        )
+    if isinstance(priorities, Mapping):
+        return tuple(priorities), tuple(priorities.values())
+    levels = tuple(priorities)
+    count = len(levels)
+    concurrency = tuple(min(MAX_CONCURRENCY, max_concurrency * 2 ** (count - 1 - i)) for i in range(count))
+    return levels, concurrency
+
+
 def job(
     func: Callable[..., Any] | None = None,
     *,
@@ -309,6 +408,7 @@ def job(
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
     rate_limit: str | RateLimit | None = None,
+    priorities: Sequence[str] | Mapping[str, int] | None = None,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -389,11 +489,15 @@ def _register(
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
     rate_limit: str | RateLimit | None = None,
+    priorities: Sequence[str] | Mapping[str, int] | None = None,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
 ) -> Job:
     job_name = name or fn.__name__
+    levels, level_concurrency = _priority_options(
+        job_name, priorities, options.get("max_concurrency", JobSpec.max_concurrency)
+    )
     model, takes_context = _payload_model(job_name, fn)
     limit = checked_rate_limit(job_name, rate_limit)
     for other in _REGISTRY.values():
@@ -435,6 +539,8 @@ def _register(
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         alarms=alarms if alarms is not None else Alarms(),
         rate_limit=limit,
+        priorities=levels,
+        priority_concurrency=level_concurrency,
         schedule=schedule,
         schedule_payload_json=payload_json,
         takes_context=takes_context,

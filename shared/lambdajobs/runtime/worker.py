@@ -55,6 +55,7 @@ from lambdajobs.runtime.errors import (
     PayloadValidationError,
     RateLimitBusyError,
     UnknownJobError,
+    UnknownPriorityError,
 )
 from lambdajobs.runtime.records import JobRecordStore, error_fields
 from lambdajobs.runtime.settings import (
@@ -70,6 +71,8 @@ from lambdajobs.runtime.settings import (
     METRICS_NAMESPACE,
     SERVICE_NAME,
     job_for_queue,
+    queue_key,
+    queue_of,
 )
 from lambdajobs.runtime.spec import JobSpec, get_spec
 
@@ -173,8 +176,15 @@ class Worker:
             )
         return get_spec(name, jobs=self.stack_config.jobs)
 
-    def dlq_url(self, spec: JobSpec) -> str:
-        return self.stack_config.dlq_url(spec.name)
+    def dlq_url(self, spec: JobSpec, level: str | None = None) -> str:
+        """The DLQ of a job's queue (of a priority level's, with `level`)."""
+        return self.stack_config.dlq_url(spec.name, level)
+
+    def _level_of(self, spec: JobSpec, record: SQSRecord) -> str | None:
+        """The priority level whose queue a record came from (None: the job's own queue)."""
+        found = queue_of(self.stack_config.stack, record.event_source_arn or "")
+        level = found[1] if found else None
+        return level if level in spec.priorities[:-1] else None
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`.
@@ -242,8 +252,22 @@ class Worker:
                     f"job '{envelope.job}' was sent to the queue of job '{spec.name}'; "
                     f"send it to the queue of '{envelope.job}'."
                 )
-        except (EnvelopeError, UnknownJobError) as exc:
+            level = spec.level_for(envelope.priority) if envelope.priority is not None else None
+        except (EnvelopeError, UnknownJobError, UnknownPriorityError) as exc:
             return self._dead_letter(spec, record, exc, attempt, job_id=None)
+        if envelope.priority is not None and level != self._level_of(spec, record):
+            # sent to another level's queue (a producer that knows only the job's queue): move it
+            try:
+                where = self.stack_config.queue_url(spec.name, level)
+            except Exception as exc:  # that level's queue is unknown here: run it where it is
+                logger.warning(
+                    "cannot reach the queue of the message's priority; running it here",
+                    extra={"priority": envelope.priority, "error": error_fields(exc)},
+                )
+            else:
+                return self._hand_back(
+                    spec, record, attempt, 0, why=f"priority {envelope.priority}", to=where
+                )
 
         with pii.bound(spec.pii_fields, envelope.payload):
             try:
@@ -336,21 +360,37 @@ class Worker:
         limit = spec.rate_limit
         assert limit is not None
         now_us = int(time.time() * 1_000_000)
+        ahead = self._level_of(spec, record) is not None  # a level above the job's lowest
+        value = ratelimit.key_value(limit, payload.model_dump(mode="json"))
+        salt = self.stack_config.stack
         slot: int | None = None
-        held_attempt, _, held_slot = (_attribute(record, ATTR_RATE_SLOT) or "").partition(":")
-        if held_attempt == str(attempt) and held_slot.isdigit():
-            if ratelimit.usable(int(held_slot), now_us):
-                return False
-            if int(held_slot) > now_us:
-                slot = int(held_slot)  # not yet: wait on (a wait beyond 15 minutes hops)
+        held = (_attribute(record, ATTR_RATE_SLOT) or "").split(":")
+        held_ahead = held[2:] == ["ahead"]
+        if held[0] == str(attempt) and len(held) > 1 and held[1].isdigit():
+            held_slot = int(held[1])
+            if ratelimit.usable(held_slot, now_us):
+                try:
+                    bumped = not held_ahead and ratelimit.taken_ahead(
+                        self.store.client, self.store.table, limit, value, held_slot, salt=salt
+                    )
+                except Exception as exc:  # the limiter could not be read: not an attempt
+                    if not transient(exc):
+                        raise
+                    logger.warning("could not read the rate limiter", extra={"error": error_fields(exc)})
+                    self._hand_back(spec, record, attempt, 1, why="rate limiter")
+                    return True
+                if not bumped:
+                    return False
+                logger.info("a higher-priority job took this rate-limit slot; taking another")
+            elif held_slot > now_us:
+                slot = held_slot  # not yet: wait on (a wait beyond 15 minutes hops)
         if slot is None:
             read, item = self._read_record(job_id)
             if read and _settled_or_held(item):
                 return False
-            value = ratelimit.key_value(limit, payload.model_dump(mode="json"))
             try:
-                slot = ratelimit.take_slot(
-                    self.store.client, self.store.table, limit, value, salt=self.stack_config.stack
+                slot, held_ahead = ratelimit.take_slot(
+                    self.store.client, self.store.table, limit, value, salt=salt, ahead=ahead
                 )
             except Exception as exc:  # the limiter could not be read or written: not an attempt
                 if not transient(exc) and not isinstance(exc, RateLimitBusyError):
@@ -365,7 +405,8 @@ class Worker:
             self._write(self.store.wait, job_id, spec.name, until.replace("+00:00", "Z"))
         delay = math.ceil((slot - now_us) / 1_000_000)
         logger.info("rate limited; handing the message back", extra={"retry_in_seconds": delay})
-        extra = {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": f"{attempt}:{slot}"}}
+        carried = f"{attempt}:{slot}" + (":ahead" if held_ahead else "")
+        extra = {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": carried}}
         self._hand_back(spec, record, attempt, delay, why="rate limited", extra=extra)
         return True
 
@@ -528,11 +569,13 @@ class Worker:
         why: str,
         settle: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
+        to: str | None = None,
     ) -> Any:
-        """Send a copy of the message back to the job's queue after `delay` seconds and delete the
-        original: a receive that did not run the job costs no attempt, and the copy is never at its
-        queue's last receive. The copy carries the attempts used so far (its first receive is attempt
-        `attempt` again) and, with `settle`, the outcome left to record.
+        """Send a copy of the message back to its queue (or to queue URL `to`: another priority
+        level's) after `delay` seconds and delete the original: a receive that did not run the job
+        costs no attempt, and the copy is never at its queue's last receive. The copy carries the
+        attempts used so far (its first receive is attempt `attempt` again) and, with `settle`, the
+        outcome left to record.
 
         The original is deleted at once, not only by the batch response: were the invocation to die
         after the copy was sent, the original would come back beside it. If the copy cannot be sent,
@@ -546,7 +589,7 @@ class Worker:
         if settle is not None:
             attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": json.dumps(settle, default=str)}
         sqs = self.stack_config.client("sqs")
-        queue_url = self._queue_url(spec, record)
+        queue_url = to or self._queue_url(spec, record)
         failed = self._write(
             lambda: sqs.send_message(
                 QueueUrl=queue_url,
@@ -637,7 +680,8 @@ class Worker:
             )
 
     def _queue_url(self, spec: JobSpec, record: SQSRecord) -> str:
-        known = self.stack_config.queues.get(spec.name)
+        """The URL of the queue a record came from (its priority level's)."""
+        known = self.stack_config.queues.get(queue_key(spec.name, self._level_of(spec, record)))
         url = (known.url if known else "") or self._queue_urls.get(record.event_source_arn)
         if not url:  # arn:aws:sqs:<region>:<account>:<name>
             *_, account, name = record.event_source_arn.split(":")
@@ -695,7 +739,9 @@ class Worker:
             attributes[name] = {"DataType": "String", "StringValue": text}
         failed = self._write(
             lambda: self.stack_config.client("sqs").send_message(
-                QueueUrl=self.dlq_url(spec), MessageBody=record.body, MessageAttributes=attributes
+                QueueUrl=self.dlq_url(spec, self._level_of(spec, record)),
+                MessageBody=record.body,
+                MessageAttributes=attributes,
             )
         )
         if failed is not None:
