@@ -57,8 +57,14 @@ def dashboard_body(template) -> str:
 def test_dashboard_has_a_row_per_job(template, stack, job):
     body = dashboard_body(template)
     worker = stack.workers[job]
-    for title in ("queue", "dead letters", "worker", "duration p99 / concurrency", "jobs"):
+    for title in ("worker", "duration p99 / concurrency", "jobs"):
         assert f'\\"title\\":\\"{job}: {title}\\"' in body
+    # a queue and a DLQ graph per queue of the job, named with the priority when it has levels
+    for level in worker.all_levels:
+        label = f"{job} ({level.priority})" if get_spec(job).priorities else job
+        for title in ("queue", "dead letters"):
+            assert f'\\"title\\":\\"{label}: {title}\\"' in body
+        assert logical_id(stack, level.queue) in body
     for metric in (
         "ApproximateNumberOfMessagesVisible",
         "ApproximateNumberOfMessagesNotVisible",

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from lambdajobs.runtime.settings import manifest_parameter
+from lambdajobs.runtime.settings import manifest_parameter, queue_name
 from lambdajobs.runtime.spec import get_spec, load_jobs
 
 JOBS = [spec.name for spec in load_jobs("handlers")]
+#: Every queue of every job: (job, priority level), None for the job's own queue (its lowest level).
+LEVELS = [(spec.name, level) for spec in load_jobs("handlers") for level in spec.levels]
 POWERTOOLS = importlib.metadata.version("aws-lambda-powertools")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +29,12 @@ def logical_id(stack, construct) -> str:
 
 def props(template, stack, construct) -> dict[str, Any]:
     return template["Resources"][logical_id(stack, construct)]["Properties"]
+
+
+def level_queues(stack, job: str, level: str | None):
+    """The `LevelQueues` of one of a job's queues (None: its own)."""
+    [found] = [q for q in stack.workers[job].all_levels if q.level == level]
+    return found
 
 
 def ref_ids(value: Any) -> set[str]:
@@ -49,10 +57,11 @@ def test_every_declared_job_has_a_worker(stack):
     assert sorted(stack.workers) == JOBS and JOBS
 
 
-@pytest.mark.parametrize("job", JOBS)
-def test_queue_settings(template, stack, job):
-    spec, worker = get_spec(job), stack.workers[job]
+@pytest.mark.parametrize(("job", "level"), LEVELS)
+def test_queue_settings(template, stack, job, level):
+    spec, worker = get_spec(job), level_queues(stack, job, level)
     queue, dlq = props(template, stack, worker.queue), props(template, stack, worker.dead_letter_queue)
+    assert queue["QueueName"] == queue_name(stack.stack_name, job, level)
     # visibility timeout = 6 x function timeout + batching window
     assert queue["VisibilityTimeout"] == 6 * spec.timeout_seconds + spec.max_batching_window_seconds
     # redrive to its own DLQ after max_attempts receives
@@ -67,9 +76,9 @@ def test_queue_settings(template, stack, job):
     assert queue["SqsManagedSseEnabled"] is True and dlq["SqsManagedSseEnabled"] is True
 
 
-@pytest.mark.parametrize("job", JOBS)
-def test_dlq_allows_redrive_from_its_source_only(template, stack, job):
-    worker = stack.workers[job]
+@pytest.mark.parametrize(("job", "level"), LEVELS)
+def test_dlq_allows_redrive_from_its_source_only(template, stack, job, level):
+    worker = level_queues(stack, job, level)
     queue, dlq = props(template, stack, worker.queue), props(template, stack, worker.dead_letter_queue)
     policy = dlq["RedriveAllowPolicy"]
     assert policy["redrivePermission"] == "byQueue"
@@ -77,9 +86,9 @@ def test_dlq_allows_redrive_from_its_source_only(template, stack, job):
     assert json.dumps(source).endswith(f':{queue["QueueName"]}"]]}}')
 
 
-@pytest.mark.parametrize("job", JOBS)
-def test_queues_refuse_plain_http(template, stack, job):
-    worker = stack.workers[job]
+@pytest.mark.parametrize(("job", "level"), LEVELS)
+def test_queues_refuse_plain_http(template, stack, job, level):
+    worker = level_queues(stack, job, level)
     for queue in (worker.queue, worker.dead_letter_queue):
         qid = logical_id(stack, queue)
         policies = [
@@ -139,16 +148,26 @@ def test_log_retention_is_set(template, stack, job):
 def test_event_source_reports_partial_failures_and_caps_concurrency(template, stack, job):
     spec, worker = get_spec(job), stack.workers[job]
     fid = logical_id(stack, worker.function)
-    [esm] = [
+    mappings = [
         m["Properties"]
         for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
         if m["Properties"]["FunctionName"] == {"Ref": fid}
     ]
-    # without ReportBatchItemFailures a returned failure list is ignored and failed messages deleted
-    assert esm["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert esm["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}
-    assert esm["BatchSize"] == spec.batch_size
-    assert esm["EventSourceArn"] == {"Fn::GetAtt": [logical_id(stack, worker.queue), "Arn"]}
+    # one event source per queue of the job (each priority level's), all on the job's one function
+    assert len(mappings) == len(spec.levels) == len(worker.all_levels)
+    for level in worker.all_levels:
+        [esm] = [
+            m
+            for m in mappings
+            if m["EventSourceArn"] == {"Fn::GetAtt": [logical_id(stack, level.queue), "Arn"]}
+        ]
+        # without ReportBatchItemFailures a returned failure list is ignored and failed messages deleted
+        assert esm["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert esm["ScalingConfig"] == {"MaximumConcurrency": spec.concurrency_of(level.level)}
+        assert esm["BatchSize"] == spec.batch_size
+    # without priorities, the job's one queue keeps max_concurrency
+    if not spec.priorities:
+        assert mappings[0]["ScalingConfig"] == {"MaximumConcurrency": spec.max_concurrency}
 
 
 def test_job_table(template, stack):
@@ -182,25 +201,30 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
             actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
             granted.setdefault(target, set()).update(actions)
     spec = get_spec(job)
-    queue, dlq, table = (logical_id(stack, c) for c in (worker.queue, worker.dead_letter_queue, stack.table))
-    expected = {
-        queue: {
+    table = logical_id(stack, stack.table)
+    # the job record and the rate limiter's item (both in the job table)
+    expected = {table: {"dynamodb:GetItem", "dynamodb:UpdateItem"}}
+    for level in worker.all_levels:  # each of its queues (every priority level's) and their DLQs
+        expected[logical_id(stack, level.queue)] = {
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:GetQueueUrl",
             "sqs:DeleteMessage",
             "sqs:GetQueueAttributes",
-            "sqs:SendMessage",  # a record not run goes back to its own queue as a copy
-        },
-        dlq: {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"},
-        table: {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-    }
-    for target in spec.enqueues:  # only the queues of the jobs it declared it enqueues
-        expected[logical_id(stack, stack.workers[target].queue)] = {
+            "sqs:SendMessage",  # a record not run goes back to its queue (or its level's) as a copy
+        }
+        expected[logical_id(stack, level.dead_letter_queue)] = {
             "sqs:SendMessage",
             "sqs:GetQueueAttributes",
             "sqs:GetQueueUrl",
         }
+    for target in spec.enqueues:  # only the queues of the jobs it declared it enqueues, every level's
+        for level in stack.workers[target].all_levels:
+            expected[logical_id(stack, level.queue)] = {
+                "sqs:SendMessage",
+                "sqs:GetQueueAttributes",
+                "sqs:GetQueueUrl",
+            }
     if "job_stats" in spec.uses:
         expected[table] = expected[table] | {"dynamodb:Query"}
     if "bucket" in spec.uses:
@@ -223,13 +247,15 @@ def test_manifest_and_outputs_for_producers(template, stack, job):
     worker = stack.workers[job]
     param = props(template, stack, worker.manifest)
     assert param["Name"] == manifest_parameter(stack.stack_name, job)
+    # the job's own queue and DLQ, and each priority level's (see test_priorities for the shape)
     assert ref_ids(param["Value"]) == {
-        logical_id(stack, worker.queue),
-        logical_id(stack, worker.dead_letter_queue),
+        logical_id(stack, c) for level in worker.all_levels for c in (level.queue, level.dead_letter_queue)
     }
     outputs = template["Outputs"]
     assert "JobTableName" in outputs
-    assert any(ref_ids(o["Value"]) == {logical_id(stack, worker.queue)} for o in outputs.values())
+    for level in worker.all_levels:
+        for queue in (level.queue, level.dead_letter_queue):
+            assert any(ref_ids(o["Value"]) == {logical_id(stack, queue)} for o in outputs.values())
 
 
 def asset_of(synthesized, job: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aws_cdk import CfnOutput, Duration, Stack, TimeZone
 from aws_cdk import aws_dynamodb as dynamodb
@@ -20,6 +21,9 @@ from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_JOB,
     ENV_JOBS,
+    ENV_LEVEL_DLQ_URL_PREFIX,
+    ENV_LEVEL_QUEUE_ARN_PREFIX,
+    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_MODULES,
     ENV_STACK,
     ENV_TABLE,
@@ -27,6 +31,7 @@ from lambdajobs.runtime.settings import (
     QUEUE_RETENTION_SECONDS,
     SERVICE_NAME,
     dlq_url_env,
+    level_env,
     manifest_parameter,
     queue_name,
     queue_url_env,
@@ -41,8 +46,30 @@ RUNTIME = lambda_.Runtime.PYTHON_3_14
 HANDLER = "lambdajobs.runtime.entry.lambda_handler"
 
 
+@dataclass(frozen=True)
+class LevelQueues:
+    """One priority level's queue, its DLQ and its event source on the job's function.
+
+    `level` is None for the job's own queue (its lowest priority, or its only queue when it has no
+    priorities); `priority` is the level's name (the lowest's for the job's own queue, None without
+    priorities)."""
+
+    job: str
+    level: str | None
+    priority: str | None
+    queue: sqs.Queue
+    dead_letter_queue: sqs.Queue
+    event_source: sources.SqsEventSource
+
+    @property
+    def label(self) -> str:
+        """How dashboards and alarms name it: `send_email (high)`, or just the job without priorities."""
+        return f"{self.job} ({self.priority})" if self.priority else self.job
+
+
 class JobWorker(Construct):
-    """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job.
+    """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job;
+    with `priorities`, a queue, DLQ and event source per level above the lowest, on the same function.
 
     `code` is the function's asset (the runtime plus `modules` of `jobs_package`: see
     `lambdajobs.cdk.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
@@ -57,7 +84,9 @@ class JobWorker(Construct):
         ...     modules=["myjobs.billing"])
         >>> worker.queue, worker.dead_letter_queue, worker.function
 
-    Attributes: `queue`, `dead_letter_queue`, `function`, `event_source`, `manifest`, and for cron
+    Attributes: `queue`, `dead_letter_queue`, `event_source` (the job's own queue: its lowest
+    priority), `levels` (level name -> `LevelQueues`, every level but the lowest), `all_levels` (every
+    queue of the job, highest first, the job's own included), `function`, `manifest`, and for cron
     jobs `schedule`.
     """
 
@@ -79,36 +108,21 @@ class JobWorker(Construct):
         super().__init__(scope, construct_id)
         self.spec = spec
         stack = Stack.of(self)
-        name = queue_name(stack.stack_name, spec.name)
-        # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
-        # while the source's redrive policy references the DLQ is a circular dependency in
-        # CloudFormation; a derived queue name and a formatted ARN break the cycle.
-        source_ref = sqs.Queue.from_queue_arn(
-            self, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
-        )
-        self.dead_letter_queue = sqs.Queue(
-            self,
-            "DeadLetterQueue",
-            retention_period=DLQ_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
-            ),
-        )
-        self.queue = sqs.Queue(
-            self,
-            "Queue",
-            queue_name=name,
-            visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
-            retention_period=QUEUE_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letter_queue, max_receive_count=spec.max_receive_count
-            ),
-        )
+        # The job's own queue keeps its construct ids (and so its logical ids: a deployed stack keeps
+        # its queue when priorities are added); each level above it lives under its own scope.
+        self.dead_letter_queue, self.queue = self._queue_pair(self, spec, None)
+        level_scopes = {
+            level: Construct(self, f"Priority{level.capitalize()}")
+            for level in spec.levels
+            if level is not None
+        }
+        level_pairs = {level: self._queue_pair(where, spec, level) for level, where in level_scopes.items()}
         log_group = logs.LogGroup(self, "Logs", retention=log_retention)
+        level_environment: dict[str, str] = {}
+        for level, (dlq, queue) in level_pairs.items():
+            level_environment[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, spec.name, level)] = queue.queue_url
+            level_environment[level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, spec.name, level)] = queue.queue_arn
+            level_environment[level_env(ENV_LEVEL_DLQ_URL_PREFIX, spec.name, level)] = dlq.queue_url
         self.function = lambda_.Function(
             self,
             "Worker",
@@ -138,27 +152,28 @@ class JobWorker(Construct):
                 # its own queue: for retry delays (ChangeMessageVisibility) without a lookup
                 queue_url_env(spec.name): self.queue.queue_url,
                 dlq_url_env(spec.name): self.dead_letter_queue.queue_url,
+                # each priority level's: hand-backs and dead letters stay in the record's level, and a
+                # message whose envelope names another level is forwarded there
+                **level_environment,
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             },
         )
-        window = spec.max_batching_window_seconds
-        self.event_source = sources.SqsEventSource(
-            self.queue,
-            batch_size=spec.batch_size,
-            max_batching_window=Duration.seconds(window) if window else None,
-            # Without ReportBatchItemFailures Lambda ignores the failure list and deletes every
-            # message of a "successful" batch: silent loss.
-            report_batch_item_failures=True,
-            max_concurrency=spec.max_concurrency,
-        )
-        self.function.add_event_source(self.event_source)  # grants consume on its own queue
-        self.dead_letter_queue.grant_send_messages(self.function)
-        # A record the worker does not run (its lock held, no time left, a failed record write) goes
-        # back to its own queue as a copy, so that receive costs no attempt.
-        self.queue.grant_send_messages(self.function)
-        # The job record: acquire/complete are UpdateItem, status reads are GetItem. On the table only:
-        # Table.grant would add its indexes too, which these actions never touch.
+        self.event_source = self._consume(spec, None, self.queue, self.dead_letter_queue)
+        self.levels: dict[str, LevelQueues] = {
+            level: LevelQueues(
+                job=spec.name,
+                level=level,
+                priority=level,
+                queue=queue,
+                dead_letter_queue=dlq,
+                event_source=self._consume(spec, level, queue, dlq),
+            )
+            for level, (dlq, queue) in level_pairs.items()
+        }
+        # The job record: acquire/complete are UpdateItem, status reads are GetItem; the rate limiter's
+        # item (id `lambdajobs#ratelimit#...`) lives in the same table and takes the same two actions.
+        # On the table only: Table.grant would add its indexes too, which these actions never touch.
         self.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn]
@@ -174,6 +189,15 @@ class JobWorker(Construct):
                     "queue_url": self.queue.queue_url,
                     "queue_arn": self.queue.queue_arn,
                     "dlq_url": self.dead_letter_queue.queue_url,
+                    # every level but the lowest (which is the job's own queue, above); {} without
+                    "levels": {
+                        level: {
+                            "queue_url": queues.queue.queue_url,
+                            "queue_arn": queues.queue.queue_arn,
+                            "dlq_url": queues.dead_letter_queue.queue_url,
+                        }
+                        for level, queues in self.levels.items()
+                    },
                 }
             ),
             description=f"lambdajobs manifest entry for job {spec.name}",
@@ -187,6 +211,91 @@ class JobWorker(Construct):
             value=self.dead_letter_queue.queue_url,
             description=f"DLQ of job {spec.name}",
         )
+        for level, queues in self.levels.items():
+            CfnOutput(
+                level_scopes[level],
+                "QueueUrl",
+                value=queues.queue.queue_url,
+                description=f"queue of job {spec.name}, priority {level}",
+            )
+            CfnOutput(
+                level_scopes[level],
+                "DeadLetterQueueUrl",
+                value=queues.dead_letter_queue.queue_url,
+                description=f"DLQ of job {spec.name}, priority {level}",
+            )
+
+    @property
+    def all_levels(self) -> list[LevelQueues]:
+        """Every queue of the job with its DLQ and event source, highest priority first; the job's
+        own queue (level None) last. One entry for a job without priorities."""
+        own = LevelQueues(
+            job=self.spec.name,
+            level=None,
+            priority=self.spec.priority_of(None),
+            queue=self.queue,
+            dead_letter_queue=self.dead_letter_queue,
+            event_source=self.event_source,
+        )
+        return [self.levels[level] if level is not None else own for level in self.spec.levels]
+
+    def _queue_pair(self, scope: Construct, spec: JobSpec, level: str | None) -> tuple[sqs.Queue, sqs.Queue]:
+        """(DLQ, queue) of one level (None: the job's own), created in `scope`."""
+        stack = Stack.of(self)
+        name = queue_name(stack.stack_name, spec.name, level)
+        # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
+        # while the source's redrive policy references the DLQ is a circular dependency in
+        # CloudFormation; a derived queue name and a formatted ARN break the cycle.
+        source_ref = sqs.Queue.from_queue_arn(
+            scope, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
+        )
+        dead_letter_queue = sqs.Queue(
+            scope,
+            "DeadLetterQueue",
+            retention_period=DLQ_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            redrive_allow_policy=sqs.RedriveAllowPolicy(
+                redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
+            ),
+        )
+        queue = sqs.Queue(
+            scope,
+            "Queue",
+            queue_name=name,
+            visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
+            retention_period=QUEUE_RETENTION,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=dead_letter_queue, max_receive_count=spec.max_receive_count
+            ),
+        )
+        return dead_letter_queue, queue
+
+    def _consume(
+        self, spec: JobSpec, level: str | None, queue: sqs.Queue, dead_letter_queue: sqs.Queue
+    ) -> sources.SqsEventSource:
+        """The function's event source on one level's queue, and what the worker does with that level:
+        consume it, hand records back to it, dead-letter into its DLQ."""
+        window = spec.max_batching_window_seconds
+        event_source = sources.SqsEventSource(
+            queue,
+            batch_size=spec.batch_size,
+            max_batching_window=Duration.seconds(window) if window else None,
+            # Without ReportBatchItemFailures Lambda ignores the failure list and deletes every
+            # message of a "successful" batch: silent loss.
+            report_batch_item_failures=True,
+            # Per level: a higher level's own cap, so a backlog of lower ones cannot take its slots.
+            max_concurrency=spec.concurrency_of(level),
+        )
+        self.function.add_event_source(event_source)  # grants consume on the queue
+        dead_letter_queue.grant_send_messages(self.function)
+        # A record the worker does not run (its lock held, no time left, a failed record write, a
+        # message for another level) goes to a queue of the job as a copy, so that receive costs no
+        # attempt.
+        queue.grant_send_messages(self.function)
+        return event_source
 
     def _schedule(
         self, spec: JobSpec, group: scheduler.IScheduleGroup | None, dlq: sqs.IQueue | None

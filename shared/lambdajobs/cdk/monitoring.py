@@ -13,7 +13,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from lambdajobs.cdk.job_worker import JobWorker
+from lambdajobs.cdk.job_worker import JobWorker, LevelQueues
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
 
 ONE_MINUTE = Duration.minutes(1)
@@ -41,9 +41,12 @@ def job_metric(stack: str, job: str, name: str) -> cw.Metric:
 
 
 class Monitoring(Construct):
-    """One dashboard (a row per job), alarms per job, one SNS topic for alarm and OK notifications.
+    """One dashboard (a row per job: each priority level's queue and DLQ, then the worker), alarms per
+    job and per priority level, one SNS topic for alarm and OK notifications.
 
-    Attributes: `topic`, `dashboard`, `alarms` (job -> {name: Alarm}).
+    Attributes: `topic`, `dashboard`, `alarms` (job -> {name: Alarm}: the job's own queue and DLQ, and
+    its function), `level_alarms` (job -> level -> {name: Alarm}: the queue and DLQ of each priority
+    level above the job's lowest; {} for a job without priorities).
 
     Raises:
         jsii errors from CDK for an invalid alarm email address.
@@ -92,9 +95,14 @@ class Monitoring(Construct):
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack.stack_name}-jobs")
         self.alarms: dict[str, dict[str, cw.Alarm]] = {}
+        self.level_alarms: dict[str, dict[str, dict[str, cw.Alarm]]] = {}
         for job, worker in sorted(workers.items()):
             self.dashboard.add_widgets(*self._row(job, worker))
             self.alarms[job] = self._alarms(job, worker)
+            self.level_alarms[job] = {
+                level: self._queue_alarms(worker, queues, f"{worker.node.id}-{level}-")
+                for level, queues in worker.levels.items()
+            }
         self.scheduler_alarm: cw.Alarm | None = None
         if scheduler_dlq is not None:
             # Scheduled runs Scheduler could not deliver to a queue (after 185 tries or 24 hours).
@@ -116,27 +124,11 @@ class Monitoring(Construct):
             )
 
     def _row(self, job: str, worker: JobWorker) -> list[cw.IWidget]:
-        queue, dlq, fn = worker.queue, worker.dead_letter_queue, worker.function
+        """The job's widgets: each level's queue and DLQ, highest priority first, then its function
+        (one for every level). A row wider than the dashboard's 24 columns wraps."""
+        fn = worker.function
         return [
-            cw.GraphWidget(
-                title=f"{job}: queue",
-                left=[
-                    queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="depth"),
-                    queue.metric_approximate_number_of_messages_not_visible(
-                        period=ONE_MINUTE, label="in flight"
-                    ),
-                ],
-                right=[queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
-                width=6,
-            ),
-            cw.GraphWidget(
-                title=f"{job}: dead letters",
-                left=[
-                    dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="DLQ depth")
-                ],
-                right=[dlq.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
-                width=3,
-            ),
+            *(widget for level in worker.all_levels for widget in self._queue_widgets(level)),
             cw.GraphWidget(
                 title=f"{job}: worker",
                 left=[
@@ -163,41 +155,36 @@ class Monitoring(Construct):
             ),
         ]
 
+    @staticmethod
+    def _queue_widgets(level: LevelQueues) -> list[cw.IWidget]:
+        queue, dlq = level.queue, level.dead_letter_queue
+        return [
+            cw.GraphWidget(
+                title=f"{level.label}: queue",
+                left=[
+                    queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="depth"),
+                    queue.metric_approximate_number_of_messages_not_visible(
+                        period=ONE_MINUTE, label="in flight"
+                    ),
+                ],
+                right=[queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title=f"{level.label}: dead letters",
+                left=[
+                    dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="DLQ depth")
+                ],
+                right=[dlq.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, label="oldest (s)")],
+                width=3,
+            ),
+        ]
+
     def _alarms(self, job: str, worker: JobWorker) -> dict[str, cw.Alarm]:
+        """The alarms of the job's own queue and DLQ (under their original ids) and of its function."""
+        [own] = [level for level in worker.all_levels if level.level is None]
         limits = worker.spec.alarms
         wanted = {
-            # Anything in the DLQ needs a look (alarm on visible messages: redrive drains it to 0).
-            "DeadLetters": (
-                limits.dlq_messages_above,
-                worker.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                    period=ONE_MINUTE, statistic="Maximum"
-                ),
-                1,
-                "messages in the dead-letter queue",
-            ),
-            "OldestMessage": (
-                limits.oldest_message_age_seconds_above,
-                worker.queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
-                1,
-                "seconds the oldest message has waited",
-            ),
-            "QueueDepth": (
-                limits.queue_depth_above,
-                worker.queue.metric_approximate_number_of_messages_visible(
-                    period=ONE_MINUTE, statistic="Maximum"
-                ),
-                3,
-                "messages waiting, for 3 minutes",
-            ),
-            # The DLQ deletes a message 14 days after its first enqueue: look before that.
-            "DeadLetterAge": (
-                limits.dlq_oldest_message_age_seconds_above,
-                worker.dead_letter_queue.metric_approximate_age_of_oldest_message(
-                    period=FIVE_MINUTES, statistic="Maximum"
-                ),
-                1,
-                "seconds the oldest dead letter has been in the DLQ (it may be deleted after 10 days there)",
-            ),
             "WorkerErrors": (
                 limits.worker_errors_above,
                 worker.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
@@ -212,7 +199,7 @@ class Monitoring(Construct):
                 "throttled worker invocations, in 5 minutes",
             ),
         }
-        made: dict[str, cw.Alarm] = {}
+        made = self._queue_alarms(worker, own, worker.node.id)
         for name, (threshold, metric, periods, what) in wanted.items():
             if threshold is not None:
                 made[name] = self._alarm(
@@ -221,6 +208,52 @@ class Monitoring(Construct):
                     threshold=threshold,
                     periods=periods,
                     description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README.",
+                )
+        return made
+
+    def _queue_alarms(self, worker: JobWorker, level: LevelQueues, id_prefix: str) -> dict[str, cw.Alarm]:
+        """The alarms of one level's queue and DLQ. `id_prefix` keeps the job's own queue's alarms
+        under their original construct ids (`SendEmailJobDeadLetters`); a level's are
+        `SendEmailJob-high-DeadLetters` (the dashes keep them apart from any job's)."""
+        limits = worker.spec.alarms
+        queue, dlq = level.queue, level.dead_letter_queue
+        wanted = {
+            # Anything in the DLQ needs a look (alarm on visible messages: redrive drains it to 0).
+            "DeadLetters": (
+                limits.dlq_messages_above,
+                dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+                1,
+                "messages in the dead-letter queue",
+            ),
+            "OldestMessage": (
+                limits.oldest_message_age_seconds_above,
+                queue.metric_approximate_age_of_oldest_message(period=ONE_MINUTE, statistic="Maximum"),
+                1,
+                "seconds the oldest message has waited",
+            ),
+            "QueueDepth": (
+                limits.queue_depth_above,
+                queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, statistic="Maximum"),
+                3,
+                "messages waiting, for 3 minutes",
+            ),
+            # The DLQ deletes a message 14 days after its first enqueue: look before that.
+            "DeadLetterAge": (
+                limits.dlq_oldest_message_age_seconds_above,
+                dlq.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES, statistic="Maximum"),
+                1,
+                "seconds the oldest dead letter has been in the DLQ (it may be deleted after 10 days there)",
+            ),
+        }
+        made: dict[str, cw.Alarm] = {}
+        for name, (threshold, metric, periods, what) in wanted.items():
+            if threshold is not None:
+                made[name] = self._alarm(
+                    f"{id_prefix}{name}",
+                    metric,
+                    threshold=threshold,
+                    periods=periods,
+                    description=f"lambdajobs job {level.label}: {what} above {threshold}. Runbook: README.",
                 )
         return made
 

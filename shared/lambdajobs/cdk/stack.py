@@ -29,12 +29,15 @@ from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
+    ENV_LEVEL_QUEUE_ARN_PREFIX,
+    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_SCHEDULER_DLQ_ARN,
     ENV_SCHEDULER_GROUP,
     ENV_SCHEDULER_ROLE_ARN,
     JOB_STATS_INDEX,
     MANIFEST_PREFIX,
     bucket_prefix,
+    level_env,
     queue_arn_env,
     queue_url_env,
     schedule_group_names,
@@ -260,7 +263,8 @@ class LambdaJobs(Construct):
             self._wire(spec)
 
         for worker in self.workers.values():
-            worker.queue.grant_send_messages(self.scheduler_role)
+            for level in worker.all_levels:  # run_at(...) at any priority: that level's queue
+                level.queue.grant_send_messages(self.scheduler_role)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
         self.producer_policy = self._producer_policy()
         self.operator_policy = self._operator_policy()
@@ -313,10 +317,20 @@ class LambdaJobs(Construct):
         `run_at`), the bucket, stats."""
         fn = self.workers[spec.name].function
         for target in spec.enqueues:
-            queue = self.workers[target].queue
-            queue.grant_send_messages(fn)
-            fn.add_environment(queue_url_env(target), queue.queue_url)
-            fn.add_environment(queue_arn_env(target), queue.queue_arn)
+            # every level's queue: the job may enqueue the target at any of its priorities
+            for level in self.workers[target].all_levels:
+                queue = level.queue
+                queue.grant_send_messages(fn)
+                if level.level is None:
+                    fn.add_environment(queue_url_env(target), queue.queue_url)
+                    fn.add_environment(queue_arn_env(target), queue.queue_arn)
+                else:
+                    fn.add_environment(
+                        level_env(ENV_LEVEL_QUEUE_URL_PREFIX, target, level.level), queue.queue_url
+                    )
+                    fn.add_environment(
+                        level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, target, level.level), queue.queue_arn
+                    )
         if spec.enqueues:
             # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group.
             for statement in self._scheduling_statements():
@@ -347,9 +361,8 @@ class LambdaJobs(Construct):
             "ProducerPolicy",
             description="lambdajobs producers: enqueue jobs, schedule later ones, read status",
             statements=[
-                iam.PolicyStatement(
-                    actions=["sqs:SendMessage"], resources=[w.queue.queue_arn for w in self.workers.values()]
-                ),
+                # every job's queues, at each of its priority levels
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=self._queue_arns()),
                 self._manifest_statement(),
                 iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
                 *self._scheduling_statements(),
@@ -359,9 +372,10 @@ class LambdaJobs(Construct):
     def _operator_policy(self) -> iam.ManagedPolicy:
         """What the operator CLI calls: queue health and the oldest message's age, job status, the
         dead-letter commands (list, show, redrive back to the job's queue, purge), cron trigger."""
-        queues = [w.queue.queue_arn for w in self.workers.values()]
-        dlqs = [w.dead_letter_queue.queue_arn for w in self.workers.values()]
-        # Each queue ARN once (a managed policy holds at most 6,144 characters).
+        queues = self._queue_arns()
+        dlqs = [level.dead_letter_queue.queue_arn for w in self.workers.values() for level in w.all_levels]
+        # Each queue ARN once (a managed policy holds at most 6,144 characters; this project's stack,
+        # three jobs and send_email's two levels, uses about 2,100 of them: tests/infra/test_priorities.py).
         return iam.ManagedPolicy(
             self,
             "OperatorPolicy",
@@ -388,6 +402,10 @@ class LambdaJobs(Construct):
                 *self._scheduling_statements(),
             ],
         )
+
+    def _queue_arns(self) -> list[str]:
+        """Every job's queue at every priority level (the job's own queue included), each once."""
+        return [level.queue.queue_arn for w in self.workers.values() for level in w.all_levels]
 
     def _manifest_statement(self) -> iam.PolicyStatement:
         """Reading the stack's manifest: every job's entry and the stack's own (how producers and the
