@@ -28,7 +28,12 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def clock() -> Iterator[time_machine.Coordinates]:
-    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it."""
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[time_machine.Coordinates]:
+    """A stopped clock for moto, Powertools and the worker; `clock.shift(seconds)` moves it. A worker
+    cannot wait for a rate-limit slot on a stopped clock, so every wait is a hand-back while it runs
+    (its waits in place are tested on the real clock)."""
+    from lambdajobs.runtime import ratelimit
+
+    monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", 0)
     with time_machine.travel(datetime(2026, 11, 29, 12, 0, tzinfo=UTC), tick=False) as traveller:
         yield traveller

@@ -73,7 +73,9 @@ def test_the_producer_sends_each_priority_to_its_own_queue(stack, mail):
 
 def test_an_unknown_priority_is_refused_and_nothing_is_sent(stack, mail, declare):
     _, normal, high = mail
-    with pytest.raises(UnknownPriorityError, match=r"no priority 'urgent': choose one of \['high', 'normal'\]"):
+    with pytest.raises(
+        UnknownPriorityError, match=r"no priority 'urgent': choose one of \['high', 'normal'\]"
+    ):
         enqueue("mail", Mail(n=1), priority="urgent")
     with pytest.raises(UnknownPriorityError):
         enqueue_many("mail", [Mail(n=i) for i in range(3)], priority="urgent")
@@ -126,7 +128,9 @@ def test_a_later_job_at_high_priority_is_scheduled_on_the_high_queue(stack, mail
     _, _, high = mail
     enqueue("mail", Mail(n=1), priority="high", run_at=datetime.now(UTC) + timedelta(hours=2))
     [schedule] = stack.client("scheduler").list_schedules(GroupName=stack.config.one_time_group)["Schedules"]
-    target = stack.client("scheduler").get_schedule(Name=schedule["Name"], GroupName=stack.config.one_time_group)
+    target = stack.client("scheduler").get_schedule(
+        Name=schedule["Name"], GroupName=stack.config.one_time_group
+    )
     assert target["Target"]["Arn"] == high.queues.queue_arn
 
 

@@ -314,3 +314,18 @@ def test_a_waiting_job_whose_hand_back_fails_on_its_last_attempt_ends_dead_not_w
     states = {s.state for s in get_statuses(ids).values()}
     assert states == {"succeeded", "dead"}
     assert runner.depth(dlq=True) == 1
+
+
+def test_a_slot_less_than_a_second_away_is_waited_for_in_place_on_the_real_clock(stack, declare):
+    # GIVEN five jobs limited to 5 a second, in one batch (no stopped clock: the worker really waits)
+    starts = Starts()
+    runner = declare(starts.job(), name="quick", rate_limit="5/second", max_attempts=1)
+    enqueue_many("quick", [Mail(n=i) for i in range(5)])
+    # WHEN the batch is delivered once
+    runner.poll()
+    # THEN all five ran in that one delivery (each slot was under a second away: no hand-back) ...
+    assert len(starts.at) == 5 and runner.depth() == 0
+    # ... spread by the limiter over four fifths of a second (slots 0.2 s apart; each job begins a few
+    # milliseconds after its slot, once its record's lock is taken)
+    times = sorted(t for t, _ in starts.at)
+    assert times[-1] - times[0] >= 0.7

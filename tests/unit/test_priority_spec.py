@@ -75,7 +75,9 @@ def test_a_reservation_must_cover_every_levels_concurrency():
 
 def test_an_unknown_priority_names_the_levels():
     spec = job(name="mail", priorities=("high", "normal"))(send).spec
-    with pytest.raises(UnknownPriorityError, match=r"no priority 'urgent': choose one of \['high', 'normal'\]"):
+    with pytest.raises(
+        UnknownPriorityError, match=r"no priority 'urgent': choose one of \['high', 'normal'\]"
+    ):
         spec.level_for("urgent")
     plain = job(name="plain")(send).spec
     with pytest.raises(UnknownPriorityError, match="it has no priorities"):

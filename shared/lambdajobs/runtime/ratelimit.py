@@ -41,9 +41,13 @@ LATE_TOLERANCE_US = 1_000_000
 _TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 #: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
 TAKE_TRIES = 20
+#: A slot at most this far away is waited for in the worker (a sleep before the job starts) instead of
+#: a hand-back: SQS delays are whole seconds, so a copy is sent back due up to this much before its
+#: slot and waits the rest. 0 (tests with a stopped clock): every wait is a hand-back.
+INLINE_WAIT_US = 1_000_000
 #: A higher-priority job takes a reserved slot ahead only this far in the future: the slot's holder
-#: checks at its slot, so the taking write is long done by then (clocks agree to milliseconds).
-STEAL_MARGIN_US = 1_000_000
+#: checks it at most INLINE_WAIT_US before the slot, so the taking write is long done by then.
+STEAL_MARGIN_US = 1_500_000
 #: At most this many slots taken ahead at once (the set lives in the limiter's item); beyond, a
 #: higher-priority job queues like the others.
 MAX_STOLEN = 1000
@@ -164,8 +168,15 @@ def item_id(limit: RateLimit, value: str | None, salt: str = "") -> str:
 
 
 def usable(held_slot_us: int, now_us: int) -> bool:
-    """Whether a slot a copy carries may still be used now (due, and not too late)."""
-    return held_slot_us <= now_us <= held_slot_us + LATE_TOLERANCE_US
+    """Whether a slot a copy carries may still be used now (due within the inline wait, and not too
+    late)."""
+    return held_slot_us - INLINE_WAIT_US <= now_us <= held_slot_us + LATE_TOLERANCE_US
+
+
+def hand_back_delay(slot_us: int, now_us: int) -> int:
+    """Whole seconds to delay a copy waiting for `slot_us`: due at most INLINE_WAIT_US early (the
+    worker waits the rest), never late; at least 1."""
+    return max(1, -(-(slot_us - now_us - INLINE_WAIT_US) // 1_000_000))
 
 
 def _stolen(item: Mapping[str, Any] | None) -> list[int]:

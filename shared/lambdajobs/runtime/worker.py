@@ -284,7 +284,9 @@ class Worker:
             try:
                 if attempt > spec.max_attempts:
                     return self._after_last_attempt(spec, record, job_id, attempt)
-                if spec.rate_limit is not None and self._rate_limited(spec, record, payload, job_id, attempt):
+                if spec.rate_limit is not None and self._rate_limited(
+                    spec, record, payload, job_id, attempt, invocation
+                ):
                     return None  # handed back, due at its slot
                 invocation.started += 1
                 started = time.perf_counter()
@@ -347,7 +349,13 @@ class Worker:
         return result
 
     def _rate_limited(
-        self, spec: JobSpec, record: SQSRecord, payload: BaseModel, job_id: str, attempt: int
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        payload: BaseModel,
+        job_id: str,
+        attempt: int,
+        invocation: _Invocation,
     ) -> bool:
         """Take this attempt's slot of the job's rate limit, or use the one its copy carries. False: go
         now. True: the job was handed back, due at its slot and carrying it: waiting costs no attempt
@@ -355,8 +363,10 @@ class Worker:
 
         A carried slot is used only by the attempt that took it and only up to a second late (SQS
         delays are whole seconds); a later copy takes a fresh slot, so late copies never start in a
-        burst. A job that already succeeded, or that a live run holds, takes no slot: the usual path
-        answers it (a duplicate) or hands it back (lock held)."""
+        burst. A slot at most a second away is waited for here (a sleep), not handed back; a copy is
+        sent back due up to a second early for the same reason (SQS delays are whole seconds). A job
+        that already succeeded, or that a live run holds, takes no slot: the usual path answers it (a
+        duplicate) or hands it back (lock held)."""
         limit = spec.rate_limit
         assert limit is not None
         now_us = int(time.time() * 1_000_000)
@@ -380,7 +390,7 @@ class Worker:
                     self._hand_back(spec, record, attempt, 1, why="rate limiter")
                     return True
                 if not bumped:
-                    return False
+                    return self._wait_for_slot(spec, record, attempt, held_slot, held_ahead, invocation)
                 logger.info("a higher-priority job took this rate-limit slot; taking another")
             elif held_slot > now_us:
                 slot = held_slot  # not yet: wait on (a wait beyond 15 minutes hops)
@@ -390,7 +400,7 @@ class Worker:
                 return False
             try:
                 slot, held_ahead = ratelimit.take_slot(
-                    self.store.client, self.store.table, limit, value, salt=salt, ahead=ahead
+                    self.store.client, self.store.table, limit, value, salt=salt, now_us=now_us, ahead=ahead
                 )
             except Exception as exc:  # the limiter could not be read or written: not an attempt
                 if not transient(exc) and not isinstance(exc, RateLimitBusyError):
@@ -398,17 +408,42 @@ class Worker:
                 logger.warning("could not take a rate-limit slot", extra={"error": error_fields(exc)})
                 self._hand_back(spec, record, attempt, 1, why="rate limiter")
                 return True
-            if slot <= now_us:
-                return False
+            if slot - now_us <= ratelimit.INLINE_WAIT_US:
+                return self._wait_for_slot(spec, record, attempt, slot, held_ahead, invocation)
             self._metric("JobRateLimited", MetricUnit.Count, 1)
             until = datetime.fromtimestamp(slot / 1_000_000, UTC).isoformat(timespec="milliseconds")
             self._write(self.store.wait, job_id, spec.name, until.replace("+00:00", "Z"))
-        delay = math.ceil((slot - now_us) / 1_000_000)
+        delay = ratelimit.hand_back_delay(slot, now_us)
         logger.info("rate limited; handing the message back", extra={"retry_in_seconds": delay})
-        carried = f"{attempt}:{slot}" + (":ahead" if held_ahead else "")
-        extra = {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": carried}}
-        self._hand_back(spec, record, attempt, delay, why="rate limited", extra=extra)
+        self._hand_back(
+            spec, record, attempt, delay, why="rate limited", extra=_carrying(attempt, slot, held_ahead)
+        )
         return True
+
+    def _wait_for_slot(
+        self,
+        spec: JobSpec,
+        record: SQSRecord,
+        attempt: int,
+        slot: int,
+        ahead: bool,
+        invocation: _Invocation,
+    ) -> bool:
+        """Start at `slot` (now or less than a second away): wait for it here, unless the invocation
+        has no time left for the wait and the job, then hand the copy back due at its slot."""
+        wait_ms = max(0.0, (slot - time.time() * 1_000_000) / 1000)
+        if wait_ms <= 0:
+            return False
+        context = invocation.context
+        if context is not None and context.get_remaining_time_in_millis() < wait_ms + deadline_margin_ms(
+            spec
+        ):
+            extra = _carrying(attempt, slot, ahead)
+            self._hand_back(spec, record, attempt, 1, why="rate limited, no time to wait", extra=extra)
+            return True
+        self._metric("JobRateLimited", MetricUnit.Count, 1)
+        time.sleep(wait_ms / 1000)
+        return False
 
     def _not_acquired(self, spec: JobSpec, record: SQSRecord, attempt: int, exc: Exception) -> Any:
         """The job never started: taking its lock failed. A throttle or a service error is not an
@@ -767,6 +802,12 @@ class _Outcome:
 
 
 _outcome: ContextVar[_Outcome] = ContextVar("lambdajobs_outcome")
+
+
+def _carrying(attempt: int, slot: int, ahead: bool) -> dict[str, Any]:
+    """The attribute a copy carries its rate-limit slot in: `<attempt>:<slot µs>[:ahead]`."""
+    text = f"{attempt}:{slot}" + (":ahead" if ahead else "")
+    return {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": text}}
 
 
 def _attribute(record: SQSRecord, name: str) -> str | None:
