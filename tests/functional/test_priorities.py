@@ -86,7 +86,7 @@ def test_an_unknown_priority_is_refused_and_nothing_is_sent(stack, mail, declare
 
 
 def test_a_high_job_runs_from_its_queue_and_its_failure_lands_in_the_high_dlq(stack, mail):
-    starts, normal, high = mail
+    _, normal, high = mail
     ok = enqueue("mail", Mail(n=1), priority="high")
     bad = enqueue("mail", Mail(n=2, fail=True), priority="high")
     high.drain()

@@ -51,8 +51,10 @@ class RoleRunner(JobRunner):
     """A job's queue delivered to its worker as Lambda does it: the event source mapping receives
     and deletes with the function's role, and the worker runs with the function's configuration."""
 
-    def __init__(self, stack: TestStack, job: str, config: StackConfig) -> None:
-        super().__init__(stack, job, worker=Worker(job, config=config), source_config=config)
+    def __init__(self, stack: TestStack, job: str, config: StackConfig, priority: str | None = None) -> None:
+        super().__init__(
+            stack, job, worker=Worker(job, config=config), source_config=config, priority=priority
+        )
         self.config = config
 
 
@@ -245,8 +247,9 @@ class Deployment:
         """What the job's function builds at cold start, with its role's credentials."""
         return self.config_for(self.worker(job), StackConfig.from_environment(self.worker_environment(job)))
 
-    def runner(self, job: str) -> RoleRunner:
-        return RoleRunner(self.stack, job, self.worker_config(job))
+    def runner(self, job: str, priority: str | None = None) -> RoleRunner:
+        """The job's queue (a priority level's) delivered to its function, with the function's role."""
+        return RoleRunner(self.stack, job, self.worker_config(job), priority)
 
     def producer_config(self) -> StackConfig:
         """A producer outside the stack knows its name and jobs package; the rest is in the manifest."""

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdajobs.runtime.settings import queue_key
+
 PARTITION = "aws"
 URL_SUFFIX = "amazonaws.com"
 #: AWS-managed policies the worker roles carry that these tests cannot exercise, with the reason.
@@ -174,9 +176,10 @@ def resource_map(
 
     found: dict[str, dict[str, str]] = {}
     for job, worker in constructs.workers.items():
-        queues = provisioned.queues[job]
-        found[lid(worker.queue)] = queue(queues.queue_url, queues.queue_arn)
-        found[lid(worker.dead_letter_queue)] = queue(queues.dlq_url, queues.dlq_arn)
+        for level in worker.all_levels:  # the job's own queue and each priority level's
+            queues = provisioned.queues[queue_key(job, level.level)]
+            found[lid(level.queue)] = queue(queues.queue_url, queues.queue_arn)
+            found[lid(level.dead_letter_queue)] = queue(queues.dlq_url, queues.dlq_arn)
     found[lid(constructs.scheduler_dlq)] = queue(provisioned.scheduler_dlq_url, provisioned.scheduler_dlq_arn)
     found[lid(constructs.table)] = {
         "Ref": provisioned.table,

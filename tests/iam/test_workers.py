@@ -56,6 +56,31 @@ def test_send_email_retries_after_its_backoff_not_the_visibility_timeout(deploym
     assert "sqs:ChangeMessageVisibility" in actions
 
 
+def test_send_email_at_high_priority_runs_waits_and_dead_letters_on_its_own_level(deployment, sender, clock):
+    # GIVEN a producer with the stack's producer policy sending three emails at high priority
+    with using(deployment.producer_config()):
+        ids = [
+            enqueue("send_email", SendEmail(to=to, subject="Hi", body="Hello"), priority="high")
+            for to in ("ada@example.com", "bob@example.com", "not-an-address")
+        ]
+    high = deployment.runner("send_email", priority="high")
+    assert high.depth() == 3 and deployment.runner("send_email").depth() == 0
+    # WHEN send_email's function takes them from the high queue, with its role: one sent now, one
+    # handed back to the high queue to wait for the provider's quota (the stopped clock), one invalid
+    high.drain()
+    clock.shift(1)
+    high.drain()
+    # THEN both good ones were sent, the invalid one is in the high level's DLQ, nothing elsewhere
+    assert sorted(sender.sent) == ["ada@example.com", "bob@example.com"]
+    assert [get_status(i).state for i in ids] == ["succeeded", "succeeded", "dead"]
+    assert high.depth() == 0 and high.depth(dlq=True) == 1
+    assert deployment.runner("send_email").depth(dlq=True) == 0
+    calls = deployment.calls_by(deployment.worker("send_email"))
+    high_queue = deployment.stack.provisioned.queues["send_email@high"]
+    sent_to = {r for c in calls if c.action == "sqs:SendMessage" and c.allowed for r in c.resources}
+    assert {high_queue.queue_arn, high_queue.dlq_arn} <= sent_to
+
+
 def test_send_email_moves_an_invalid_address_to_its_dlq(deployment, sender):
     # GIVEN an email job whose address can never work
     job_id = deployment.stack.enqueue(
@@ -143,8 +168,12 @@ def test_daily_report_reads_stats_writes_its_prefix_and_enqueues_emails(deployme
     key = report_key(slot)
     stored = deployment.harness.client("s3").get_object(Bucket=deployment.stack.provisioned.bucket, Key=key)
     assert json.loads(stored["Body"].read())["jobs"]["send_email"] == {"succeeded": 1, "dead": 0}
-    # AND the recipients' emails were enqueued, and send_email's function sends them
-    deployment.runner("send_email").drain()
+    # AND the recipients' emails were enqueued, and send_email's function sends them (the provider's
+    # quota spaces them: the stopped clock moves on for the second)
+    emails = deployment.runner("send_email")
+    emails.drain()
+    clock.shift(1)
+    emails.drain()
     assert sorted(sender.sent) == ["ada@example.com", "cto@example.com", "ops@example.com"]
     actions = {c.action for c in deployment.calls_by(deployment.worker("daily_report"))}
     assert {"dynamodb:Query", "s3:PutObject", "sqs:SendMessage"} <= actions

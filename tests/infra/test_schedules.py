@@ -83,9 +83,10 @@ def test_one_time_schedule_role_sends_to_job_queues_only(template, stack):
     for s in policy_statements(template, role_id):
         assert "sqs:SendMessage" in s["Action"] and not any("*" in a for a in s["Action"])
         targets |= ref_ids(s["Resource"])
-    assert targets == {logical_id(stack, w.queue) for w in stack.workers.values()} | {
-        logical_id(stack, stack.scheduler_dlq)
-    }
+    # every queue of every job, each priority level's too (enqueue(..., priority=..., run_at=...))
+    assert targets == {
+        logical_id(stack, level.queue) for w in stack.workers.values() for level in w.all_levels
+    } | {logical_id(stack, stack.scheduler_dlq)}
 
 
 def test_scheduler_dlq_is_standard_encrypted_and_kept_14_days(template, stack):

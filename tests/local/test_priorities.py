@@ -41,16 +41,16 @@ def test_a_high_job_sent_after_500_normal_ones_starts_before_the_backlog_drains(
     started = Started()
     with isolated_registry(keep=True):
         spec = job(name="export", priorities=("high", "normal"), max_concurrency=2)(started.job()).spec
-        with LocalStack(specs=[spec], stack="prio", port=0, log_file=tmp_path / "worker.log") as local:
+        local = LocalStack(specs=[spec], stack="prio", port=0, log_file=tmp_path / "worker.log")
+        with local, using(local.config):
             # GIVEN 500 normal jobs queued
-            with using(local.config):
-                assert enqueue_many("export", [Task(n=i) for i in range(BACKLOG)]).ok
-                local.start_workers(scheduler=False)
-                assert wait_until(lambda: len(started.order) >= 20, 30)  # the backlog is being worked
-                # WHEN a high-priority job is sent after them
-                urgent = enqueue("export", Task(n=-1), priority="high")
-                status = wait_for(urgent, timeout_seconds=60, poll_seconds=0.05)
-                assert wait_until(lambda: len(started.order) == BACKLOG + 1, 120)
+            assert enqueue_many("export", [Task(n=i) for i in range(BACKLOG)]).ok
+            local.start_workers(scheduler=False)
+            assert wait_until(lambda: len(started.order) >= 20, 30)  # the backlog is being worked
+            # WHEN a high-priority job is sent after them
+            urgent = enqueue("export", Task(n=-1), priority="high")
+            status = wait_for(urgent, timeout_seconds=60, poll_seconds=0.05)
+            assert wait_until(lambda: len(started.order) == BACKLOG + 1, 120)
     # THEN it ran, and it started while most of the backlog was still waiting
     assert status.state == "succeeded"
     position = started.order.index(-1)

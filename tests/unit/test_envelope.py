@@ -92,7 +92,15 @@ def test_decode_ignores_unknown_fields():
 
     # THEN the known fields are read and the unknown ones dropped
     assert envelope.payload == {"a": 1}
-    assert set(envelope.model_dump()) == {"v", "job", "id", "payload", "enqueued_at", "scheduled_at", "priority"}
+    assert set(envelope.model_dump()) == {
+        "v",
+        "job",
+        "id",
+        "payload",
+        "enqueued_at",
+        "scheduled_at",
+        "priority",
+    }
 
 
 def test_priority_is_an_optional_field_of_version_1():
