@@ -9,11 +9,13 @@ from moto import mock_aws
 
 from lambdajobs.local.provision import SCHEDULED_TIME_PLACEHOLDER, provision
 from lambdajobs.runtime import aws
+from lambdajobs.runtime.settings import queue_key
 from lambdajobs.runtime.spec import load_jobs
 from tests.conftest import FAKE_AWS_ENV
 from tests.infra.test_stack import logical_id, props
 
-JOBS = [spec.name for spec in load_jobs("handlers")]
+#: Every queue of every job: its own (level None) and each priority level's.
+QUEUES = [(spec.name, level) for spec in load_jobs("handlers") for level in spec.levels]
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +46,20 @@ def local():
     aws.reset_clients()
 
 
-@pytest.mark.parametrize("job", JOBS)
-def test_queues_match(template, stack, local, job):
-    worker = stack.workers[job]
+def test_both_make_the_same_queues(stack, local):
+    cdk = {queue_key(job, level.level) for job, w in stack.workers.items() for level in w.all_levels}
+    assert set(local["queues"]) == cdk == {queue_key(job, level) for job, level in QUEUES}
+    assert "send_email@high" in cdk
+
+
+@pytest.mark.parametrize(("job", "level"), QUEUES)
+def test_queues_match(template, stack, local, job, level):
+    [pair] = [q for q in stack.workers[job].all_levels if q.level == level]
     cdk_queue, cdk_dlq = (
-        props(template, stack, worker.queue),
-        props(template, stack, worker.dead_letter_queue),
+        props(template, stack, pair.queue),
+        props(template, stack, pair.dead_letter_queue),
     )
-    queue, dlq = local["queues"][job]
+    queue, dlq = local["queues"][queue_key(job, level)]
     assert int(queue["VisibilityTimeout"]) == cdk_queue["VisibilityTimeout"]
     assert int(queue["MessageRetentionPeriod"]) == cdk_queue["MessageRetentionPeriod"]
     assert (
