@@ -112,3 +112,35 @@ def test_enqueue_now_and_later(cli, deployment):
     assert now.exit_code == 0 and now.output.strip() == "op-1", now.output
     assert later.exit_code == 0 and later.output.strip() == "op-2", later.output
     assert deployment.runner("send_email").depth() == 1
+
+
+def test_every_priority_level_is_listed_redriven_and_purged(cli, deployment, sender):
+    # GIVEN a dead email at high priority and one at normal priority
+    for priority in ("high", "normal"):
+        deployment.stack.enqueue(
+            "send_email", SendEmail(to="not-an-address", subject="s", body="b"), priority=priority
+        )
+        deployment.runner("send_email", priority=priority).drain()
+    # WHEN the operator looks: one row per level, and the dead letters of both levels
+    queues = cli("queues")
+    listed = cli("dlq", "list", "send_email")
+    high_only = cli("dlq", "list", "send_email", "--priority", "high")
+    # THEN
+    assert queues.exit_code == 0, queues.output
+    assert "send_email (high)" in queues.output and "send_email (normal)" in queues.output
+    assert listed.exit_code == 0 and "2 shown" in listed.output, listed.output
+    assert high_only.exit_code == 0 and "1 shown" in high_only.output, high_only.output
+    # AND a redrive sends each level's dead letter back to its own level's queue
+    redriven = cli("dlq", "redrive", "send_email")
+    assert redriven.exit_code == 0 and "moved 2 of 2" in redriven.output, redriven.output
+    high, normal = deployment.runner("send_email", priority="high"), deployment.runner("send_email")
+    assert (high.depth(), normal.depth()) == (1, 1)
+    # AND an unknown level is one line, and purge names the count of every level's DLQ
+    bad = cli("dlq", "list", "send_email", "--priority", "urgent")
+    assert bad.exit_code == 1 and "no priority 'urgent'" in bad.output and "Traceback" not in bad.output
+    high.drain()
+    normal.drain()
+    purged = cli("dlq", "purge", "send_email", "--yes")
+    assert purged.exit_code == 0 and "purged the 2 DLQs of send_email (2 messages)" in purged.output, (
+        purged.output
+    )
