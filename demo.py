@@ -253,15 +253,26 @@ def expected() -> dict[str, Any]:
     }
 
 
+#: The provider's quota holds in every window, and the premium mail did not wait for the campaign: a
+#: quarter of it at least was still to send when the last premium mail went out.
+BOUNDS = {
+    "max_sent_in_any_window": lambda n: n <= MAIL_PROVIDER_QUOTA.count,
+    "bulk_sent_after_last_premium": lambda n: n >= RECIPIENTS // 4,
+}
+BOUND_TEXT = {
+    "max_sent_in_any_window": f"<= {MAIL_PROVIDER_QUOTA.count}",
+    "bulk_sent_after_last_premium": f">= {RECIPIENTS // 4}",
+}
+
+
 def within_bounds(figures: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    """Figures that must stay under a bound rather than equal a value."""
-    quota = MAIL_PROVIDER_QUOTA.count
-    busiest = figures.get("max_sent_in_any_window")
-    return (
-        {}
-        if isinstance(busiest, int) and busiest <= quota
-        else {"max_sent_in_any_window": (busiest, f"<= {quota}")}
-    )
+    """Figures that must stay within a bound rather than equal a value."""
+    wrong: dict[str, tuple[Any, str]] = {}
+    for key, bound in BOUNDS.items():
+        value = figures.get(key)
+        if not isinstance(value, int) or not bound(value):
+            wrong[key] = (value, BOUND_TEXT[key])
+    return wrong
 
 
 def main() -> int:
@@ -290,9 +301,8 @@ def main() -> int:
     figures["ok"] = not mismatches
 
     summary = Table("outcome", "value", "expected", title="demo summary")
-    bounds = {"max_sent_in_any_window": f"<= {MAIL_PROVIDER_QUOTA.count}"}
-    for key in ("enqueued", *want, *bounds, "seconds"):
-        summary.add_row(key, str(figures.get(key)), str(want.get(key, bounds.get(key, ""))))
+    for key in ("enqueued", *want, *BOUNDS, "seconds"):
+        summary.add_row(key, str(figures.get(key)), str(want.get(key, BOUND_TEXT.get(key, ""))))
     console.print(summary)
     REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
     REPORT_FILE.write_text(json.dumps(figures, indent=2) + "\n")

@@ -167,3 +167,39 @@ def test_a_rate_limited_high_job_goes_ahead_of_the_normal_backlog_without_breaki
     assert {s.state for s in statuses.values()} == {"succeeded"}
     assert len(starts.at) == 31
     assert normal.depth(dlq=True) == 0 and high.depth(dlq=True) == 0
+
+
+def test_a_slot_taken_ahead_too_late_for_its_holder_to_see_is_left_unused(stack, clock, monkeypatch):
+    # GIVEN a limiter of 1 a second with 10 slots reserved by a normal backlog, whose holders check
+    # their slot up to a second before it (the worker's wait in place)
+    from lambdajobs.runtime import RateLimit, ratelimit
+
+    monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", 1_000_000)
+    limit = ratelimit.checked("paced", RateLimit(None, 1, per="second"))
+    dynamodb, table = stack.client("dynamodb"), stack.config.table_name()
+    for _ in range(10):
+        ratelimit.take_slot(dynamodb, table, limit, None)
+    # AND a high-priority job whose taking write lands 1.4 s after it read the limiter (throttled and
+    # retried): by then the holder of the slot it chose may have checked it and be about to start
+    delayed = []
+
+    def late_write(**_):
+        if not delayed:
+            delayed.append(True)
+            clock.shift(1.4)
+
+    dynamodb.meta.events.register("before-call.dynamodb.UpdateItem", late_write)
+    try:
+        chosen_at = time.time()
+        slot, ahead = ratelimit.take_slot(dynamodb, table, limit, None, ahead=True)
+    finally:
+        dynamodb.meta.events.unregister("before-call.dynamodb.UpdateItem", late_write)
+    # THEN it did not keep the slot it first chose (at least 1.5 s after it read): it took a later one
+    assert ahead and delayed
+    assert slot / 1_000_000 >= time.time() + ratelimit.STEAL_MARGIN_US / 1_000_000
+    item = dynamodb.get_item(TableName=table, Key={"id": {"S": ratelimit.item_id(limit, None)}})["Item"]
+    taken = sorted(int(n) for n in item["stolen"]["NS"])
+    assert len(taken) == 2 and taken[1] == slot
+    assert taken[0] < slot and taken[0] / 1_000_000 >= chosen_at + ratelimit.STEAL_MARGIN_US / 1_000_000
+    # AND the holder of the first one finds it taken when it comes back: it will not start on it
+    assert ratelimit.taken_ahead(dynamodb, table, limit, None, taken[0])

@@ -3,7 +3,7 @@ DLQ and event source on the job's one function, and every policy, alarm and dash
 a job's queue covers each level's; the rate limiter's item lives in the job table.
 
 This project's `send_email` declares `priorities=("high", "normal")` with `max_concurrency=10`: its
-own queue (`lambdajobs-send_email`) is the normal level, `lambdajobs-send_email-high` the high one.
+own queue (`lambdajobs-send_email`) is the normal level, `lambdajobs-send_email--high` the high one.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_the_high_queue_has_its_name_and_redrives_to_its_own_dlq(template, stack
     assert (
         queue["QueueName"]
         == queue_name(stack.stack_name, "send_email", "high")
-        == "lambdajobs-send_email-high"
+        == "lambdajobs-send_email--high"
     )
     assert own["QueueName"] == "lambdajobs-send_email"  # the job's own queue stays the lowest level's
     # its own DLQ, after max_attempts receives and the one spare (as the job's own queue)
@@ -108,7 +108,7 @@ def test_the_high_queue_has_its_name_and_redrives_to_its_own_dlq(template, stack
     dlq = props(template, stack, level.dead_letter_queue)
     assert dlq["RedriveAllowPolicy"]["redrivePermission"] == "byQueue"
     [source] = dlq["RedriveAllowPolicy"]["sourceQueueArns"]
-    assert flatten(source).endswith(":lambdajobs-send_email-high")
+    assert flatten(source).endswith(":lambdajobs-send_email--high")
 
 
 def test_send_email_has_an_event_source_per_level_with_its_concurrency(template, stack):
@@ -465,7 +465,7 @@ def test_three_levels_get_three_queues_dlqs_event_sources_and_alarm_sets(before_
     assert [q.level for q in worker.all_levels] == ["urgent", "high", None]
     assert [q.priority for q in worker.all_levels] == ["urgent", "high", "normal"]
     names = {props(template, stack, q.queue)["QueueName"] for q in worker.all_levels}
-    assert names == {"notes-notify-urgent", "notes-notify-high", "notes-notify"}
+    assert names == {"notes-notify--urgent", "notes-notify--high", "notes-notify"}
     dlqs = {logical_id(stack, q.dead_letter_queue) for q in worker.all_levels}
     assert len(dlqs) == 3
     concurrency = {

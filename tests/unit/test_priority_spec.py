@@ -85,10 +85,21 @@ def test_an_unknown_priority_names_the_levels():
 
 
 def test_queue_names_and_keys_round_trip():
-    assert queue_name("prod", "send_email", "high") == "prod-send_email-high"
-    assert queue_of("prod", "arn:aws:sqs:us-east-1:1:prod-send_email-high") == ("send_email", "high")
+    assert queue_name("prod", "send_email", "high") == "prod-send_email--high"
+    assert queue_of("prod", "arn:aws:sqs:us-east-1:1:prod-send_email--high") == ("send_email", "high")
     assert queue_of("my-app", "arn:aws:sqs:us-east-1:1:my-app-send_email") == ("send_email", None)
-    assert queue_of("prod", "prod-send_email-high-dlq") is None
+    assert queue_of("prod", "prod-send_email--high-dlq") is None
     assert queue_of("prod", "other-send_email") is None
     assert queue_key("send_email", None) == "send_email"
     assert queue_key("send_email", "high") == "send_email@high"
+
+
+def test_no_two_stacks_share_a_queue_name():
+    from lambdajobs.runtime import ConfigurationError
+
+    # a stack whose name is another's plus "-<job>" cannot meet that stack's level queues
+    assert queue_name("shop", "export", "high") != queue_name("shop-export", "high")
+    assert queue_of("shop", "shop-export--high") == ("export", "high")
+    assert queue_of("shop", "shop-export-high") is None  # stack "shop-export", job "high": not ours
+    with pytest.raises(ConfigurationError, match="ends with '-'"):
+        queue_name("shop-", "export")

@@ -5,14 +5,18 @@ on several jobs makes them share one (one API used by several jobs); `key="tier"
 field, with per-key quotas (`quotas={"premium": 1000}`; other values get `count`).
 
 The algorithm is the token bucket seen from when its next token is due (GCRA): the limiter's item holds
-`tat`, the time (epoch microseconds) of the next free slot. Taking a slot reads it and writes `tat + interval`
-with a condition that it is still what was read, so two workers never take the same slot (a lost race
-reads again). Slots are spaced evenly, `period / count` apart, so no window of `period` holds more
-than `count` starts. A job whose slot is in the future is not run: the worker hands it back to its
-queue, due at its slot and carrying it (`lambdajobs.rate_slot`), so it neither takes a second slot nor
-uses an attempt, and waits as long as it must without coming back in between. A job on a priority
-level above its job's lowest does not queue behind those reservations: it takes the earliest one
-ahead of its holder (see `take_slot`), so premium mail is not stuck behind a rate-limited campaign.
+`tat`, the time (epoch microseconds) of the next free slot. Taking a slot reads it and writes
+`tat + interval` with a condition that it is still what was read, so two workers never take the same
+slot (a lost race reads again). Slots are spaced evenly, `period / count` apart, so no window of
+`period` holds more than `count` slots. A job starts on its slot, or up to LATE_TOLERANCE_US after it
+(SQS delivery, earlier records of its batch), so in the worst case a window holds
+`count + LATE_TOLERANCE_US / interval` starts (for per-minute and longer limits, at most 1/60 more).
+A slot less than INLINE_WAIT_US away is waited for in the worker; a job whose slot is further away is
+not run: the worker hands it back to its queue, due just before its slot and carrying it
+(`lambdajobs.rate_slot`), so it neither takes a second slot nor uses an attempt, and waits as long as
+it must without coming back in between. A job on a priority level above its job's lowest does not
+queue behind those reservations: it takes the earliest one ahead of its holder (see `take_slot`), so
+premium mail is not stuck behind a rate-limited campaign.
 
 Why the job table: its items are keyed by `id` already, the worker may read and write them, and
 nothing else needs provisioning or permissions; a limiter item (`ratelimit#...`) has no `job` or
@@ -48,6 +52,8 @@ INLINE_WAIT_US = 1_000_000
 #: A higher-priority job takes a reserved slot ahead only this far in the future: the slot's holder
 #: checks it at most INLINE_WAIT_US before the slot, so the taking write is long done by then.
 STEAL_MARGIN_US = 1_500_000
+#: How far two workers' clocks may disagree (Lambda hosts keep theirs synchronised to milliseconds).
+CLOCK_SKEW_US = 250_000
 #: At most this many slots taken ahead at once (the set lives in the limiter's item); beyond, a
 #: higher-priority job queues like the others.
 MAX_STOLEN = 1000
@@ -209,8 +215,10 @@ def take_slot(
     With `ahead` (a job on a priority level above its job's lowest) the job does not queue behind the
     slots other jobs reserved: it takes the earliest reserved slot at least `STEAL_MARGIN_US` away
     that no one took ahead yet, and records it in the limiter's `stolen` set; the job that reserved
-    it finds it there when it comes back and takes a new slot at the end. The rate holds (one start
-    per slot), and a high-priority job waits about one interval, not the whole backlog.
+    it finds it there when it comes back (at most INLINE_WAIT_US before the slot) and takes a new slot
+    at the end. A taking write that lands too close to the slot to be sure the holder will see it
+    leaves the slot unused and takes another. The rate holds (one start per slot), and a
+    high-priority job waits about a second and a half, not the whole backlog.
 
     Raises:
         RateLimitBusyError: other workers won every try (never in practice: each loss is a slot taken).
@@ -222,8 +230,9 @@ def take_slot(
         item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         old = int(item["tat"]["N"]) if item and "tat" in item else None
         version = int(item["v"]["N"]) if item and "v" in item else None
-        # Taken-ahead slots matter until their holders have come back for them (at most a second late).
-        stolen = [n for n in _stolen(item) if n >= now - LATE_TOLERANCE_US]
+        # Taken-ahead slots matter until their holders have come back for them (at most a second late;
+        # another second for clocks that disagree).
+        stolen = [n for n in _stolen(item) if n >= now - 2 * LATE_TOLERANCE_US]
         slot = _slot_ahead(old, interval, now, stolen) if ahead and len(stolen) < MAX_STOLEN else None
         stole = slot is not None
         if slot is None:
@@ -244,17 +253,19 @@ def take_slot(
             update += ", stolen = :stolen"
         else:
             update += " REMOVE stolen"
+        # Unchanged since it was read: its version, and its next slot too (a writer that does not know
+        # the version would still move that).
         if item is None:
             condition = "attribute_not_exists(id)"
-        elif version is None:
-            condition = "attribute_not_exists(v) AND tat = :old"
-            values[":old"] = {"N": str(old)}
         else:
-            condition = "v = :old"
-            values[":old"] = {"N": str(version)}
-        if old is None and item is not None:
-            condition = "attribute_not_exists(v) AND attribute_not_exists(tat)"
-            values.pop(":old", None)
+            parts = []
+            for name, seen in (("v", version), ("tat", old)):
+                if seen is None:
+                    parts.append(f"attribute_not_exists({name})")
+                else:
+                    parts.append(f"{name} = :old_{name}")
+                    values[f":old_{name}"] = {"N": str(seen)}
+            condition = " AND ".join(parts)
         try:
             client.update_item(
                 TableName=table,
@@ -263,9 +274,13 @@ def take_slot(
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
             )
-            return slot, stole
         except client.exceptions.ConditionalCheckFailedException:
             continue  # another worker took a slot meanwhile: read again
+        if stole and time.time() * 1_000_000 + INLINE_WAIT_US + CLOCK_SKEW_US >= slot:
+            # The write landed so late (throttled, retried) that the slot's holder may already have
+            # checked it and be waiting to start on it: leave it unused (it stays taken) and take another.
+            continue
+        return slot, stole
     raise RateLimitBusyError(f"rate limiter {limit.name}: could not take a slot in {TAKE_TRIES} tries")
 
 

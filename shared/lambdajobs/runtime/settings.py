@@ -85,14 +85,20 @@ MAX_SCHEDULE_GROUP_NAME = 64  # EventBridge Scheduler group names: at most 64 ch
 
 
 def queue_name(stack: str, job: str, level: str | None = None) -> str:
-    """A job's queue name, `<stack>-<job>`; a priority level's, `<stack>-<job>-<level>` (None: the
-    job's own queue, which its lowest level uses).
+    """A job's queue name, `<stack>-<job>`; a priority level's, `<stack>-<job>--<level>` (None: the
+    job's own queue, which its lowest level uses). Job names have no '-' and stack names may not end
+    with one, so no two stacks' queues share a name.
 
     Raises:
         ConfigurationError: longer than SQS allows. Cutting it short could give two jobs (or two
             stacks) one queue, so the name is refused instead.
     """
-    name = f"{stack}-{job}" if level is None else f"{stack}-{job}-{level}"
+    name = f"{stack}-{job}" if level is None else f"{stack}-{job}--{level}"
+    if stack.endswith("-"):
+        from lambdajobs.runtime.errors import ConfigurationError
+
+        # stack "a-" and job "b" would make "a--b": a level queue of stack "a"'s job... named "b"
+        raise ConfigurationError(f"stack name '{stack}' ends with '-'; end it with a letter or digit.")
     if len(name) > MAX_QUEUE_NAME:
         from lambdajobs.runtime.errors import ConfigurationError
 
@@ -109,8 +115,8 @@ def queue_of(stack: str, queue_arn_or_name: str) -> tuple[str, str | None] | Non
     prefix = f"{stack}-"
     if not name.startswith(prefix) or name.endswith("-dlq"):
         return None
-    job, _, level = name[len(prefix) :].partition("-")
-    return job, level or None
+    job, _, level = name[len(prefix) :].partition("--")
+    return (job, level or None) if "-" not in job else None
 
 
 def job_for_queue(stack: str, queue_arn_or_name: str) -> str | None:

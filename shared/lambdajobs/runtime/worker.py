@@ -435,9 +435,8 @@ class Worker:
         if wait_ms <= 0:
             return False
         context = invocation.context
-        if context is not None and context.get_remaining_time_in_millis() < wait_ms + deadline_margin_ms(
-            spec
-        ):
+        needed_ms = wait_ms + deadline_margin_ms(spec) + invocation.longest_ms
+        if context is not None and context.get_remaining_time_in_millis() < needed_ms:
             extra = _carrying(attempt, slot, ahead)
             self._hand_back(spec, record, attempt, 1, why="rate limited, no time to wait", extra=extra)
             return True
