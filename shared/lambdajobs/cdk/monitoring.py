@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
@@ -199,17 +200,7 @@ class Monitoring(Construct):
                 "throttled worker invocations, in 5 minutes",
             ),
         }
-        made = self._queue_alarms(worker, own, worker.node.id)
-        for name, (threshold, metric, periods, what) in wanted.items():
-            if threshold is not None:
-                made[name] = self._alarm(
-                    f"{worker.node.id}{name}",
-                    metric,
-                    threshold=threshold,
-                    periods=periods,
-                    description=f"lambdajobs job {job}: {what} above {threshold}. Runbook: README.",
-                )
-        return made
+        return {**self._queue_alarms(worker, own, worker.node.id), **self._made(wanted, worker.node.id, job)}
 
     def _queue_alarms(self, worker: JobWorker, level: LevelQueues, id_prefix: str) -> dict[str, cw.Alarm]:
         """The alarms of one level's queue and DLQ. `id_prefix` keeps the job's own queue's alarms
@@ -245,6 +236,12 @@ class Monitoring(Construct):
                 "seconds the oldest dead letter has been in the DLQ (it may be deleted after 10 days there)",
             ),
         }
+        return self._made(wanted, id_prefix, level.label)
+
+    def _made(
+        self, wanted: Mapping[str, tuple[Any, cw.Metric, int, str]], id_prefix: str, label: str
+    ) -> dict[str, cw.Alarm]:
+        """The alarms of `wanted` (name -> threshold, metric, periods, what) whose threshold is set."""
         made: dict[str, cw.Alarm] = {}
         for name, (threshold, metric, periods, what) in wanted.items():
             if threshold is not None:
@@ -253,7 +250,7 @@ class Monitoring(Construct):
                     metric,
                     threshold=threshold,
                     periods=periods,
-                    description=f"lambdajobs job {level.label}: {what} above {threshold}. Runbook: README.",
+                    description=f"lambdajobs job {label}: {what} above {threshold}. Runbook: README.",
                 )
         return made
 
