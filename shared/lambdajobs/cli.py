@@ -523,11 +523,20 @@ def _dev_table(local: Any) -> Table:
     from lambdajobs.ops import queue_health
 
     for key, mapping in sorted(local.mappings.items()):
-        queues = local.provisioned.queues[key]  # one line per queue: a job's priority levels each have one
-        health = queue_health(queues.job, queues.queue_url, queues.dlq_url, config=local.config)
+        queues = local.provisioned.queues.get(key)  # one line per queue: each priority level has one
+        if queues is None:  # the workflow queue, whose continuer sends workflows' next stages
+            name, url, dlq = (
+                "(workflows)",
+                local.provisioned.workflow_queue_url,
+                local.provisioned.workflow_dlq_url,
+            )
+        else:
+            name = queues.job if queues.level is None else f"{queues.job} ({queues.level})"
+            url, dlq = queues.queue_url, queues.dlq_url
+        health = queue_health(name, url, dlq, config=local.config)
         stats = mapping.stats
         table.add_row(
-            queues.job if queues.level is None else f"{queues.job} ({queues.level})",
+            name,
             str(health.depth),
             str(health.in_flight),
             str(health.delayed),

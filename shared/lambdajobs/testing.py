@@ -30,7 +30,13 @@ from typing import Any
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import BatchOutcome, poll_once
-from lambdajobs.local.provision import JobQueues, Provisioned, provision, provision_queues
+from lambdajobs.local.provision import (
+    CONTINUER_TIMEOUT_SECONDS,
+    JobQueues,
+    Provisioned,
+    provision,
+    provision_queues,
+)
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import (
     StackConfig,
@@ -181,6 +187,49 @@ class TestStack:
 
     def client(self, service: str) -> Any:
         return self.config.client(service)
+
+    def continuer(self) -> ContinuerRunner:
+        """A runner for the workflow queue: delivers workflow notices to the real continuer."""
+        return ContinuerRunner(self)
+
+    def workflow(self, workflow_id: str) -> Any:
+        """`lambdajobs.get_workflow` on this stack."""
+        from lambdajobs.runtime.workflow import get_workflow
+
+        return get_workflow(workflow_id, config=self.config)
+
+
+class ContinuerRunner:
+    """Delivers the workflow queue to the continuer the way its event source mapping would."""
+
+    def __init__(self, stack: TestStack, *, source_config: StackConfig | None = None) -> None:
+        from lambdajobs.runtime.continuer import Continuer
+
+        assert stack.provisioned is not None, "start the TestStack first"
+        self.stack = stack
+        self.continuer = Continuer(config=stack.config)
+        self.source_config = source_config or stack.config
+
+    def poll(self) -> BatchOutcome | None:
+        assert self.stack.provisioned is not None
+        return poll_once(
+            queue_url=self.stack.provisioned.workflow_queue_url,
+            queue_arn=self.stack.provisioned.workflow_queue_arn,
+            handler=self.continuer.handle,
+            function_name=f"{self.stack.stack}-workflows",
+            timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
+            batch_size=10,
+            config=self.source_config,
+        )
+
+    def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
+        outcomes = []
+        for _ in range(max_batches):
+            outcome = self.poll()
+            if outcome is None:
+                break
+            outcomes.append(outcome)
+        return outcomes
 
 
 class JobRunner:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from lambdajobs.local.stack import LocalStack
+from lambdajobs.local.stack import WORKFLOWS, LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime import Backoff
 from lambdajobs.runtime.config import using
@@ -71,7 +71,7 @@ def test_a_poison_job_reaches_the_dlq_after_max_attempts_receives(local):
 
 
 def test_the_local_stack_serves_every_job_it_was_given(local):
-    assert set(local.mappings) == {s.name for s in load_jobs(JOBS_PACKAGE)} | {"poison"}
+    assert set(local.mappings) == {s.name for s in load_jobs(JOBS_PACKAGE)} | {"poison", WORKFLOWS}
 
 
 def test_the_local_stack_does_not_configure_the_process_through_its_environment(local):

@@ -9,7 +9,7 @@ import time
 
 from pydantic import BaseModel
 
-from lambdajobs.local.stack import LocalStack
+from lambdajobs.local.stack import WORKFLOWS, LocalStack
 from lambdajobs.ops import wait_until
 from lambdajobs.runtime.config import using
 from lambdajobs.runtime.producer import enqueue, enqueue_many
@@ -56,5 +56,5 @@ def test_a_high_job_sent_after_500_normal_ones_starts_before_the_backlog_drains(
     position = started.order.index(-1)
     assert BACKLOG - position >= 250, f"the high job started after {position} of {BACKLOG} normal jobs"
     # AND both levels have their own event source on the local stack
-    assert set(local.mappings) == {"export", "export@high"}
+    assert set(local.mappings) == {"export", "export@high", WORKFLOWS}
     assert local.mappings["export@high"].max_concurrency == 4

@@ -100,6 +100,7 @@ def test_decode_ignores_unknown_fields():
         "enqueued_at",
         "scheduled_at",
         "priority",
+        "workflow",
     }
 
 

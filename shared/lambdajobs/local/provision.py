@@ -17,6 +17,7 @@ from lambdajobs.runtime.settings import (
     ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_STACK,
     ENV_TABLE,
+    ENV_WORKFLOW_QUEUE_URL,
     JOB_STATS_INDEX,
     QUEUE_RETENTION_SECONDS,
     dlq_url_env,
@@ -27,6 +28,7 @@ from lambdajobs.runtime.settings import (
     queue_url_env,
     schedule_group_names,
     stack_manifest_parameter,
+    workflow_queue_name,
 )
 from lambdajobs.runtime.spec import JobSpec
 
@@ -70,10 +72,19 @@ class Provisioned:
     scheduler_dlq_arn: str = ""
     cron_group: str = ""
     one_time_group: str = ""
+    #: The workflow queue (its continuer's event source) and its DLQ.
+    workflow_queue_url: str = ""
+    workflow_queue_arn: str = ""
+    workflow_dlq_url: str = ""
 
     def environment(self, jobs: str | None = None) -> dict[str, str]:
         """The environment variables CDK sets on the stack's functions, for these resources."""
-        env = {ENV_STACK: self.stack, ENV_TABLE: self.table, ENV_BUCKET: self.bucket}
+        env = {
+            ENV_STACK: self.stack,
+            ENV_TABLE: self.table,
+            ENV_BUCKET: self.bucket,
+            ENV_WORKFLOW_QUEUE_URL: self.workflow_queue_url,
+        }
         if jobs:
             env[ENV_JOBS] = jobs
         for q in self.queues.values():
@@ -104,6 +115,7 @@ class Provisioned:
             scheduler_role_arn=self.scheduler_role_arn,
             one_time_group=self.one_time_group,
             scheduler_dlq_arn=self.scheduler_dlq_arn,
+            workflow_queue_url=self.workflow_queue_url or None,
         )
 
     def manifest(self) -> dict[str, str]:
@@ -115,6 +127,7 @@ class Provisioned:
             "cron_group": self.cron_group,
             "one_time_group": self.one_time_group,
             "scheduler_dlq_arn": self.scheduler_dlq_arn,
+            "workflow_queue_url": self.workflow_queue_url,
         }
 
 
@@ -131,8 +144,31 @@ def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> dict[str
 
 
 def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackConfig) -> JobQueues:
-    sqs = config.client("sqs")
     name = queue_name(stack, spec.name, level)
+    url, arn, dlq_url, dlq_arn = _queue_with_dlq(
+        name, spec.visibility_timeout_seconds, spec.max_receive_count, config
+    )
+    return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
+
+
+#: The workflow queue's settings, as the CDK construct declares them.
+CONTINUER_TIMEOUT_SECONDS = 120
+CONTINUER_CONCURRENCY = 5
+WORKFLOW_MAX_RECEIVE_COUNT = 5
+
+
+def provision_workflow_queue(stack: str, config: StackConfig) -> dict[str, str]:
+    """The stack's workflow queue and its DLQ (the continuer's event source)."""
+    url, arn, dlq_url, _ = _queue_with_dlq(
+        workflow_queue_name(stack), 6 * CONTINUER_TIMEOUT_SECONDS, WORKFLOW_MAX_RECEIVE_COUNT, config
+    )
+    return {"workflow_queue_url": url, "workflow_queue_arn": arn, "workflow_dlq_url": dlq_url}
+
+
+def _queue_with_dlq(
+    name: str, visibility_timeout: int, max_receive_count: int, config: StackConfig
+) -> tuple[str, str, str, str]:
+    sqs = config.client("sqs")
     dlq_url = sqs.create_queue(
         QueueName=f"{name}-dlq"[:80],
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
@@ -141,11 +177,11 @@ def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackC
     url = sqs.create_queue(
         QueueName=name,
         Attributes={
-            "VisibilityTimeout": str(spec.visibility_timeout_seconds),
+            "VisibilityTimeout": str(visibility_timeout),
             "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
             "SqsManagedSseEnabled": "true",
             "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": spec.max_receive_count}
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receive_count}
             ),
         },
     )["QueueUrl"]
@@ -156,7 +192,7 @@ def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackC
             "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn]})
         },
     )
-    return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
+    return url, arn, dlq_url, dlq_arn
 
 
 def provision_table(name: str, config: StackConfig) -> str:
@@ -263,10 +299,13 @@ def provision(
     bucket = f"{stack}-data".lower()
     config.client("s3").create_bucket(Bucket=bucket)
     scheduling = provision_scheduling(stack, config)
+    workflows = provision_workflow_queue(stack, config)
     for spec in specs:
         if spec.schedule is not None:
             provision_schedule(spec, queues[spec.name], scheduling, config)
-    provisioned = Provisioned(stack=stack, table=table, queues=queues, bucket=bucket, **scheduling)
+    provisioned = Provisioned(
+        stack=stack, table=table, queues=queues, bucket=bucket, **scheduling, **workflows
+    )
     if manifest:
         ssm = config.client("ssm")
         for spec in specs:

@@ -22,7 +22,13 @@ from typing import Any
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
-from lambdajobs.local.provision import JobQueues, Provisioned, provision
+from lambdajobs.local.provision import (
+    CONTINUER_CONCURRENCY,
+    CONTINUER_TIMEOUT_SECONDS,
+    JobQueues,
+    Provisioned,
+    provision,
+)
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
 from lambdajobs.runtime.config import StackConfig, set_process_default
@@ -30,6 +36,8 @@ from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME, queue
 from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
 
 REGION = "us-east-1"
+#: The key of the continuer's event source in `LocalStack.mappings`.
+WORKFLOWS = "(workflows)"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 
@@ -141,6 +149,8 @@ class LocalStack:
             for queues in self.provisioned.levels(spec.name):  # one event source per priority level
                 self.mappings[queues.key] = self._mapping(spec, queues, handler)
                 self.mappings[queues.key].start()
+        self.mappings[WORKFLOWS] = self._continuer_mapping()
+        self.mappings[WORKFLOWS].start()
         self.scheduler = LocalScheduler(
             self.specs,
             queue_urls={q.job: q.queue_url for q in self.provisioned.queues.values() if q.level is None},
@@ -161,6 +171,32 @@ class LocalStack:
             max_batching_window_seconds=spec.max_batching_window_seconds,
             max_concurrency=spec.concurrency_of(queues.level),
             memory_mb=spec.memory_mb,
+            wait_seconds=self.wait_seconds,
+            region=REGION,
+            config=self.config,
+        )
+
+    def _continuer_mapping(self) -> EventSourceMapping:
+        """The workflow queue's event source: the continuer, as the CDK construct configures it."""
+        from lambdajobs.runtime.continuer import Continuer, logger
+
+        assert self.provisioned is not None
+        continuer = Continuer(config=self.config)
+
+        @logger.inject_lambda_context(clear_state=True)
+        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            return continuer.handle(event, context)
+
+        return EventSourceMapping(
+            queue_url=self.provisioned.workflow_queue_url,
+            queue_arn=self.provisioned.workflow_queue_arn,
+            handler=handler,
+            function_name=f"{self.stack}-workflows",
+            timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
+            batch_size=10,
+            max_batching_window_seconds=0,
+            max_concurrency=CONTINUER_CONCURRENCY,
+            memory_mb=256,
             wait_seconds=self.wait_seconds,
             region=REGION,
             config=self.config,

@@ -46,6 +46,7 @@ from lambdajobs.runtime.settings import (
     ENV_SCHEDULER_ROLE_ARN,
     ENV_STACK,
     ENV_TABLE,
+    ENV_WORKFLOW_QUEUE_URL,
     manifest_parameter,
     queue_key,
     stack_manifest_parameter,
@@ -89,6 +90,8 @@ class StackConfig:
     scheduler_role_arn: str | None = None
     one_time_group: str | None = None
     scheduler_dlq_arn: str | None = None
+    #: The stack's workflow queue, where job workers send their notices (workflows).
+    workflow_queue_url: str | None = None
     record_ttl_days: int = DEFAULT_RECORD_TTL_DAYS
 
     # -- building ----------------------------------------------------------------------------------
@@ -134,6 +137,7 @@ class StackConfig:
             scheduler_role_arn=env.get(ENV_SCHEDULER_ROLE_ARN) or None,
             one_time_group=env.get(ENV_SCHEDULER_GROUP) or None,
             scheduler_dlq_arn=env.get(ENV_SCHEDULER_DLQ_ARN) or None,
+            workflow_queue_url=env.get(ENV_WORKFLOW_QUEUE_URL) or None,
             record_ttl_days=int(ttl),
         )
 
@@ -218,6 +222,22 @@ class StackConfig:
 
     def bucket_name(self) -> str:
         return self.bucket or self.stack_entry()["bucket"]
+
+    def workflow_queue(self) -> str:
+        """The URL of the stack's workflow queue (known, else from the stack's manifest).
+
+        Raises:
+            StackNotFoundError: the stack is not deployed here.
+            ConfigurationError: the stack was deployed by a version without workflows.
+        """
+        if self.workflow_queue_url:
+            return self.workflow_queue_url
+        url = self.stack_entry().get("workflow_queue_url")
+        if not url:
+            raise ConfigurationError(
+                f"stack '{self.stack}' has no workflow queue: deploy it with this version of lambdajobs."
+            )
+        return str(url)
 
     def scheduler_settings(self) -> tuple[str, str, str]:
         """(role ARN, one-time schedule group, scheduler DLQ ARN) for `enqueue(run_at=...)`."""

@@ -6,7 +6,10 @@
 message id); `enqueued_at` is RFC 3339; `scheduled_at` (RFC 3339) is set on scheduled runs;
 `priority` (optional) names one of the job's priority levels: a message that arrives on another
 level's queue is moved to its level's queue first (send it to that level's queue, from the manifest,
-to save the hop). Unknown fields are ignored, so later versions can add fields.
+to save the hop); `workflow` (optional, set by lambdajobs on the members of a workflow:
+`{"id": ..., "stage": 0, "index": 3}`, and on later stages `"parents": {"total", "succeeded", "dead"}`,
+the counts of the stage before) makes the job a member of that workflow. Unknown fields are ignored,
+so later versions can add fields.
 """
 
 from __future__ import annotations
@@ -25,6 +28,30 @@ MAX_MESSAGE_BYTES = 1_048_576
 MAX_JOB_ID_LENGTH = 256
 
 
+MAX_WORKFLOW_ID_LENGTH = 200
+
+
+class ParentCounts(BaseModel):
+    """How the stage before a workflow member's ended: its members, how many succeeded and died."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    total: int = Field(ge=0)
+    succeeded: int = Field(ge=0)
+    dead: int = Field(ge=0)
+
+
+class WorkflowField(BaseModel):
+    """The envelope's `workflow`: which workflow, stage and member a job is."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_LENGTH)
+    stage: int = Field(ge=0, le=10_000)
+    index: int = Field(ge=0)
+    parents: ParentCounts | None = None
+
+
 class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -35,6 +62,7 @@ class Envelope(BaseModel):
     enqueued_at: datetime | None = None
     scheduled_at: datetime | None = None
     priority: str | None = Field(default=None, min_length=1, max_length=64)
+    workflow: WorkflowField | None = None
 
     @field_validator("id")
     @classmethod
@@ -58,6 +86,7 @@ def encode(
     *,
     now: datetime | None = None,
     priority: str | None = None,
+    workflow: dict[str, Any] | None = None,
 ) -> str:
     """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
     moment = now or datetime.now(UTC)
@@ -66,6 +95,8 @@ def encode(
     envelope = {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at}
     if priority is not None:
         envelope["priority"] = priority
+    if workflow is not None:
+        envelope["workflow"] = workflow
     body = json.dumps(
         envelope,
         separators=(",", ":"),

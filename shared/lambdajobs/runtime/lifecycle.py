@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -53,6 +54,122 @@ def after_failure(exc: BaseException, attempt: int, max_attempts: int) -> JobSta
     if isinstance(exc, PermanentError) or attempt >= max_attempts:
         return JobState.DEAD
     return JobState.RETRYING
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Counting a workflow member's outcome in its workflow's item (`key`), stage `stage`, in the same
+    transaction as the member's record write: per-member idempotence comes from the record, which
+    keeps `wf_counted` (the outcome counted), so no outcome is counted twice and none is lost to a
+    crash between the two writes. `ttl_seconds` renews the workflow item's expiry."""
+
+    key: str
+    stage: int
+    ttl_seconds: int
+
+    def update(self, table: str, outcome: JobState, *, from_dead: bool = False) -> dict[str, Any]:
+        """The workflow item's update: `ok_<stage>` or `dead_<stage>` up by one, and `done_<stage>`
+        with it; `from_dead`: a member counted dead that succeeded after a redrive moves from dead to
+        ok (`done` unchanged). The guard `done < total` refuses a count beyond the stage's members."""
+        i = self.stage
+        values: dict[str, Any] = {
+            ":one": {"N": "1"},
+            ":now_iso": {"S": now_iso()},
+            ":exp": {"N": str(int(time.time()) + self.ttl_seconds)},
+        }
+        if from_dead:
+            values[":minus"] = {"N": "-1"}
+            adds = f"ok_{i} :one, dead_{i} :minus"
+            condition = f"attribute_exists(id) AND dead_{i} > :zero"
+            values[":zero"] = {"N": "0"}
+        else:
+            counter = "ok" if outcome is JobState.SUCCEEDED else "dead"
+            adds = f"{counter}_{i} :one, done_{i} :one"
+            condition = f"attribute_exists(id) AND done_{i} < total_{i}"
+        return {
+            "TableName": table,
+            "Key": {"id": {"S": self.key}},
+            "UpdateExpression": f"SET updated_at = :now_iso, expiration = :exp ADD {adds}",
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+
+
+def _and(*conditions: str | None) -> str:
+    given = [c for c in conditions if c]
+    return given[0] if len(given) == 1 else " AND ".join(f"({c})" for c in given)
+
+
+def _apply(
+    client: Any,
+    table: str,
+    job_id: str,
+    *,
+    sets: list[str],
+    remove: list[str],
+    condition: str | None,
+    names: dict[str, str],
+    values: dict[str, Any],
+    tally: Tally | None,
+    outcome: JobState,
+) -> bool:
+    """One conditional UpdateItem of a job record; with `tally`, together with the count of its
+    outcome in the workflow's item, in one TransactWriteItems. Returns whether the record's write
+    landed (False: its condition failed, the record moved on).
+
+    The counted write: the record gets `wf_counted = <outcome>` only if it has none. A record already
+    counted `dead` that now succeeds (redriven from the DLQ) moves from dead to ok. Anything else
+    already counted, or a workflow item that is gone (expired) or full, gets the plain write: the job's
+    own record is never held back by its workflow.
+
+    Raises:
+        ClientError: TransactionCanceledException for a transaction conflict or a throttle (transient:
+            the caller tries again), or any other error of the calls.
+    """
+    key = {"id": {"S": job_id}}
+
+    def record_update(
+        extra_sets: list[str], extra_condition: str | None, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        expression = "SET " + ", ".join(sets + extra_sets)
+        if remove:
+            expression += " REMOVE " + ", ".join(remove)
+        update: dict[str, Any] = {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {**values, **extra},
+        }
+        joined = _and(condition, extra_condition)
+        if joined:
+            update["ConditionExpression"] = joined
+        return update
+
+    if tally is not None:
+        counted = {":wf_outcome": {"S": outcome.value}}
+        attempts: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+            ("attribute_not_exists(wf_counted)", counted, tally.update(table, outcome))
+        ]
+        if outcome is JobState.SUCCEEDED:
+            was_dead = {**counted, ":wf_dead": {"S": JobState.DEAD.value}}
+            attempts.append(("wf_counted = :wf_dead", was_dead, tally.update(table, outcome, from_dead=True)))
+        for extra_condition, extra, workflow_update in attempts:
+            member = record_update(["wf_counted = :wf_outcome"], extra_condition, extra)
+            try:
+                client.transact_write_items(TransactItems=[{"Update": member}, {"Update": workflow_update}])
+                return True
+            except client.exceptions.TransactionCanceledException as exc:
+                codes = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
+                if any(code not in ("None", "ConditionalCheckFailed") for code in codes):
+                    raise  # a conflict with another transaction, a throttle: try again later
+                if codes[1:2] == ["ConditionalCheckFailed"] and codes[0] != "ConditionalCheckFailed":
+                    break  # the workflow item is gone or the stage is full: not counted, plain write
+    try:
+        client.update_item(**record_update([], None, {}))
+    except client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
 
 
 def now_iso() -> str:
@@ -146,14 +263,22 @@ def stored_result(result_json: str) -> str:
 
 
 def succeed(
-    client: Any, table: str, job_id: str, result_json: str, *, expiration: int, lock: int | None = None
-) -> None:
+    client: Any,
+    table: str,
+    job_id: str,
+    result_json: str,
+    *,
+    expiration: int,
+    lock: int | None = None,
+    tally: Tally | None = None,
+) -> bool:
     """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
 
     `lock` is the in-progress expiry the run's acquire wrote: it identifies that run's lock. With it,
     the write only lands while the record still carries that lock (expired or not): a run that took
     the lock over since is not overwritten (it records its own outcome), and a second write of the
-    same success changes nothing.
+    same success changes nothing. With `tally` (a workflow member), the success is counted in the
+    workflow's item in the same transaction. Returns whether the write landed.
     """
     stamp = now_iso()
     values: dict[str, Any] = {
@@ -162,22 +287,28 @@ def succeed(
         ":now_iso": {"S": stamp},
         ":exp": {"N": str(expiration)},
     }
-    options: dict[str, Any] = {}
+    condition = None
     if lock is not None:
         values[":lock"] = {"N": str(lock)}
-        options["ConditionExpression"] = "in_progress_expiration = :lock"
-    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
-        client.update_item(
-            TableName=table,
-            Key={"id": {"S": job_id}},
-            UpdateExpression=(
-                "SET #state = :succeeded, #result = :result, finished_at = :now_iso, "
-                "updated_at = :now_iso, expiration = :exp REMOVE in_progress_expiration"
-            ),
-            ExpressionAttributeNames={"#state": "state", "#result": "result"},
-            ExpressionAttributeValues=values,
-            **options,
-        )
+        condition = "in_progress_expiration = :lock"
+    return _apply(
+        client,
+        table,
+        job_id,
+        sets=[
+            "#state = :succeeded",
+            "#result = :result",
+            "finished_at = :now_iso",
+            "updated_at = :now_iso",
+            "expiration = :exp",
+        ],
+        remove=["in_progress_expiration"],
+        condition=condition,
+        names={"#state": "state", "#result": "result"},
+        values=values,
+        tally=tally,
+        outcome=JobState.SUCCEEDED,
+    )
 
 
 def fail(
@@ -192,6 +323,7 @@ def fail(
     ttl_seconds: int,
     lock: int | None = None,
     over_retrying: bool = False,
+    tally: Tally | None = None,
 ) -> None:
     """running -> retrying/dead (`release=True`: the run that held the lock failed; with `lock`, only
     while the record still carries that run's lock), or (none) -> dead (`release=False`: a message that
@@ -200,7 +332,8 @@ def fail(
     Never overwrites a success (a bad re-send of a finished job id is dead-lettered on its own), a live
     lock or a record another delivery is retrying: marking without releasing only touches no record, a
     dead one, or a `running` one whose lock has expired. If the condition fails the record moved on:
-    not ours to change.
+    not ours to change. With `tally` (a workflow member), a move to `dead` is counted in the
+    workflow's item in the same transaction.
     """
     if state not in (JobState.RETRYING, JobState.DEAD):
         raise LambdaJobsError(f"fail() moves a job to retrying or dead, not {state}")
@@ -240,15 +373,18 @@ def fail(
             condition += " OR #state IN (:retrying, :waiting)"
             values[":retrying"] = {"S": JobState.RETRYING}
             values[":waiting"] = {"S": JobState.WAITING}
-    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
-        client.update_item(
-            TableName=table,
-            Key={"id": {"S": job_id}},
-            UpdateExpression="SET " + ", ".join(sets) + " REMOVE in_progress_expiration",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#state": "state", "#error": "error"},
-            ExpressionAttributeValues=values,
-        )
+    _apply(
+        client,
+        table,
+        job_id,
+        sets=sets,
+        remove=["in_progress_expiration"],
+        condition=condition,
+        names={"#state": "state", "#error": "error"},
+        values=values,
+        tally=tally if state is JobState.DEAD else None,
+        outcome=JobState.DEAD,
+    )
 
 
 def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_seconds: int) -> None:

@@ -238,7 +238,30 @@ def enqueue_many(
             f"job_ids has {len(job_ids)} ids for {len(items)} payloads; give one id per payload."
         )
     prepared = [_prepare(spec, p, job_ids[i] if job_ids else None, priority) for i, p in enumerate(items)]
-    url = cfg.queue_url(spec.name, level)
+    results = send_bodies(
+        cfg, cfg.queue_url(spec.name, level), prepared, delay_seconds=delay_seconds, max_retries=max_retries
+    )
+    if results.failed:
+        logger.warning(
+            "enqueue_many(%s): %d of %d jobs were not sent; see .failed",
+            spec.name,
+            len(results.failed),
+            len(results),
+        )
+    return results
+
+
+def send_bodies(
+    cfg: StackConfig,
+    url: str,
+    prepared: Sequence[tuple[str, str]],
+    *,
+    delay_seconds: int = 0,
+    max_retries: int = 3,
+) -> EnqueueResults:
+    """Send (job id, message body) pairs to one queue in SendMessageBatch calls (at most 10 entries
+    and 1 MiB each). Entries SQS reports in `Failed` and calls that fail as a whole are retried up to
+    `max_retries` times with a short backoff; the result has one item per pair, in order."""
     sqs = cfg.client("sqs")
     outcome: dict[int, EnqueueResult] = {}
 
@@ -273,14 +296,6 @@ def enqueue_many(
         pending = retry
 
     missing = "SQS answered neither Successful nor Failed for this entry"
-    results = EnqueueResults(
+    return EnqueueResults(
         outcome.get(i, EnqueueResult(prepared[i][0], error=missing)) for i in range(len(prepared))
     )
-    if results.failed:
-        logger.warning(
-            "enqueue_many(%s): %d of %d jobs were not sent; see .failed",
-            spec.name,
-            len(results.failed),
-            len(results),
-        )
-    return results

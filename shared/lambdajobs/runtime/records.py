@@ -32,7 +32,7 @@ from lambdajobs.runtime import lifecycle, pii
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.errors import JobIdError, RecordHeldError, WaitTimeoutError
 from lambdajobs.runtime.lifecycle import FINAL_STATES, MAX_ERROR_CHARS, JobState
-from lambdajobs.runtime.settings import JOB_STATS_INDEX
+from lambdajobs.runtime.settings import JOB_STATS_INDEX, WORKFLOW_ID_PREFIX
 
 _TO_POWERTOOLS = {
     JobState.RUNNING: STATUS_CONSTANTS["INPROGRESS"],
@@ -130,6 +130,7 @@ class JobRecordStore(BasePersistenceLayer):
             data_record.response_data or "null",
             expiration=int(data_record.expiry_timestamp or 0),
             lock=self.lock_token(),
+            tally=self.tally((getattr(self._local, "run", None) or {}).get("workflow")),
         )
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
@@ -146,6 +147,7 @@ class JobRecordStore(BasePersistenceLayer):
             release=True,
             ttl_seconds=self.config.record_ttl_seconds,
             lock=self.lock_token(),
+            tally=self.tally(data.get("workflow")),
         )
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record
@@ -159,21 +161,49 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def reject(self, job_id: str, job: str, error: dict[str, str], retrying: bool = False) -> None:
+    def tally(self, workflow: Any) -> lifecycle.Tally | None:
+        """How a workflow member's outcome is counted (`workflow`: the envelope's `workflow`, as a
+        dict with `id` and `stage`, or its model); None for a job outside workflows."""
+        if workflow is None:
+            return None
+        if not isinstance(workflow, dict):
+            workflow = {"id": workflow.id, "stage": workflow.stage}
+        key = WORKFLOW_ID_PREFIX + str(workflow["id"])
+        return lifecycle.Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
+
+    def reject(
+        self,
+        job_id: str,
+        job: str,
+        error: dict[str, str],
+        retrying: bool = False,
+        tally: lifecycle.Tally | None = None,
+    ) -> None:
         """A message that can never run (invalid payload, or past its last attempt): its record becomes
         `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded; a
         `retrying` or `waiting` record too with `retrying=True` (the message past its last attempt is
         the one that was retrying or waiting)."""
-        self._dead(job_id, job, error, release=False, over_retrying=retrying)
+        self._dead(job_id, job, error, release=False, over_retrying=retrying, tally=tally)
 
-    def complete(self, job_id: str, result_json: str, lock: int | None) -> None:
+    def complete(
+        self, job_id: str, result_json: str, lock: int | None, tally: lifecycle.Tally | None = None
+    ) -> None:
         """Record the success of a run that held `lock` (a run whose own completion write failed)."""
         expiration = int(time.time()) + self.config.record_ttl_seconds
-        lifecycle.succeed(self.client, self.table, job_id, result_json, expiration=expiration, lock=lock)
+        lifecycle.succeed(
+            self.client, self.table, job_id, result_json, expiration=expiration, lock=lock, tally=tally
+        )
 
-    def bury(self, job_id: str, job: str, error: dict[str, str], lock: int | None) -> None:
+    def bury(
+        self,
+        job_id: str,
+        job: str,
+        error: dict[str, str],
+        lock: int | None,
+        tally: lifecycle.Tally | None = None,
+    ) -> None:
         """Record as dead the run that held `lock` (a run whose own release write failed)."""
-        self._dead(job_id, job, error, release=True, lock=lock)
+        self._dead(job_id, job, error, release=True, lock=lock, tally=tally)
 
     def _dead(self, job_id: str, job: str, error: dict[str, str], **how: Any) -> None:
         ttl = self.config.record_ttl_seconds

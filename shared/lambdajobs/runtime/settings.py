@@ -32,6 +32,10 @@ ENV_QUEUE_ARN_PREFIX = "LAMBDAJOBS_QUEUE_ARN_"  # + JOB_NAME upper-cased
 ENV_LEVEL_QUEUE_URL_PREFIX = "LAMBDAJOBS_PRIORITY_QUEUE_URL_"
 ENV_LEVEL_QUEUE_ARN_PREFIX = "LAMBDAJOBS_PRIORITY_QUEUE_ARN_"
 ENV_LEVEL_DLQ_URL_PREFIX = "LAMBDAJOBS_PRIORITY_DLQ_URL_"
+# Workflows (chain, group, chord): the stack's workflow queue, where a job worker sends one notice
+# when its member may have finished a stage; the continuer function reads it and sends the next stage.
+ENV_WORKFLOW_QUEUE_URL = "LAMBDAJOBS_WORKFLOW_QUEUE_URL"
+CONTINUER_HANDLER = "lambdajobs.runtime.continuer_entry.lambda_handler"
 # For enqueue(run_at=...) beyond 15 minutes: a one-time EventBridge Scheduler schedule.
 ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
 ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
@@ -68,8 +72,11 @@ ATTR_SETTLE = "lambdajobs.settle"
 #: On a copy handed back to wait for its rate-limit slot: "<attempt>:<slot epoch ms>" (the slot it
 #: took, so it does not take another when it comes back for that attempt).
 ATTR_RATE_SLOT = "lambdajobs.rate_slot"
-#: Job-table ids under this prefix belong to lambdajobs (rate limiters): no job id may start with it.
+#: Job-table ids under this prefix belong to lambdajobs (rate limiters, workflows): no job id may
+#: start with it.
 RESERVED_ID_PREFIX = "lambdajobs#"
+#: A workflow's item in the job table: `lambdajobs#wf#<workflow id>` (IAM conditions name the prefix).
+WORKFLOW_ID_PREFIX = RESERVED_ID_PREFIX + "wf#"
 HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT)
 
 
@@ -176,3 +183,9 @@ def schedule_group_names(stack: str) -> tuple[str, str]:
             f"{MAX_SCHEDULE_GROUP_NAME - 5} characters."
         )
     return names
+
+
+def workflow_queue_name(stack: str) -> str:
+    """The stack's workflow queue, `<stack>--workflows`: a job name has no '-', so no job's queue
+    (nor a priority level's, `<stack>-<job>--<level>`) can have this name."""
+    return f"{stack}--workflows"

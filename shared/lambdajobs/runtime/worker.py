@@ -43,10 +43,10 @@ from botocore.exceptions import (
 from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
-from lambdajobs.runtime import lifecycle, pii, ratelimit
+from lambdajobs.runtime import lifecycle, pii, ratelimit, workflow
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
-from lambdajobs.runtime.envelope import Envelope, decode, parse_body
+from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode, parse_body
 from lambdajobs.runtime.errors import (
     ConfigurationError,
     EnvelopeError,
@@ -274,7 +274,8 @@ class Worker:
                 payload = spec.validate(envelope.payload)  # the producer's rule, the same code
             except PayloadValidationError as error:
                 job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-                failed = self._write(self.store.reject, job_id, spec.name, error_fields(error))
+                tally = self.store.tally(envelope.workflow)
+                failed = self._write(self.store.reject, job_id, spec.name, error_fields(error), False, tally)
                 mark = "reject" if failed is not None and transient(failed) else None
                 return self._dead_letter(spec, record, error, attempt, job_id=job_id, mark=mark)
             # Derived from the validated payload, as the Python producer derives it: defaults applied.
@@ -307,7 +308,14 @@ class Worker:
         record: SQSRecord,
         context: Any,
     ) -> Any:
-        run = {"job_id": job_id, "job": spec.name, "attempt": attempt, "max_attempts": spec.max_attempts}
+        run: dict[str, Any] = {
+            "job_id": job_id,
+            "job": spec.name,
+            "attempt": attempt,
+            "max_attempts": spec.max_attempts,
+        }
+        if envelope.workflow is not None:  # its outcome is counted in the workflow's item
+            run["workflow"] = {"id": envelope.workflow.id, "stage": envelope.workflow.stage}
         ctx = JobContext(
             job_id=job_id,
             job=spec.name,
@@ -318,6 +326,7 @@ class Worker:
             progress_sink=self.store.set_progress,
             scheduled_at=envelope.scheduled_at,
             config=self.stack_config,
+            workflow=envelope.workflow,
         )
         started = time.perf_counter()
         outcome = _Outcome()
@@ -331,7 +340,7 @@ class Worker:
             if outcome.returned:
                 # The job returned; writing its success failed. Never a job failure: write again,
                 # else hand the outcome back with the message, so it is recorded and not run again.
-                return self._complete_late(spec, record, run, outcome.result, attempt, exc, lock)
+                return self._complete_late(spec, record, run, outcome.result, attempt, exc, lock, envelope)
             if outcome.error is None:
                 return self._not_acquired(spec, record, attempt, exc)
             return self._failed(spec, record, run, outcome.error, exc, attempt, job_id, lock)
@@ -343,10 +352,26 @@ class Worker:
             # The job id already succeeded: Powertools answered from the record, nothing ran.
             self._metric("JobDuplicate", MetricUnit.Count, 1)
             logger.info("duplicate delivery of a job that already succeeded; not run again")
-            return result
-        self._metric("JobSucceeded", MetricUnit.Count, 1)
-        logger.info("job succeeded")
+        else:
+            self._metric("JobSucceeded", MetricUnit.Count, 1)
+            logger.info("job succeeded")
+        if envelope.workflow is not None and not self._notify(spec, record, envelope.workflow, attempt):
+            return None  # handed back: its next delivery checks the workflow again
         return result
+
+    def _notify(self, spec: JobSpec, record: SQSRecord, member: WorkflowField, attempt: int) -> bool:
+        """A workflow member's outcome is counted: if that completed its stage, tell the continuer
+        (`workflow.notify`). Every delivery of a finished member checks again, a duplicate too, so a
+        crash after the count and before the notice is repaired by the message coming back. If the
+        check or the notice fails, the message is handed back for that (False)."""
+        failed = self._write(workflow.notify, self.stack_config, member.id, member.stage)
+        if failed is None:
+            return True
+        logger.warning(
+            "could not check the workflow; handing the message back", extra={"workflow": member.id}
+        )
+        self._hand_back(spec, record, attempt, 1, why="workflow notice")
+        return False
 
     def _rate_limited(
         self,
@@ -505,11 +530,15 @@ class Worker:
         attempt: int,
         exc: BaseException,
         lock: int | None,
+        envelope: Envelope,
     ) -> Any:
         result_json = lifecycle.stored_result(json.dumps(result, sort_keys=True))
-        if self._write(self.store.complete, run["job_id"], result_json, lock) is None:
+        tally = self.store.tally(envelope.workflow)
+        if self._write(self.store.complete, run["job_id"], result_json, lock, tally) is None:
             self._metric("JobSucceeded", MetricUnit.Count, 1)
             logger.info("job succeeded (its completion write needed another try)")
+            if envelope.workflow is not None and not self._notify(spec, record, envelope.workflow, attempt):
+                return None
             return result
         logger.warning(
             "job succeeded but its record could not be written; handing the outcome back with the message",
@@ -542,14 +571,19 @@ class Worker:
             return self._hand_back(spec, record, attempt, spec.backoff.delay(1, self.rng), why="read")
         item = found or {}
         state = item.get("state", {}).get("S")
+        member = _member(record)
         if state == lifecycle.JobState.SUCCEEDED:
             self._metric("JobDuplicate", MetricUnit.Count, 1)
+            if member is not None:
+                self._notify(spec, record, member, attempt)
             return None
         expiry = item.get("in_progress_expiration", {}).get("N")
         if state == lifecycle.JobState.RUNNING and expiry and int(expiry) > time.time() * 1000:
             return self._hand_back(spec, record, attempt, _seconds_until(int(expiry)), why="lock held")
         error = LastAttemptLostError(lifecycle.REDRIVEN_ERROR["message"])
-        failed = self._write(self.store.reject, job_id, spec.name, error_fields(error), True)
+        failed = self._write(
+            self.store.reject, job_id, spec.name, error_fields(error), True, self.store.tally(member)
+        )
         mark = "bury" if failed is not None and transient(failed) else None
         return self._dead_letter(spec, record, error, attempt - 1, job_id=job_id, mark=mark)
 
@@ -664,11 +698,16 @@ class Worker:
             logger.warning("ignoring an outcome on a handed-back message", extra={"error": error_fields(exc)})
             return self._hand_back(spec, record, attempt, 0, why="unknown outcome")
         assert job_id is not None
+        member = _member(record)
+        tally = self.store.tally(member)
         if action == "complete":
-            failed = self._write(self.store.complete, job_id, str(settle.get("result") or "null"), lock)
+            result = str(settle.get("result") or "null")
+            failed = self._write(self.store.complete, job_id, result, lock, tally)
             if failed is None:
                 self._metric("JobSucceeded", MetricUnit.Count, 1)
                 logger.info("recorded the success of a job that ran earlier", extra={"job_id": job_id})
+                if member is not None:
+                    self._notify(spec, record, member, attempt)
                 return None
             if not transient(failed):  # the record cannot be written: this receive counts
                 raise failed
@@ -676,9 +715,9 @@ class Worker:
         error = {"type": str(settle.get("type")), "message": str(settle.get("message"))}
         mark = settle.get("mark")
         if mark == "release":
-            failed = self._write(self.store.bury, job_id, spec.name, error, lock)
+            failed = self._write(self.store.bury, job_id, spec.name, error, lock, tally)
         elif mark in ("reject", "bury"):
-            failed = self._write(self.store.reject, job_id, spec.name, error, mark == "bury")
+            failed = self._write(self.store.reject, job_id, spec.name, error, mark == "bury", tally)
         else:
             failed = None
         if failed is not None and transient(failed):  # else the record cannot be written: move anyway
@@ -759,7 +798,15 @@ class Worker:
         """Send the message to the DLQ with its reason in message attributes. If that keeps failing,
         hand the message back carrying the move still to make (so the job is not run again, and the
         message never reaches SQS redrive without its reason); if even that fails, the record is
-        reported failed and SQS redrive still catches it: never lost."""
+        reported failed and SQS redrive still catches it: never lost.
+
+        A workflow member's dead outcome is counted before this: its stage may be complete, so the
+        workflow is checked (and the continuer told) before the message leaves for the DLQ; if that
+        fails, the message is handed back with the move still to make, and the check is made again."""
+        member = _member(record) if job_id is not None else None
+        if member is not None and self._write(workflow.notify, self.stack_config, member.id, member.stage):
+            settle = settle or {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
+            return self._hand_back(spec, record, attempt, 1, why="workflow notice", settle=settle)
         ours = {
             ATTR_ERROR_TYPE: err["type"],
             ATTR_REASON: err["message"] or err["type"],
@@ -807,6 +854,14 @@ def _carrying(attempt: int, slot: int, ahead: bool) -> dict[str, Any]:
     """The attribute a copy carries its rate-limit slot in: `<attempt>:<slot µs>[:ahead]`."""
     text = f"{attempt}:{slot}" + (":ahead" if ahead else "")
     return {ATTR_RATE_SLOT: {"DataType": "String", "StringValue": text}}
+
+
+def _member(record: SQSRecord) -> WorkflowField | None:
+    """The workflow a record's job is a member of (its envelope's `workflow`), or None."""
+    try:
+        return decode(record.body).workflow
+    except EnvelopeError:
+        return None
 
 
 def _attribute(record: SQSRecord, name: str) -> str | None:
@@ -858,8 +913,11 @@ TRANSIENT_CODES = frozenset(
         "ServiceUnavailable",
         "ServiceUnavailableException",
         "KMSThrottlingException",
+        "TransactionConflictException",
     }
 )
+#: Why a transaction was cancelled, when waiting helps: another transaction held an item, a throttle.
+TRANSIENT_REASONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
 
 
 def transient(exc: BaseException) -> bool:
@@ -872,6 +930,9 @@ def transient(exc: BaseException) -> bool:
         if isinstance(current, ClientError):
             error = current.response.get("Error", {})
             status = int(current.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            if error.get("Code") == "TransactionCanceledException":  # a workflow member's counted write
+                reasons = current.response.get("CancellationReasons") or []
+                return any(r.get("Code") in TRANSIENT_REASONS for r in reasons)
             return error.get("Code") in TRANSIENT_CODES or status >= 500
         if isinstance(current, BotoCoreError) and isinstance(
             current, ConnectionError | HTTPClientError | ConnectTimeoutError | ReadTimeoutError
