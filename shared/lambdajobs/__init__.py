@@ -20,12 +20,19 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.records import JobStatus as JobStatus
     from lambdajobs.runtime.records import get_status as get_status
     from lambdajobs.runtime.records import wait_for as wait_for
+    from lambdajobs.runtime.workflow import WorkflowError as WorkflowError
+    from lambdajobs.runtime.workflow import WorkflowStatus as WorkflowStatus
+    from lambdajobs.runtime.workflow import chain as chain
+    from lambdajobs.runtime.workflow import chord as chord
+    from lambdajobs.runtime.workflow import get_workflow as get_workflow
+    from lambdajobs.runtime.workflow import group as group
+    from lambdajobs.runtime.workflow import sig as sig
 
 __all__ = sorted([*_RUNTIME, *_LAZY])
 
 
 def __getattr__(name: str) -> object:
-    # enqueue, enqueue_many, get_status, wait_for, JobStatus: loaded on first use (cold start).
+    # enqueue, enqueue_many, get_status, wait_for, JobStatus, the workflow API: loaded on first use.
     import lambdajobs.runtime
 
     return getattr(lambdajobs.runtime, name)

@@ -86,6 +86,13 @@ LAZY = {
     "get_status": "lambdajobs.runtime.records",
     "wait_for": "lambdajobs.runtime.records",
     "JobStatus": "lambdajobs.runtime.records",
+    "chain": "lambdajobs.runtime.workflow",
+    "chord": "lambdajobs.runtime.workflow",
+    "group": "lambdajobs.runtime.workflow",
+    "sig": "lambdajobs.runtime.workflow",
+    "get_workflow": "lambdajobs.runtime.workflow",
+    "WorkflowStatus": "lambdajobs.runtime.workflow",
+    "WorkflowError": "lambdajobs.runtime.workflow",
 }
 
 
