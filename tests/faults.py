@@ -50,6 +50,8 @@ class _Rule:
     times: int
     code: str
     hits: int = 0
+    #: What to raise instead of a ClientError with `code` (given the operation's name).
+    error: Callable[[str], BaseException] | None = None
 
 
 @dataclass
@@ -69,8 +71,9 @@ class Faults:
         when: Callable[[Params], bool] = lambda _: True,
         times: int = 1,
         code: str = "ThrottlingException",
+        error: Callable[[str], BaseException] | None = None,
     ) -> _Rule:
-        rule = _Rule(operation, when, times, code)
+        rule = _Rule(operation, when, times, code, error=error)
         self.rules.append(rule)
         return rule
 
@@ -81,4 +84,6 @@ class Faults:
         for rule in self.rules:
             if rule.operation == model.name and rule.hits < rule.times and rule.when(params):
                 rule.hits += 1
+                if rule.error is not None:
+                    raise rule.error(model.name)
                 raise ClientError({"Error": {"Code": rule.code, "Message": "injected fault"}}, model.name)

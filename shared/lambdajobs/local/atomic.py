@@ -12,10 +12,12 @@ request atomically; with this installed, moto does too.
 How: `install()` wraps moto's request handler of each service (`DynamoHandler.call_action`,
 `SQSResponse.call_action`) so that a whole request runs under that service's lock: the read, the
 condition check and the write of one request; `ReturnValues` read by the response layer; the
-serialization of the live item. One lock per service (no moto request of one service calls the
-other, so the two locks never nest). The lock is re-entrant and is put down while `ReceiveMessage`
-long-polls (moto waits in `Queue.wait_for_messages`, called from inside the request), so a long poll
-never blocks other calls; the receive loop checks the queue again after each wait, under the lock.
+serialization of the live item. (Under that lock a cancelled TransactWriteItems is rolled back item
+by item, not from a copy of the whole table: `_rolled_back_by_item`.) One lock per service (no moto
+request of one service calls the other, so the two locks never nest). The lock is re-entrant and is
+put down while `ReceiveMessage` long-polls (moto waits in `Queue.wait_for_messages`, called from
+inside the request), so a long poll never blocks other calls; the receive loop checks the queue
+again after each wait, under the lock.
 
 Both `LocalStack` (the embedded server) and `TestStack` (in-process moto) install it: moto's backends
 live in this process in both cases, so the one patch serves both. Installs are counted: nested stacks
@@ -25,6 +27,7 @@ work and the last `uninstall()` restores moto. Calls that bypass moto's request 
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from collections.abc import Callable, Iterator
@@ -107,6 +110,61 @@ def _lock_put_down_while_waiting(service_lock: ServiceLock, wait: Callable[..., 
     return wait_without_the_lock
 
 
+class _TablesNotCopied:
+    """Stands in for the `copy` module inside moto's DynamoDB backend while a transaction runs: a
+    `Table` is returned as is (the transaction's items are saved one by one instead); anything else is
+    copied as `copy` would."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        from moto.dynamodb.models.table import Table
+
+        return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+
+def _rolled_back_by_item(transact: Callable[..., Any]) -> Callable[..., Any]:
+    """moto saves a deep copy of every table a transaction writes to, to roll a cancelled one back:
+    O(table size) per TransactWriteItems, minutes for a workflow of a few thousand members (each
+    member's outcome is one transaction). Under the DynamoDB lock nothing else writes meanwhile, so
+    saving only the items the transaction names and putting them back rolls back the same."""
+
+    @functools.wraps(transact)
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        import moto.dynamodb.models as models
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        saved: list[tuple[Any, Any, Any, Any]] = []
+        try:
+            for entry in transact_items:
+                _, op = next(iter(entry.items()))
+                table = self.get_table(op["TableName"])
+                attributes = op.get("Key") or op["Item"]
+                hash_key = DynamoType(attributes[table.hash_key_attr])
+                range_key = DynamoType(attributes[table.range_key_attr]) if table.range_key_attr else None
+                saved.append((table, hash_key, range_key, copy.deepcopy(table.get_item(hash_key, range_key))))
+        except Exception:  # moto's own checks answer a malformed request, as without this patch
+            return transact(self, transact_items)
+        models.copy = _TablesNotCopied()  # type: ignore[assignment]
+        try:
+            return transact(self, transact_items)
+        except BaseException:
+            for table, hash_key, range_key, item in reversed(saved):
+                place = table.items[hash_key] if range_key is not None else table.items
+                where = range_key if range_key is not None else hash_key
+                if item is None:
+                    place.pop(where, None)
+                else:
+                    place[where] = item
+            raise
+        finally:
+            models.copy = copy
+
+    return transact_write_items
+
+
 def _patch(cls: type, name: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
     current = getattr(cls, name)  # fails loudly if moto renamed it: an unprotected stack is worse
     _patched.append((cls, name, cls.__dict__.get(name)))
@@ -121,6 +179,7 @@ def install() -> None:
         if _installs > 1:
             return
         try:
+            from moto.dynamodb.models import DynamoDBBackend
             from moto.dynamodb.responses import DynamoHandler
             from moto.sqs.models import Queue
             from moto.sqs.responses import SQSResponse
@@ -129,6 +188,7 @@ def install() -> None:
             _patch(DynamoHandler, "call_action", lambda f: _serialised(dynamodb, f))
             _patch(SQSResponse, "call_action", lambda f: _serialised(sqs, f))
             _patch(Queue, "wait_for_messages", lambda f: _lock_put_down_while_waiting(sqs, f))
+            _patch(DynamoDBBackend, "transact_write_items", _rolled_back_by_item)
         except BaseException:
             _restore()
             _installs -= 1

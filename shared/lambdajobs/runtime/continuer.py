@@ -132,7 +132,7 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
         else:
             state, reason = WorkflowState.SUCCEEDED, ""
         ended = {"wf_state": state, "ended_at": now_iso(), **({"reason": reason} if reason else {})}
-        _finish_stage(client, table, key, stage, ended)
+        _finish_stage(client, table, key, stage, ended, config.record_ttl_seconds)
         return state
 
     following = stage + 1
@@ -149,21 +149,26 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
             f"workflow '{workflow_id}': {len(failed)} jobs of stage {following} were not sent "
             f"({failed[0].error}); the notice comes back and sends them again"
         )
-    _finish_stage(client, table, key, stage, {f"sent_{following}": now_iso()})
+    _finish_stage(client, table, key, stage, {f"sent_{following}": now_iso()}, config.record_ttl_seconds)
     return "sent"
 
 
-def _finish_stage(client: Any, table: str, key: dict[str, Any], stage: int, fields: dict[str, str]) -> None:
-    """Mark `stage` advanced, with `fields`. A stage already marked is left as it is."""
+def _finish_stage(
+    client: Any, table: str, key: dict[str, Any], stage: int, fields: dict[str, str], ttl_seconds: int
+) -> None:
+    """Mark `stage` advanced, with `fields`, and renew the item's expiry (the job records' TTL from
+    now). A stage already marked is left as it is."""
     names = {f"#f{i}": name for i, name in enumerate(fields)}
     values = {f":f{i}": {"S": value} for i, value in enumerate(fields.values())}
     sets = [f"#f{i} = :f{i}" for i in range(len(fields))]
     values[":now"] = {"S": now_iso()}
+    values[":exp"] = {"N": str(int(time.time()) + ttl_seconds)}
     try:
         client.update_item(
             TableName=table,
             Key=key,
-            UpdateExpression="SET " + ", ".join([f"advanced_{stage} = :now", "updated_at = :now", *sets]),
+            UpdateExpression="SET "
+            + ", ".join([f"advanced_{stage} = :now", "updated_at = :now", "expiration = :exp", *sets]),
             ConditionExpression=f"attribute_not_exists(advanced_{stage})",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,

@@ -61,35 +61,28 @@ class Tally:
     """Counting a workflow member's outcome in its workflow's item (`key`), stage `stage`, in the same
     transaction as the member's record write: per-member idempotence comes from the record, which
     keeps `wf_counted` (the outcome counted), so no outcome is counted twice and none is lost to a
-    crash between the two writes. `ttl_seconds` renews the workflow item's expiry."""
+    crash between the two writes."""
 
     key: str
     stage: int
-    ttl_seconds: int
 
     def update(self, table: str, outcome: JobState, *, from_dead: bool = False) -> dict[str, Any]:
         """The workflow item's update: `ok_<stage>` or `dead_<stage>` up by one, and `done_<stage>`
         with it; `from_dead`: a member counted dead that succeeded after a redrive moves from dead to
-        ok (`done` unchanged). The guard `done < total` refuses a count beyond the stage's members."""
+        ok (`done` unchanged). The guard `done < total` refuses a count beyond the stage's members (and
+        an item that is gone). Kept this short on purpose: every member of a workflow makes one."""
         i = self.stage
-        values: dict[str, Any] = {
-            ":one": {"N": "1"},
-            ":now_iso": {"S": now_iso()},
-            ":exp": {"N": str(int(time.time()) + self.ttl_seconds)},
-        }
+        values: dict[str, Any] = {":one": {"N": "1"}}
         if from_dead:
-            values[":minus"] = {"N": "-1"}
-            adds = f"ok_{i} :one, dead_{i} :minus"
-            condition = f"attribute_exists(id) AND dead_{i} > :zero"
-            values[":zero"] = {"N": "0"}
+            values[":minus"], values[":zero"] = {"N": "-1"}, {"N": "0"}
+            adds, condition = f"ok_{i} :one, dead_{i} :minus", f"dead_{i} > :zero"
         else:
             counter = "ok" if outcome is JobState.SUCCEEDED else "dead"
-            adds = f"{counter}_{i} :one, done_{i} :one"
-            condition = f"attribute_exists(id) AND done_{i} < total_{i}"
+            adds, condition = f"{counter}_{i} :one, done_{i} :one", f"done_{i} < total_{i}"
         return {
             "TableName": table,
             "Key": {"id": {"S": self.key}},
-            "UpdateExpression": f"SET updated_at = :now_iso, expiration = :exp ADD {adds}",
+            "UpdateExpression": f"ADD {adds}",
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }

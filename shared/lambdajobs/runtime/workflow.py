@@ -101,8 +101,9 @@ class Canvas:
         """Validate every step, record the workflow, send its first stage; return the workflow id.
 
         Give `workflow_id` to make the call safe to repeat: enqueuing the same workflow under the same
-        id again sends nothing twice (its jobs have deterministic ids); another workflow under that id
-        raises.
+        id again sends nothing once its first stage was sent (and, after a call that stopped midway,
+        sends that stage again: its jobs' ids are deterministic, so each runs once); another workflow
+        under that id raises.
 
         Raises:
             UnknownJobError, PayloadValidationError, PayloadTooLargeError, UnknownPriorityError: for
@@ -292,7 +293,8 @@ def _enqueue(canvas: Canvas, workflow_id: str | None, cfg: StackConfig) -> str:
             f"{MAX_DEFINITION_BYTES} are kept in the workflow's record: put the large group first, "
             f"or keep big payloads in S3."
         )
-    _create(cfg, wid, canvas.kind, definition, text, digest)
+    if _create(cfg, wid, canvas.kind, definition, text, digest):
+        return wid  # the same workflow, already recorded and sent: nothing to send again
     by_queue: dict[str, list[tuple[str, str]]] = {}
     for i, member in enumerate(stages[0][0]):
         url = cfg.queue_url(member.job, member.level)
@@ -318,7 +320,14 @@ def _job_counts(members: list[_Member]) -> dict[str, int]:
 
 def _create(
     cfg: StackConfig, wid: str, kind: str, definition: dict[str, Any], text: str, digest: str
-) -> None:
+) -> bool:
+    """Record the workflow. True: this same workflow was recorded and its first stage sent before (a
+    repeated enqueue); False: send its first stage (again, if an earlier enqueue stopped midway: the
+    jobs' ids are the same, so each runs once).
+
+    Raises:
+        WorkflowError: another workflow has this id.
+    """
     from lambdajobs.runtime.records import JobRecordStore
 
     store = JobRecordStore(cfg)
@@ -348,7 +357,11 @@ def _create(
             raise WorkflowError(
                 f"workflow id '{wid}' is taken by another workflow; use a new workflow_id."
             ) from None
+        if "sent_0" in found:
+            logger.info("workflow %s was already enqueued; nothing sent again", wid)
+            return True
         logger.info("workflow %s already recorded; sending its first stage again (deduplicated)", wid)
+    return False
 
 
 def _mark(cfg: StackConfig, wid: str, name: str) -> None:
