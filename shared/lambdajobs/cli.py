@@ -361,6 +361,45 @@ def status(
     console.print(table)
 
 
+@app.command()
+@friendly
+def workflow(
+    workflow_id: str = typer.Argument(..., help="workflow id (what .enqueue() returned)"),
+    wait: float = typer.Option(0, help="wait up to this many seconds for the workflow to end"),
+) -> None:
+    """A workflow's state, progress, and per stage its jobs and members by state."""
+    import time
+
+    from lambdajobs.runtime.workflow import get_workflow
+
+    info = get_workflow(workflow_id, config=_config)
+    deadline = time.monotonic() + wait
+    while wait and not info.done and info.state != "unknown" and time.monotonic() < deadline:
+        time.sleep(1)
+        info = get_workflow(workflow_id, config=_config)
+    if info.state == "unknown":
+        _fail(f"no workflow '{workflow_id}' in stack '{_config.stack}' ({info.note}).")
+    summary = _table("field", "value", show_header=False, title=f"workflow {workflow_id}")
+    for key in ("state", "kind", "progress", "callback_job_id", "reason", "created_at", "ended_at"):
+        value = getattr(info, key)
+        if value not in (None, ""):
+            summary.add_row(key, f"{value}%" if key == "progress" else str(value))
+    console.print(summary)
+    stages = _table("stage", "jobs", "members", "pending", "running", "succeeded", "dead", "sent")
+    for stage in info.stages:
+        stages.add_row(
+            str(stage.index),
+            ", ".join(f"{job} x{n}" for job, n in stage.jobs.items()),
+            str(stage.total),
+            str(stage.pending),
+            "-" if stage.running is None else str(stage.running),
+            str(stage.succeeded),
+            str(stage.dead),
+            "yes" if stage.sent else "no",
+        )
+    console.print(stages)
+
+
 # -- dead letters ----------------------------------------------------------------------------------
 
 

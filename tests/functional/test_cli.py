@@ -311,3 +311,24 @@ def test_a_redriven_copy_starts_again_without_the_workers_hand_back_attributes(
 
 def message_payload() -> dict:
     return {"to": "ada@example.com", "subject": "s", "body": "b"}
+
+
+def test_workflow_shows_state_progress_and_stages_and_an_unknown_id_is_one_line(cli, stack, sink):
+    from lambdajobs.runtime.workflow import chord, group, sig
+
+    # GIVEN a chord of three mails (one to a bad address) whose members have run, callback not yet
+    mails = [sig("deliver", {"to": to, "subject": "s", "body": "b"}) for to in ("a@x.io", "bad", "c@x.io")]
+    wid = chord(group(mails), sig("summarize", {"label": "cli"})).enqueue(workflow_id="cli-flow")
+    stack.runner("deliver").drain()
+    stack.continuer().drain()
+    # WHEN an operator looks at it
+    result = cli("workflow", wid)
+    # THEN they see its state, its progress, the callback's job id, and each stage's members by state
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.replace("│", " ").split()) for line in result.output.splitlines()]
+    assert "state running" in lines and "progress 75.0%" in lines
+    assert "callback_job_id cli-flow.1.0" in lines
+    assert "0 deliver x3 3 0 0 2 1 yes" in lines
+    assert "1 summarize x1 1 1 0 0 0 yes" in lines
+    # AND an unknown id is one line saying so
+    assert "no workflow 'nope'" in one_line_error(cli("workflow", "nope"))
