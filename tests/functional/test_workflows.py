@@ -30,6 +30,7 @@ from lambdajobs.runtime.workflow import (
     chain,
     chord,
     group,
+    later_key,
     member_job_id,
     notify,
     sig,
@@ -517,4 +518,11 @@ def test_get_workflow_counts_running_members_and_reads_unknown_ids_as_unknown(st
     assert stack.workflow("nope").state == "unknown"
     item = store.client.get_item(TableName=store.table, Key={"id": {"S": workflow_key(wid)}})["Item"]
     assert int(item["expiration"]["N"]) > 0
-    assert json.loads(item["definition"]["S"])["stages"][1]["members"][0]["job"] == "summarize"
+    assert json.loads(item["outline"]["S"])["stages"][1] == {
+        "jobs": {"summarize": 1},
+        "total": 1,
+        "on_dead": "stop",
+    }
+    later = store.client.get_item(TableName=store.table, Key={"id": {"S": later_key(wid)}})["Item"]
+    assert json.loads(later["later"]["S"])["1"][0]["job"] == "summarize"
+    assert later["expiration"] == item["expiration"]

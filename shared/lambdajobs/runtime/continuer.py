@@ -36,6 +36,7 @@ from lambdajobs.runtime.workflow import (
     WorkflowState,
     _body,
     _Member,
+    later_key,
     member_job_id,
     stage_complete,
     workflow_key,
@@ -119,8 +120,7 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
     except client.exceptions.ConditionalCheckFailedException:
         return "claimed elsewhere"
 
-    definition = json.loads(item["definition"]["S"])
-    stages = definition["stages"]
+    stages = json.loads(item["outline"]["S"])["stages"]
     total, ok, dead = (int(item[f"{c}_{stage}"]["N"]) for c in ("total", "ok", "dead"))
     described = ", ".join(f"{job} x{n}" for job, n in stages[stage]["jobs"].items())
     if stage == len(stages) - 1 or (dead and stages[stage]["on_dead"] == "stop"):
@@ -138,7 +138,8 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
     following = stage + 1
     parents = {"total": total, "succeeded": ok, "dead": dead}
     by_queue: dict[str, list[tuple[str, str]]] = {}
-    for index, stored in enumerate(stages[following]["members"]):
+    later = client.get_item(TableName=table, Key={"id": {"S": later_key(workflow_id)}}, ConsistentRead=True)
+    for index, stored in enumerate(json.loads(later["Item"]["later"]["S"])[str(following)]):
         member = _Member(stored["job"], stored["payload"], stored.get("priority"), stored.get("level"))
         body = _body(workflow_id, following, index, member, parents)
         url = config.queue_url(member.job, member.level)

@@ -213,7 +213,13 @@ def member_job_id(workflow_id: str, stage: int, index: int) -> str:
 
 
 def workflow_key(workflow_id: str) -> str:
+    """The workflow's item: its outline and counters."""
     return WORKFLOW_ID_PREFIX + workflow_id
+
+
+def later_key(workflow_id: str) -> str:
+    """The item with the validated payloads of the workflow's later stages."""
+    return workflow_key(workflow_id) + "#later"
 
 
 def _check_id(workflow_id: str) -> str:
@@ -271,29 +277,25 @@ def _enqueue(canvas: Canvas, workflow_id: str | None, cfg: StackConfig) -> str:
     wid = _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     stages = _validated(canvas, cfg)
     first = [_body(wid, 0, i, m, None) for i, m in enumerate(stages[0][0])]  # size-checked here
-    definition = {
+    outline = {
         "kind": canvas.kind,
         "stages": [
-            {
-                "jobs": _job_counts(members),
-                "total": len(members),
-                "on_dead": on_dead,
-                **({"members": [m.stored() for m in members]} if i else {}),
-            }
-            for i, (members, on_dead) in enumerate(stages)
+            {"jobs": _job_counts(members), "total": len(members), "on_dead": on_dead}
+            for members, on_dead in stages
         ],
     }
-    text = json.dumps(definition, separators=(",", ":"), sort_keys=True)
-    digest = hashlib.sha256(
-        (text + json.dumps([m.stored() for m in stages[0][0]], sort_keys=True)).encode()
-    ).hexdigest()
+    later = {str(i): [m.stored() for m in members] for i, (members, _) in enumerate(stages) if i}
+    text = json.dumps(later, separators=(",", ":"), sort_keys=True)
+    outline_text = json.dumps(outline, separators=(",", ":"), sort_keys=True)
+    everything = [outline_text, text, json.dumps([m.stored() for m in stages[0][0]], sort_keys=True)]
+    digest = hashlib.sha256("\n".join(everything).encode()).hexdigest()
     if len(text.encode()) > MAX_DEFINITION_BYTES:
         raise WorkflowError(
             f"this {canvas.kind}'s later stages take {len(text.encode())} bytes; at most "
             f"{MAX_DEFINITION_BYTES} are kept in the workflow's record: put the large group first, "
             f"or keep big payloads in S3."
         )
-    if _create(cfg, wid, canvas.kind, definition, text, digest):
+    if _create(cfg, wid, outline, outline_text, text if later else None, digest):
         return wid  # the same workflow, already recorded and sent: nothing to send again
     by_queue: dict[str, list[tuple[str, str]]] = {}
     for i, member in enumerate(stages[0][0]):
@@ -319,11 +321,14 @@ def _job_counts(members: list[_Member]) -> dict[str, int]:
 
 
 def _create(
-    cfg: StackConfig, wid: str, kind: str, definition: dict[str, Any], text: str, digest: str
+    cfg: StackConfig, wid: str, outline: dict[str, Any], outline_text: str, later: str | None, digest: str
 ) -> bool:
-    """Record the workflow. True: this same workflow was recorded and its first stage sent before (a
-    repeated enqueue); False: send its first stage (again, if an earlier enqueue stopped midway: the
-    jobs' ids are the same, so each runs once).
+    """Record the workflow: its item (the outline: per stage its jobs, members and rule; and the
+    counters) and, with later stages, a second item (`<key>#later`) with their validated payloads, both
+    in one transaction. The counter item stays small on purpose: every member of the workflow writes
+    it once and reads it once, and DynamoDB charges both by the item's size. True: this same workflow
+    was recorded and its first stage sent before (a repeated enqueue); False: send its first stage
+    (again, if an earlier enqueue stopped midway: the jobs' ids are the same, so each runs once).
 
     Raises:
         WorkflowError: another workflow has this id.
@@ -333,23 +338,40 @@ def _create(
     store = JobRecordStore(cfg)
     item: dict[str, Any] = {
         "id": {"S": workflow_key(wid)},
-        "kind": {"S": kind},
+        "kind": {"S": outline["kind"]},
         "wf_state": {"S": WorkflowState.RUNNING},
-        "stages": {"N": str(len(definition["stages"]))},
-        "definition": {"S": text},
+        "stages": {"N": str(len(outline["stages"]))},
+        "outline": {"S": outline_text},
         "digest": {"S": digest},
         "created_at": {"S": now_iso()},
         "updated_at": {"S": now_iso()},
         "expiration": {"N": str(int(time.time()) + cfg.record_ttl_seconds)},
     }
-    for i, stage in enumerate(definition["stages"]):
+    for i, stage in enumerate(outline["stages"]):
         item[f"total_{i}"] = {"N": str(stage["total"])}
         for counter in ("ok", "dead", "done"):
             item[f"{counter}_{i}"] = {"N": "0"}
     client = store.client
+    puts = [
+        {"Put": {"TableName": store.table, "Item": item, "ConditionExpression": "attribute_not_exists(id)"}}
+    ]
+    if later is not None:
+        rest = {"id": {"S": later_key(wid)}, "later": {"S": later}, "expiration": item["expiration"]}
+        puts.append(
+            {
+                "Put": {
+                    "TableName": store.table,
+                    "Item": rest,
+                    "ConditionExpression": "attribute_not_exists(id)",
+                }
+            }
+        )
     try:
-        client.put_item(TableName=store.table, Item=item, ConditionExpression="attribute_not_exists(id)")
-    except client.exceptions.ConditionalCheckFailedException:
+        client.transact_write_items(TransactItems=puts)
+    except client.exceptions.TransactionCanceledException as exc:
+        codes = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
+        if "ConditionalCheckFailed" not in codes:
+            raise
         found = client.get_item(TableName=store.table, Key={"id": item["id"]}, ConsistentRead=True).get(
             "Item"
         )
@@ -485,9 +507,9 @@ def get_workflow(workflow_id: str, *, config: StackConfig | None = None) -> Work
         value = item.get(name, {}).get("S")
         return str(value) if value is not None else None
 
-    definition = json.loads(s("definition") or "{}")
+    outline = json.loads(s("outline") or "{}")
     stages = []
-    for i, stage in enumerate(definition.get("stages", [])):
+    for i, stage in enumerate(outline.get("stages", [])):
         total, ok, dead = n(f"total_{i}"), n(f"ok_{i}"), n(f"dead_{i}")
         sent = f"sent_{i}" in item
         running: int | None = 0
