@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.records import JobStatus as JobStatus
     from lambdajobs.runtime.records import get_status as get_status
     from lambdajobs.runtime.records import wait_for as wait_for
-    from lambdajobs.runtime.workflow import WorkflowError as WorkflowError
     from lambdajobs.runtime.workflow import WorkflowStatus as WorkflowStatus
     from lambdajobs.runtime.workflow import chain as chain
     from lambdajobs.runtime.workflow import chord as chord

@@ -32,6 +32,7 @@ from lambdajobs.runtime.errors import (
     UnknownJobError,
     UnknownPriorityError,
     WaitTimeoutError,
+    WorkflowError,
 )
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.ratelimit import RateLimit
@@ -68,6 +69,7 @@ __all__ = [
     "UnknownJobError",
     "UnknownPriorityError",
     "WaitTimeoutError",
+    "WorkflowError",
     "cron",
     "current",
     "get_spec",
@@ -92,7 +94,6 @@ LAZY = {
     "sig": "lambdajobs.runtime.workflow",
     "get_workflow": "lambdajobs.runtime.workflow",
     "WorkflowStatus": "lambdajobs.runtime.workflow",
-    "WorkflowError": "lambdajobs.runtime.workflow",
 }
 
 

@@ -60,6 +60,11 @@ class UnknownPriorityError(EnqueueError):
     """A producer named a priority level the job does not declare: nothing was sent."""
 
 
+class WorkflowError(EnqueueError):
+    """A workflow that cannot be enqueued (an empty stage, too many stages, later stages too large to
+    record, another workflow under the same id), or a bad workflow id: nothing was sent."""
+
+
 class ScheduleConflictError(EnqueueError):
     """A job id is already scheduled for another time or with another payload."""
 
@@ -141,4 +146,5 @@ __all__ = [
     "UnknownJobError",
     "UnknownPriorityError",
     "WaitTimeoutError",
+    "WorkflowError",
 ]

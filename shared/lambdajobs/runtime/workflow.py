@@ -42,7 +42,7 @@ from typing import Any, Literal
 
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.envelope import MAX_WORKFLOW_ID_LENGTH, encode
-from lambdajobs.runtime.errors import EnqueueError
+from lambdajobs.runtime.errors import EnqueueError, WorkflowError
 from lambdajobs.runtime.lifecycle import JobState, now_iso
 from lambdajobs.runtime.settings import RESERVED_ID_PREFIX, WORKFLOW_ID_PREFIX
 from lambdajobs.runtime.spec import JobRef, get_spec
@@ -56,10 +56,6 @@ MAX_STAGES = 100
 #: Stages up to this many members have their running members counted by `get_workflow` (reading their
 #: records: one BatchGetItem per 100); above it, only finished members are counted.
 MAX_MEMBERS_READ = 1_000
-
-
-class WorkflowError(EnqueueError):
-    """A workflow that cannot be enqueued: empty, too large, or another workflow under the same id."""
 
 
 class WorkflowState:
