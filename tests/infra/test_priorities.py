@@ -251,7 +251,8 @@ def test_the_operator_policy_stays_under_the_managed_policy_limit(template, stac
     ]
     assert len(arns) == len(set(arns))
     queues = {a for a in arns if ":sqs:" in a}
-    assert len(queues) == 2 * sum(len(w.all_levels) for w in stack.workers.values()) + 1  # + Scheduler DLQ
+    # + the Scheduler DLQ, the workflow queue and its DLQ
+    assert len(queues) == 2 * sum(len(w.all_levels) for w in stack.workers.values()) + 3
     print(f"operator policy: {len(text)} of {MANAGED_POLICY_LIMIT} characters")
     assert len(text) < MANAGED_POLICY_LIMIT
 
@@ -473,6 +474,7 @@ def test_three_levels_get_three_queues_dlqs_event_sources_and_alarm_sets(before_
             "MaximumConcurrency"
         ]
         for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": logical_id(stack, worker.function)}
     }
     assert concurrency == {
         logical_id(stack, q.queue): c for q, c in zip(worker.all_levels, (40, 20, 5), strict=True)

@@ -162,6 +162,10 @@ def test_producer_policy_can_enqueue_schedule_and_read_status_only(template, sta
         "sqs:SendMessage",
         "ssm:GetParameter",
         "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",  # get_workflow: a running stage's member records
+        # a workflow creates its item and marks it sent, on no other item (tests/infra/test_workflows.py)
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
         "scheduler:CreateSchedule",
         "scheduler:GetSchedule",  # a retried run_at with the same job id reads the existing schedule
         "iam:PassRole",

@@ -225,6 +225,10 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
                 "sqs:GetQueueAttributes",
                 "sqs:GetQueueUrl",
             }
+    # a notice to the workflow queue when its member may have ended a stage (every worker)
+    expected[logical_id(stack, stack.workflows.queue)] = {"sqs:SendMessage"}
+    if spec.enqueues:  # it may start a workflow of them: PutItem of the workflow item only (test_workflows)
+        expected[table] = expected[table] | {"dynamodb:PutItem"}
     if "job_stats" in spec.uses:
         expected[table] = expected[table] | {"dynamodb:Query"}
     if "bucket" in spec.uses:

@@ -38,6 +38,7 @@ from lambdajobs.cdk.job_worker import JobWorker  # noqa: E402
 from lambdajobs.cdk.monitoring import Monitoring  # noqa: E402
 from lambdajobs.cdk.nag import check_with_cdk_nag, nag_errors, suppress  # noqa: E402
 from lambdajobs.cdk.stack import LambdaJobs, LambdaJobsStack, log_retention  # noqa: E402
+from lambdajobs.cdk.workflows import Workflows  # noqa: E402
 
 __all__ = [
     "VENDORED_PACKAGES",
@@ -45,6 +46,7 @@ __all__ = [
     "LambdaJobs",
     "LambdaJobsStack",
     "Monitoring",
+    "Workflows",
     "check_with_cdk_nag",
     "log_retention",
     "nag_errors",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import CfnOutput, Duration, Stack, TimeZone
 from aws_cdk import aws_dynamodb as dynamodb
@@ -17,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_JOB,
@@ -33,6 +36,7 @@ from lambdajobs.runtime.settings import (
     dlq_url_env,
     level_env,
     manifest_parameter,
+    queue_arn_env,
     queue_name,
     queue_url_env,
 )
@@ -44,6 +48,158 @@ QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 #: The library's own entry point: every function runs it; LAMBDAJOBS_JOB says which job.
 HANDLER = "lambdajobs.runtime.entry.lambda_handler"
+#: Lambda: "the total size of all environment variables doesn't exceed 4 KB" (every key and value).
+#: Past it the deploy fails, late and far from the cause; a job that enqueues many jobs, each at
+#: several priority levels, or the workflow continuer (every job queue's URL), can get there.
+MAX_ENVIRONMENT_CHARACTERS = 4096
+#: A token (a queue URL or ARN, a table name) is known only at deploy time: counted as this many
+#: characters, about a queue URL with a long stack name and region (a job queue's is 60 to 140).
+TOKEN_CHARACTERS = 200
+#: How CDK writes a token inside a Python string (a string's, or a list's).
+_TOKEN = re.compile(r"[$#]\{Token\[[^\]]*\]\}")
+
+
+def environment_size(variables: Mapping[str, str]) -> int:
+    """The characters of a function's environment as Lambda counts them (keys and values), each
+    unresolved token counted as `TOKEN_CHARACTERS`."""
+    return sum(len(key) + len(_TOKEN.sub("t" * TOKEN_CHARACTERS, value)) for key, value in variables.items())
+
+
+def check_environment_size(what: str, variables: Mapping[str, str], fix: str) -> None:
+    """Refuse an environment larger than Lambda takes (`MAX_ENVIRONMENT_CHARACTERS`), at synth.
+
+    Raises:
+        ConfigurationError: naming the function, its size, its largest variables and `fix`.
+    """
+    size = environment_size(variables)
+    if size <= MAX_ENVIRONMENT_CHARACTERS:
+        return
+    largest = sorted(variables, key=lambda key: -environment_size({key: variables[key]}))[:3]
+    raise ConfigurationError(
+        f"{what}: its environment would take about {size} characters ({len(variables)} variables, each "
+        f"deploy-time value counted as {TOKEN_CHARACTERS}; largest: {', '.join(largest)}), and Lambda "
+        f"allows {MAX_ENVIRONMENT_CHARACTERS} in all. {fix}"
+    )
+
+
+class LambdaJobsFunction(lambda_.Function):
+    """A `lambda_.Function` that keeps its environment variables (`environment_variables`) and refuses,
+    at synth, any that would take it past Lambda's 4 KB (`check_environment_size`): variables added
+    later through `add_environment` (yours too) are counted.
+
+    `fix` says what to do about a function too large (it ends the error message); the other options
+    are `lambda_.Function`'s.
+
+    Raises:
+        ConfigurationError: the environment is larger than Lambda allows.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, fix: str, **options: Any) -> None:
+        self._fix = fix
+        self._variables: dict[str, str] = dict(options.get("environment") or {})
+        check_environment_size(f"function {construct_id} of {scope.node.path}", self._variables, fix)
+        super().__init__(scope, construct_id, **options)
+
+    def add_environment(
+        self, key: str, value: str, *, remove_in_edge: bool | None = None
+    ) -> lambda_.Function:
+        variables = {**self._variables, key: value}
+        check_environment_size(f"function {self.node.path}", variables, self._fix)
+        self._variables = variables
+        return super().add_environment(key, value, remove_in_edge=remove_in_edge)
+
+    @property
+    def environment_variables(self) -> dict[str, str]:
+        """Every variable set so far (tokens as CDK's placeholders)."""
+        return dict(self._variables)
+
+
+def lambdajobs_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    handler: str,
+    code: lambda_.Code,
+    layers: Sequence[lambda_.ILayerVersion],
+    log_retention: logs.RetentionDays,
+    timeout_seconds: int,
+    memory_mb: int,
+    description: str,
+    environment: Mapping[str, str],
+    fix: str,
+    reserved_concurrency: int | None = None,
+) -> LambdaJobsFunction:
+    """A lambdajobs function in `scope` (a job's worker, the workflow continuer): the Python runtime on
+    arm64, the Powertools layer, its own log group (`Logs`) with `log_retention`, JSON logs, and
+    Powertools' service name and metrics namespace beside `environment`."""
+    return LambdaJobsFunction(
+        scope,
+        construct_id,
+        fix=fix,
+        runtime=RUNTIME,
+        architecture=lambda_.Architecture.ARM_64,
+        handler=handler,
+        code=code,
+        layers=list(layers),
+        timeout=Duration.seconds(timeout_seconds),
+        memory_size=memory_mb,
+        log_group=logs.LogGroup(scope, "Logs", retention=log_retention),
+        # Lambda's JSON log format: platform lines are JSON too, and the levels filter at the source
+        # (Powertools' Logger follows the application level). System INFO keeps the START and
+        # REPORT lines (duration, memory used, init duration).
+        logging_format=lambda_.LoggingFormat.JSON,
+        application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+        system_log_level_v2=lambda_.SystemLogLevel.INFO,
+        reserved_concurrent_executions=reserved_concurrency,
+        description=description,
+        environment={
+            **environment,
+            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        },
+    )
+
+
+def queue_pair(
+    scope: Construct,
+    *,
+    name: str,
+    visibility_timeout_seconds: int,
+    max_receive_count: int,
+    dead_letter_queue_name: str | None = None,
+) -> tuple[sqs.Queue, sqs.Queue]:
+    """(DLQ, queue) in `scope` (construct ids `DeadLetterQueue`, `Queue`): the queue named `name`,
+    redriven to its DLQ after `max_receive_count` receives, the DLQ accepting redrives from it only;
+    both SQS-encrypted and TLS-only, the DLQ keeping messages longer than its source."""
+    stack = Stack.of(scope)
+    # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
+    # while the source's redrive policy references the DLQ is a circular dependency in
+    # CloudFormation; a derived queue name and a formatted ARN break the cycle.
+    source_ref = sqs.Queue.from_queue_arn(
+        scope, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
+    )
+    dead_letter_queue = sqs.Queue(
+        scope,
+        "DeadLetterQueue",
+        queue_name=dead_letter_queue_name,
+        retention_period=DLQ_RETENTION,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        redrive_allow_policy=sqs.RedriveAllowPolicy(
+            redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
+        ),
+    )
+    queue = sqs.Queue(
+        scope,
+        "Queue",
+        queue_name=name,
+        visibility_timeout=Duration.seconds(visibility_timeout_seconds),
+        retention_period=QUEUE_RETENTION,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letter_queue, max_receive_count=max_receive_count),
+    )
+    return dead_letter_queue, queue
 
 
 @dataclass(frozen=True)
@@ -65,6 +221,17 @@ class LevelQueues:
     def label(self) -> str:
         """How dashboards and alarms name it: `send_email (high)`, or just the job without priorities."""
         return f"{self.job} ({self.priority})" if self.priority else self.job
+
+    def send_environment(self, *, arns: bool = True) -> dict[str, str]:
+        """What a function that sends to this queue reads: its URL (`LAMBDAJOBS_QUEUE_URL_<JOB>`, or
+        `LAMBDAJOBS_PRIORITY_QUEUE_URL_<LEVEL>_<JOB>` for a level above the job's own), and with `arns`
+        its ARN (what a one-time schedule targets: `enqueue(run_at=...)`)."""
+        if self.level is None:
+            url, arn = queue_url_env(self.job), queue_arn_env(self.job)
+        else:
+            url = level_env(ENV_LEVEL_QUEUE_URL_PREFIX, self.job, self.level)
+            arn = level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, self.job, self.level)
+        return {url: self.queue.queue_url, **({arn: self.queue.queue_arn} if arns else {})}
 
 
 class JobWorker(Construct):
@@ -117,30 +284,21 @@ class JobWorker(Construct):
             if level is not None
         }
         level_pairs = {level: self._queue_pair(where, spec, level) for level, where in level_scopes.items()}
-        log_group = logs.LogGroup(self, "Logs", retention=log_retention)
         level_environment: dict[str, str] = {}
         for level, (dlq, queue) in level_pairs.items():
             level_environment[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, spec.name, level)] = queue.queue_url
             level_environment[level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, spec.name, level)] = queue.queue_arn
             level_environment[level_env(ENV_LEVEL_DLQ_URL_PREFIX, spec.name, level)] = dlq.queue_url
-        self.function = lambda_.Function(
+        self.function = lambdajobs_function(
             self,
             "Worker",
-            runtime=RUNTIME,
-            architecture=lambda_.Architecture.ARM_64,
             handler=HANDLER,
             code=code,
-            layers=list(layers),
-            timeout=Duration.seconds(spec.timeout_seconds),
-            memory_size=spec.memory_mb,
-            log_group=log_group,
-            # Lambda's JSON log format: platform lines are JSON too, and the levels filter at the source
-            # (Powertools' Logger follows the application level). System INFO keeps the START and
-            # REPORT lines (duration, memory used, init duration).
-            logging_format=lambda_.LoggingFormat.JSON,
-            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
-            system_log_level_v2=lambda_.SystemLogLevel.INFO,
-            reserved_concurrent_executions=spec.reserved_concurrency,
+            layers=layers,
+            log_retention=log_retention,
+            timeout_seconds=spec.timeout_seconds,
+            memory_mb=spec.memory_mb,
+            reserved_concurrency=spec.reserved_concurrency,
             description=f"lambdajobs worker for job {spec.name}",
             environment={
                 ENV_JOB: spec.name,
@@ -155,9 +313,10 @@ class JobWorker(Construct):
                 # each priority level's: hand-backs and dead letters stay in the record's level, and a
                 # message whose envelope names another level is forwarded there
                 **level_environment,
-                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
             },
+            fix=f"Job {spec.name}: each job it enqueues adds its queue's URL and ARN at every priority "
+            f"level, and each of its own levels three variables; declare fewer (`enqueues`, "
+            f"`priorities`), or split the job.",
         )
         self.event_source = self._consume(spec, None, self.queue, self.dead_letter_queue)
         self.levels: dict[str, LevelQueues] = {
@@ -241,37 +400,12 @@ class JobWorker(Construct):
 
     def _queue_pair(self, scope: Construct, spec: JobSpec, level: str | None) -> tuple[sqs.Queue, sqs.Queue]:
         """(DLQ, queue) of one level (None: the job's own), created in `scope`."""
-        stack = Stack.of(self)
-        name = queue_name(stack.stack_name, spec.name, level)
-        # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
-        # while the source's redrive policy references the DLQ is a circular dependency in
-        # CloudFormation; a derived queue name and a formatted ARN break the cycle.
-        source_ref = sqs.Queue.from_queue_arn(
-            scope, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
-        )
-        dead_letter_queue = sqs.Queue(
+        return queue_pair(
             scope,
-            "DeadLetterQueue",
-            retention_period=DLQ_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            redrive_allow_policy=sqs.RedriveAllowPolicy(
-                redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
-            ),
+            name=queue_name(Stack.of(self).stack_name, spec.name, level),
+            visibility_timeout_seconds=spec.visibility_timeout_seconds,
+            max_receive_count=spec.max_receive_count,
         )
-        queue = sqs.Queue(
-            scope,
-            "Queue",
-            queue_name=name,
-            visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
-            retention_period=QUEUE_RETENTION,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=dead_letter_queue, max_receive_count=spec.max_receive_count
-            ),
-        )
-        return dead_letter_queue, queue
 
     def _consume(
         self, spec: JobSpec, level: str | None, queue: sqs.Queue, dead_letter_queue: sqs.Queue

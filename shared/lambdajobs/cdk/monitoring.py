@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
@@ -15,7 +15,13 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from lambdajobs.cdk.job_worker import JobWorker, LevelQueues
+from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_lambda as lambda_
+
+    from lambdajobs.cdk.workflows import Workflows
 
 ONE_MINUTE = Duration.minutes(1)
 FIVE_MINUTES = Duration.minutes(5)
@@ -41,13 +47,20 @@ def job_metric(stack: str, job: str, name: str) -> cw.Metric:
     )
 
 
+#: The workflow queue's alarms: the job queues' defaults (any dead letter, a notice waiting over 15
+#: minutes, ...) and the continuer's errors and throttles as a worker's.
+WORKFLOW_ALARMS = Alarms()
+
+
 class Monitoring(Construct):
-    """One dashboard (a row per job: each priority level's queue and DLQ, then the worker), alarms per
-    job and per priority level, one SNS topic for alarm and OK notifications.
+    """One dashboard (a row per job: each priority level's queue and DLQ, then the worker; a row for the
+    workflow queue and its continuer), alarms per job, per priority level and for the workflow queue,
+    one SNS topic for alarm and OK notifications.
 
     Attributes: `topic`, `dashboard`, `alarms` (job -> {name: Alarm}: the job's own queue and DLQ, and
     its function), `level_alarms` (job -> level -> {name: Alarm}: the queue and DLQ of each priority
-    level above the job's lowest; {} for a job without priorities).
+    level above the job's lowest; {} for a job without priorities), `workflow_alarms` ({name: Alarm}:
+    the workflow queue and DLQ, `ContinuerErrors` and `ContinuerThrottles`; {} without `workflows`).
 
     Raises:
         jsii errors from CDK for an invalid alarm email address.
@@ -65,6 +78,7 @@ class Monitoring(Construct):
         workers: Mapping[str, JobWorker],
         alarm_email: str | None = None,
         scheduler_dlq: sqs.IQueue | None = None,
+        workflows: Workflows | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -101,8 +115,35 @@ class Monitoring(Construct):
             self.dashboard.add_widgets(*self._row(job, worker))
             self.alarms[job] = self._alarms(job, worker)
             self.level_alarms[job] = {
-                level: self._queue_alarms(worker, queues, f"{worker.node.id}-{level}-")
+                level: self._queue_alarms(
+                    worker.spec.alarms,
+                    queues.queue,
+                    queues.dead_letter_queue,
+                    f"{worker.node.id}-{level}-",
+                    f"job {queues.label}",
+                )
                 for level, queues in worker.levels.items()
+            }
+        self.workflow_alarms: dict[str, cw.Alarm] = {}
+        if workflows is not None:
+            # Notices the continuer failed on five times: their workflows wait until redriven.
+            self.dashboard.add_widgets(
+                *self._queue_widgets("workflows", workflows.queue, workflows.dead_letter_queue),
+                self._function_widget("workflows: continuer", workflows.function),
+            )
+            self.workflow_alarms = {
+                **self._queue_alarms(
+                    WORKFLOW_ALARMS,
+                    workflows.queue,
+                    workflows.dead_letter_queue,
+                    "Workflows",
+                    "workflow queue",
+                ),
+                **self._made(
+                    self._function_alarms(WORKFLOW_ALARMS, workflows.function, "Continuer"),
+                    "Workflows",
+                    "workflow queue",
+                ),
             }
         self.scheduler_alarm: cw.Alarm | None = None
         if scheduler_dlq is not None:
@@ -129,16 +170,12 @@ class Monitoring(Construct):
         (one for every level). A row wider than the dashboard's 24 columns wraps."""
         fn = worker.function
         return [
-            *(widget for level in worker.all_levels for widget in self._queue_widgets(level)),
-            cw.GraphWidget(
-                title=f"{job}: worker",
-                left=[
-                    fn.metric_invocations(period=ONE_MINUTE, label="invocations"),
-                    fn.metric_errors(period=ONE_MINUTE, label="errors"),
-                    fn.metric_throttles(period=ONE_MINUTE, label="throttles"),
-                ],
-                width=5,
+            *(
+                widget
+                for level in worker.all_levels
+                for widget in self._queue_widgets(level.label, level.queue, level.dead_letter_queue)
             ),
+            self._function_widget(f"{job}: worker", fn),
             cw.GraphWidget(
                 title=f"{job}: duration p99 / concurrency",
                 left=[fn.metric_duration(period=ONE_MINUTE, statistic="p99", label="duration p99 (ms)")],
@@ -157,11 +194,23 @@ class Monitoring(Construct):
         ]
 
     @staticmethod
-    def _queue_widgets(level: LevelQueues) -> list[cw.IWidget]:
-        queue, dlq = level.queue, level.dead_letter_queue
+    def _function_widget(title: str, fn: lambda_.IFunction) -> cw.IWidget:
+        return cw.GraphWidget(
+            title=title,
+            left=[
+                fn.metric_invocations(period=ONE_MINUTE, label="invocations"),
+                fn.metric_errors(period=ONE_MINUTE, label="errors"),
+                fn.metric_throttles(period=ONE_MINUTE, label="throttles"),
+            ],
+            width=5,
+        )
+
+    @staticmethod
+    def _queue_widgets(label: str, queue: sqs.IQueue, dlq: sqs.IQueue) -> list[cw.IWidget]:
+        """A queue's depth, messages in flight and oldest message; its DLQ's depth and oldest."""
         return [
             cw.GraphWidget(
-                title=f"{level.label}: queue",
+                title=f"{label}: queue",
                 left=[
                     queue.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="depth"),
                     queue.metric_approximate_number_of_messages_not_visible(
@@ -172,7 +221,7 @@ class Monitoring(Construct):
                 width=6,
             ),
             cw.GraphWidget(
-                title=f"{level.label}: dead letters",
+                title=f"{label}: dead letters",
                 left=[
                     dlq.metric_approximate_number_of_messages_visible(period=ONE_MINUTE, label="DLQ depth")
                 ],
@@ -183,31 +232,45 @@ class Monitoring(Construct):
 
     def _alarms(self, job: str, worker: JobWorker) -> dict[str, cw.Alarm]:
         """The alarms of the job's own queue and DLQ (under their original ids) and of its function."""
-        [own] = [level for level in worker.all_levels if level.level is None]
+        own: LevelQueues = next(level for level in worker.all_levels if level.level is None)
         limits = worker.spec.alarms
-        wanted = {
-            "WorkerErrors": (
-                limits.worker_errors_above,
-                worker.function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
-                1,
-                "worker invocations that crashed or timed out, in 5 minutes",
+        return {
+            **self._queue_alarms(
+                limits, own.queue, own.dead_letter_queue, worker.node.id, f"job {own.label}"
             ),
-            # Throttled invocations still consume receives: good jobs can reach the DLQ.
-            "WorkerThrottles": (
-                limits.worker_throttles_above,
-                worker.function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
-                1,
-                "throttled worker invocations, in 5 minutes",
+            **self._made(
+                self._function_alarms(limits, worker.function, "Worker"), worker.node.id, f"job {job}"
             ),
         }
-        return {**self._queue_alarms(worker, own, worker.node.id), **self._made(wanted, worker.node.id, job)}
 
-    def _queue_alarms(self, worker: JobWorker, level: LevelQueues, id_prefix: str) -> dict[str, cw.Alarm]:
-        """The alarms of one level's queue and DLQ. `id_prefix` keeps the job's own queue's alarms
-        under their original construct ids (`SendEmailJobDeadLetters`); a level's are
-        `SendEmailJob-high-DeadLetters` (the dashes keep them apart from any job's)."""
-        limits = worker.spec.alarms
-        queue, dlq = level.queue, level.dead_letter_queue
+    @staticmethod
+    def _function_alarms(
+        limits: Alarms, fn: lambda_.IFunction, role: str
+    ) -> dict[str, tuple[Any, cw.Metric, int, str]]:
+        """What `_made` alarms on for a function: `<role>Errors` and `<role>Throttles`."""
+        return {
+            f"{role}Errors": (
+                limits.worker_errors_above,
+                fn.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                1,
+                f"{role.lower()} invocations that crashed or timed out, in 5 minutes",
+            ),
+            # Throttled invocations still consume receives: good jobs can reach the DLQ.
+            f"{role}Throttles": (
+                limits.worker_throttles_above,
+                fn.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+                1,
+                f"throttled {role.lower()} invocations, in 5 minutes",
+            ),
+        }
+
+    def _queue_alarms(
+        self, limits: Alarms, queue: sqs.IQueue, dlq: sqs.IQueue, id_prefix: str, subject: str
+    ) -> dict[str, cw.Alarm]:
+        """The alarms of one queue and its DLQ, as `limits` say. `id_prefix` keeps the job's own
+        queue's alarms under their original construct ids (`SendEmailJobDeadLetters`); a level's are
+        `SendEmailJob-high-DeadLetters` (the dashes keep them apart from any job's), the workflow
+        queue's `WorkflowsDeadLetters` (no job's construct id starts so: they end with `Job`)."""
         wanted = {
             # Anything in the DLQ needs a look (alarm on visible messages: redrive drains it to 0).
             "DeadLetters": (
@@ -236,12 +299,13 @@ class Monitoring(Construct):
                 "seconds the oldest dead letter has been in the DLQ (it may be deleted after 10 days there)",
             ),
         }
-        return self._made(wanted, id_prefix, level.label)
+        return self._made(wanted, id_prefix, subject)
 
     def _made(
-        self, wanted: Mapping[str, tuple[Any, cw.Metric, int, str]], id_prefix: str, label: str
+        self, wanted: Mapping[str, tuple[Any, cw.Metric, int, str]], id_prefix: str, subject: str
     ) -> dict[str, cw.Alarm]:
-        """The alarms of `wanted` (name -> threshold, metric, periods, what) whose threshold is set."""
+        """The alarms of `wanted` (name -> threshold, metric, periods, what) whose threshold is set;
+        `subject` names what they watch in their descriptions (`job send_email (high)`)."""
         made: dict[str, cw.Alarm] = {}
         for name, (threshold, metric, periods, what) in wanted.items():
             if threshold is not None:
@@ -250,7 +314,7 @@ class Monitoring(Construct):
                     metric,
                     threshold=threshold,
                     periods=periods,
-                    description=f"lambdajobs job {label}: {what} above {threshold}. Runbook: README.",
+                    description=f"lambdajobs {subject}: {what} above {threshold}. Runbook: README.",
                 )
         return made
 

@@ -31,19 +31,20 @@ def suppress(stack: LambdaJobs) -> None:
         "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
         f"{stack.one_time_group.schedule_group_name}/*"
     )
-    for job, worker in stack.workers.items():
+    for function in [*(worker.function for worker in stack.workers.values()), stack.workflows.function]:
         NagSuppressions.add_resource_suppressions(
-            worker.function,
+            function,
             [
                 NagPackSuppression(
                     id="AwsSolutions-IAM4",
-                    reason="AWSLambdaBasicExecutionRole only lets the worker write its own logs "
+                    reason="AWSLambdaBasicExecutionRole only lets the function write its own logs "
                     "(CloudWatch Logs create stream / put events); the log group and its retention are ours.",
                     applies_to=[BASIC_EXECUTION],
                 ),
             ],
             apply_to_children=True,
         )
+    for job, worker in stack.workers.items():
         if worker.spec.enqueues:
             NagSuppressions.add_resource_suppressions(
                 worker.function,

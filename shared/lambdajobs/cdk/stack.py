@@ -1,6 +1,7 @@
 """`LambdaJobs`: every resource of a jobs package, as one construct to put in your own stack; and
 `LambdaJobsStack`, a stack holding just that. A job table, a data bucket, schedule groups, a producer
-policy, dashboard and alarms, and one `JobWorker` per job, all derived from the job declarations.
+policy, dashboard and alarms, one `JobWorker` per job, and the workflow queue with its continuer
+(`Workflows`), all derived from the job declarations.
 """
 
 from __future__ import annotations
@@ -25,21 +26,17 @@ from constructs import Construct
 from lambdajobs.cdk.asset import modules_for, stage_function_asset
 from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
+from lambdajobs.cdk.workflows import Workflows, workflow_items_statement
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
-    ENV_LEVEL_QUEUE_ARN_PREFIX,
-    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_SCHEDULER_DLQ_ARN,
     ENV_SCHEDULER_GROUP,
     ENV_SCHEDULER_ROLE_ARN,
     JOB_STATS_INDEX,
     MANIFEST_PREFIX,
     bucket_prefix,
-    level_env,
-    queue_arn_env,
-    queue_url_env,
     schedule_group_names,
     stack_manifest_parameter,
 )
@@ -118,11 +115,13 @@ class LambdaJobs(Construct):
         alarm_email: an address subscribed to the alarm topic, or None.
         staging_dir: where function assets are staged (default: a temporary folder).
 
-    Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `scheduler_dlq`, `cron_group`,
-    `one_time_group`, `scheduler_role`, `producer_policy`, `monitoring`, `specs`.
+    Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
+    and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
+    `producer_policy`, `operator_policy`, `monitoring`, `specs`.
 
     Raises:
-        ConfigurationError: the jobs package cannot be found, or declares no job; a bad option.
+        ConfigurationError: the jobs package cannot be found, or declares no job; a bad option; a
+            function's environment larger than Lambda's 4 KB.
         DeclarationError: a job enqueues a job that is not declared.
 
     Example:
@@ -261,6 +260,21 @@ class LambdaJobs(Construct):
             )
         for spec in specs:
             self._wire(spec)
+        # Workflows: every worker sends a notice to the workflow queue when its member may have ended a
+        # stage; the continuer (the runtime alone: it imports no job module) sends the next stage.
+        self.workflows = Workflows(
+            self,
+            "Workflows",
+            table=self.table,
+            code=lambda_.Code.from_asset(
+                str(stage_function_asset(staging / "workflow-continuer", jobs_package=jobs, modules=[]))
+            ),
+            job_queues=[level for worker in self.workers.values() for level in worker.all_levels],
+            layers=[layer],
+            log_retention=retention,
+        )
+        for worker in self.workers.values():
+            self.workflows.grant_notices(worker.function)
 
         for worker in self.workers.values():
             for level in worker.all_levels:  # run_at(...) at any priority: that level's queue
@@ -274,6 +288,7 @@ class LambdaJobs(Construct):
             workers=self.workers,
             alarm_email=alarm_email,
             scheduler_dlq=self.scheduler_dlq,
+            workflows=self.workflows,
         )
 
         ssm.StringParameter(
@@ -288,9 +303,11 @@ class LambdaJobs(Construct):
                     "cron_group": cron_group_name,
                     "one_time_group": once_group_name,
                     "scheduler_dlq_arn": self.scheduler_dlq.queue_arn,
+                    "workflow_queue_url": self.workflows.queue.queue_url,
+                    "workflow_dlq_url": self.workflows.dead_letter_queue.queue_url,
                 }
             ),
-            description="lambdajobs stack manifest: table, bucket, scheduler settings",
+            description="lambdajobs stack manifest: table, bucket, scheduler settings, workflow queue",
         )
         # Stack outputs under plain names (JobTableName, ...), wherever this construct sits: operators
         # and scripts read them by name.
@@ -299,6 +316,12 @@ class LambdaJobs(Construct):
             ("AlarmTopicArn", self.monitoring.topic.topic_arn, "alarm notifications"),
             ("DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard of the jobs"),
             ("DataBucketName", self.bucket.bucket_name, "reports and job outputs"),
+            ("WorkflowQueueUrl", self.workflows.queue.queue_url, "workflow notices, read by the continuer"),
+            (
+                "WorkflowDeadLetterQueueUrl",
+                self.workflows.dead_letter_queue.queue_url,
+                "DLQ of the workflow queue",
+            ),
             (
                 "ProducerPolicyArn",
                 self.producer_policy.managed_policy_arn,
@@ -319,19 +342,13 @@ class LambdaJobs(Construct):
         for target in spec.enqueues:
             # every level's queue: the job may enqueue the target at any of its priorities
             for level in self.workers[target].all_levels:
-                queue = level.queue
-                queue.grant_send_messages(fn)
-                if level.level is None:
-                    fn.add_environment(queue_url_env(target), queue.queue_url)
-                    fn.add_environment(queue_arn_env(target), queue.queue_arn)
-                else:
-                    fn.add_environment(
-                        level_env(ENV_LEVEL_QUEUE_URL_PREFIX, target, level.level), queue.queue_url
-                    )
-                    fn.add_environment(
-                        level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, target, level.level), queue.queue_arn
-                    )
+                level.queue.grant_send_messages(fn)
+                for key, value in level.send_environment().items():
+                    fn.add_environment(key, value)
         if spec.enqueues:
+            # A job that enqueues jobs may start a workflow of them: it creates the workflow's items (its
+            # role has GetItem and UpdateItem on the table, no PutItem), and no other item.
+            fn.add_to_role_policy(workflow_items_statement(self.table, "dynamodb:PutItem"))
             # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group.
             for statement in self._scheduling_statements():
                 fn.add_to_role_policy(statement)
@@ -355,16 +372,24 @@ class LambdaJobs(Construct):
             )
 
     def _producer_policy(self) -> iam.ManagedPolicy:
-        """Everything a producer needs: send jobs, schedule later ones, read the manifest and statuses."""
+        """Everything a producer needs: send jobs, schedule later ones, start workflows, read the
+        manifest, statuses and workflows."""
         return iam.ManagedPolicy(
             self,
             "ProducerPolicy",
-            description="lambdajobs producers: enqueue jobs, schedule later ones, read status",
+            description="lambdajobs producers: enqueue jobs and workflows, schedule later ones, read status",
             statements=[
                 # every job's queues, at each of its priority levels
                 iam.PolicyStatement(actions=["sqs:SendMessage"], resources=self._queue_arns()),
                 self._manifest_statement(),
-                iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
+                # status; get_workflow reads the member records of a running stage in one call
+                iam.PolicyStatement(
+                    actions=["dynamodb:GetItem", "dynamodb:BatchGetItem"], resources=[self.table.table_arn]
+                ),
+                # enqueuing a workflow creates its items (one transaction of PutItems: the outline,
+                # the later stages' payloads) and marks its first stage sent (`sent_0`, what a repeated
+                # enqueue checks); on workflow items only
+                workflow_items_statement(self.table, "dynamodb:PutItem", "dynamodb:UpdateItem"),
                 *self._scheduling_statements(),
             ],
         )
@@ -372,10 +397,15 @@ class LambdaJobs(Construct):
     def _operator_policy(self) -> iam.ManagedPolicy:
         """What the operator CLI calls: queue health and the oldest message's age, job status, the
         dead-letter commands (list, show, redrive back to the job's queue, purge), cron trigger."""
-        queues = self._queue_arns()
-        dlqs = [level.dead_letter_queue.queue_arn for w in self.workers.values() for level in w.all_levels]
+        # The workflow queue and its DLQ too: health, and the dead-letter commands on stalled notices.
+        queues = [*self._queue_arns(), self.workflows.queue.queue_arn]
+        dlqs = [
+            *(level.dead_letter_queue.queue_arn for w in self.workers.values() for level in w.all_levels),
+            self.workflows.dead_letter_queue.queue_arn,
+        ]
         # Each queue ARN once (a managed policy holds at most 6,144 characters; this project's stack,
-        # three jobs and send_email's two levels, uses about 2,100 of them: tests/infra/test_priorities.py).
+        # three jobs, send_email's two levels and the workflow queue, uses about 2,300 of them:
+        # tests/infra/test_priorities.py).
         return iam.ManagedPolicy(
             self,
             "OperatorPolicy",
@@ -395,7 +425,10 @@ class LambdaJobs(Construct):
                     resources=[*dlqs, self.scheduler_dlq.queue_arn],
                 ),
                 self._manifest_statement(),
-                iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn]),
+                # job status; `lambdajobs workflow` reads a workflow's member records in one call
+                iam.PolicyStatement(
+                    actions=["dynamodb:GetItem", "dynamodb:BatchGetItem"], resources=[self.table.table_arn]
+                ),
                 # GetMetricStatistics has no resource-level permissions: "*" is the only resource
                 iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
                 # lambdajobs enqueue --run-at
