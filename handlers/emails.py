@@ -1,20 +1,24 @@
-"""Email campaign jobs: one `send_email` job per recipient.
+"""Email campaign jobs: one `send_email` job per recipient, and `campaign_report` once they are done.
 
 The mail provider accepts at most 20 messages a second from this account (its quota), whoever sends
 them: every worker of `send_email` shares one rate limiter, so a campaign of any size never gets
 "rate limit exceeded". Premium customers' mail goes at `priority="high"`: its own queue with twice
 the concurrency, and it does not wait behind a campaign's backlog for the limiter either.
+
+`send_campaign` sends a campaign as a chord: every recipient's `send_email`, then `campaign_report`
+once all of them have finished (delivered or dead), which emails one summary to marketing.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from lambdajobs import JobContext, PermanentError, RateLimit, job
+from lambdajobs import JobContext, PermanentError, RateLimit, StackConfig, chord, enqueue, group, job, sig
 
 # Deliberately simple: one '@', a dot in the domain, no spaces. Real deliverability is the sender's job.
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -91,3 +95,73 @@ def send_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
         raise PermanentError("invalid recipient address: expected name@domain.tld")
     provider_id = get_sender().send(payload.to, payload.subject, payload.body)
     return {"provider_id": provider_id}
+
+
+#: Who gets a campaign's summary when the caller names no one.
+MARKETING_ADDRESS = "marketing@example.com"
+
+
+class CampaignReport(BaseModel):
+    campaign_id: str = Field(min_length=1, max_length=100)
+    notify: str = Field(default=MARKETING_ADDRESS, description="who gets the summary email")
+
+
+def campaign_workflow_id(campaign_id: str) -> str:
+    """One workflow per campaign: sending the same campaign again sends nothing twice."""
+    return f"campaign-{campaign_id}"
+
+
+@job(timeout_seconds=30, max_attempts=3, pii_fields=("notify",), enqueues=("send_email",))
+def campaign_report(payload: CampaignReport, ctx: JobContext) -> dict[str, object]:
+    """A campaign chord's callback: runs once every recipient's `send_email` has finished, and emails
+    one summary. Its counts come with the message (`ctx.workflow.parents`): nothing to read."""
+    if ctx.workflow is None or ctx.workflow.parents is None:
+        raise PermanentError(
+            "campaign_report is a campaign's callback: send the campaign with send_campaign()"
+        )
+    parents = ctx.workflow.parents
+    sent, dead = parents.succeeded, parents.dead
+    summary = SendEmail(
+        to=payload.notify,
+        subject=f"Campaign {payload.campaign_id}: {sent} sent, {dead} not delivered",
+        body=f"Campaign {payload.campaign_id} is done: {sent} of {parents.total} emails sent, "
+        f"{dead} could not be delivered (see the send_email DLQ for the reasons).",
+    )
+    # The summary's job id is derived from this job's own: a retry of this callback (or a duplicate
+    # delivery of it) enqueues the same job id again, and send_email runs a job id once.
+    enqueue("send_email", summary, job_id=f"{ctx.job_id}.summary")
+    ctx.logger.info(
+        "campaign summary enqueued", extra={"campaign_id": payload.campaign_id, "sent": sent, "dead": dead}
+    )
+    return {"campaign_id": payload.campaign_id, "sent": sent, "dead": dead}
+
+
+def send_campaign(
+    campaign_id: str,
+    recipients: Iterable[str],
+    subject: str,
+    body: str,
+    *,
+    notify: str = MARKETING_ADDRESS,
+    config: StackConfig | None = None,
+) -> str:
+    """Send one email per recipient, then one summary to `notify` once they have all finished; return
+    the workflow id (`campaign-<campaign_id>`; follow it with `get_workflow`). Each recipient's job id
+    is `campaign-<campaign_id>.0.<index>`, the report's `campaign-<campaign_id>.1.0`. Sending the same
+    campaign again sends nothing twice.
+
+    Raises:
+        PayloadValidationError: a payload that does not fit (a subject over 998 characters), before
+            anything is sent.
+        WorkflowError: no recipients, or the campaign id is taken by another campaign.
+
+    Example:
+        >>> send_campaign("spring", ["ada@example.com", "bob@example.com"], "Spring sale", "20% off")
+        'campaign-spring'
+    """
+    mails = group(
+        sig("send_email", SendEmail(to=to, subject=subject, body=body, campaign_id=campaign_id))
+        for to in recipients
+    )
+    report = sig("campaign_report", CampaignReport(campaign_id=campaign_id, notify=notify))
+    return chord(mails, report).enqueue(workflow_id=campaign_workflow_id(campaign_id), config=config)

@@ -1,14 +1,19 @@
 """Video jobs: `transcode_video` encodes one source into several formats, one stage per format,
-reporting progress after each stage and keeping each stage within its time budget."""
+reporting progress after each stage and keeping each stage within its time budget.
+
+`publish_video` runs it as the first step of a chain: `transcode_video`, then `make_thumbnails` (from
+the transcode's outputs), then `notify_uploader`. Each step is sent once the one before succeeded; a
+step that dies stops the chain, so an uploader is never told about a video that was not published.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from lambdajobs import Alarms, JobContext, job
+from lambdajobs import Alarms, JobContext, PermanentError, StackConfig, chain, job, sig
 
 Format = Literal["720p", "1080p", "4k"]
 ALL_FORMATS: tuple[Format, ...] = ("720p", "1080p", "4k")
@@ -83,3 +88,84 @@ def transcode_video(payload: TranscodeVideo, ctx: JobContext) -> dict[str, objec
         outputs[fmt] = _encoder.encode(payload.source_uri, fmt, payload.duration_seconds, budget)
         ctx.progress(100.0 * (done + 1) / len(payload.formats), f"{fmt} done")
     return {"video_id": payload.video_id, "outputs": outputs}
+
+
+class MakeThumbnails(BaseModel):
+    video_id: str = Field(min_length=1, max_length=200)
+    per_format: int = Field(default=3, ge=1, le=20, description="thumbnails taken from each output")
+
+
+def _previous_result(ctx: JobContext, job_name: str) -> dict[str, Any]:
+    """What the chain's step before this one returned; PermanentError when there is none (this job
+    was sent on its own, or the step before died), since no retry would make one appear."""
+    results = ctx.parent_results
+    if not results or not isinstance(results[0], dict):
+        raise PermanentError(f"{job_name} runs in a chain after the step it needs: use publish_video()")
+    return results[0]
+
+
+@job(timeout_seconds=60, max_attempts=3)
+def make_thumbnails(payload: MakeThumbnails, ctx: JobContext) -> dict[str, object]:
+    """Simulated: names `per_format` thumbnails for each output of the transcode before it."""
+    outputs = _previous_result(ctx, "make_thumbnails").get("outputs")
+    if not isinstance(outputs, dict) or not outputs:
+        raise PermanentError("the transcode before this step returned no outputs")
+    thumbnails = {
+        fmt: [f"{str(uri).rsplit('.', 1)[0]}-thumb{i}.jpg" for i in range(1, payload.per_format + 1)]
+        for fmt, uri in sorted(outputs.items())
+    }
+    ctx.logger.info("thumbnails made", extra={"video_id": payload.video_id, "formats": sorted(thumbnails)})
+    return {"video_id": payload.video_id, "formats": sorted(outputs), "thumbnails": thumbnails}
+
+
+class NotifyUploader(BaseModel):
+    video_id: str = Field(min_length=1, max_length=200)
+    uploader_id: str = Field(min_length=1, max_length=200, description="the uploader's user id")
+
+
+@job(timeout_seconds=30, max_attempts=5)
+def notify_uploader(payload: NotifyUploader, ctx: JobContext) -> dict[str, object]:
+    """Simulated: logs the notification it would send and returns it."""
+    made = _previous_result(ctx, "notify_uploader")
+    formats = made.get("formats") or []
+    message = f"Your video {payload.video_id} is published in {', '.join(map(str, formats))}."
+    ctx.logger.info("uploader notified (simulated)", extra={"video_id": payload.video_id})
+    return {"uploader_id": payload.uploader_id, "video_id": payload.video_id, "message": message}
+
+
+def publication_workflow_id(video_id: str) -> str:
+    return f"video-{video_id}"
+
+
+def publish_video(
+    video_id: str,
+    source_uri: str,
+    *,
+    uploader_id: str,
+    formats: list[Format] | None = None,
+    duration_seconds: float = 60.0,
+    config: StackConfig | None = None,
+) -> str:
+    """Transcode, then make thumbnails, then notify the uploader, each once the step before succeeded;
+    return the workflow id (`video-<video_id>`; follow it with `get_workflow`). The steps' job ids are
+    `video-<video_id>.0.0`, `.1.0` and `.2.0`. Publishing the same video again sends nothing twice.
+
+    Raises:
+        PayloadValidationError: a step's payload does not fit its job, before anything is sent.
+        WorkflowError: the video was published before with other parameters.
+
+    Example:
+        >>> publish_video("v1", "s3://in/v1.mov", uploader_id="user-42")
+        'video-v1'
+    """
+    transcode = TranscodeVideo(
+        video_id=video_id,
+        source_uri=source_uri,
+        formats=list(formats or ALL_FORMATS),
+        duration_seconds=duration_seconds,
+    )
+    return chain(
+        sig("transcode_video", transcode),
+        sig("make_thumbnails", MakeThumbnails(video_id=video_id)),
+        sig("notify_uploader", NotifyUploader(video_id=video_id, uploader_id=uploader_id)),
+    ).enqueue(workflow_id=publication_workflow_id(video_id), config=config)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+import pytest
 
 from handlers import emails
+from lambdajobs import PermanentError
 
 
 class RecordingSender:
@@ -32,3 +36,41 @@ def recording_sender() -> Iterator[RecordingSender]:
         yield recording
     finally:
         emails.set_sender(previous)
+
+
+class CrashAfterEnqueue:
+    """`campaign_report`'s enqueue, which really sends, then fails the job as if its invocation died
+    right after: the next `crashes` calls crash, every call is recorded (job ids)."""
+
+    def __init__(self, crashes: int) -> None:
+        self.crashes = crashes
+        self.job_ids: list[str] = []
+        self._enqueue = emails.enqueue
+
+    def __call__(self, job: Any, payload: Any, **options: Any) -> str:
+        job_id = self._enqueue(job, payload, **options)
+        self.job_ids.append(job_id)
+        if self.crashes > 0:
+            self.crashes -= 1
+            raise ConnectionResetError("invocation lost right after enqueueing the summary")
+        return job_id
+
+
+@contextmanager
+def crash_after_enqueue(monkeypatch: pytest.MonkeyPatch, crashes: int = 1) -> Iterator[CrashAfterEnqueue]:
+    """In the block, `campaign_report` fails `crashes` times just after enqueueing its summary."""
+    fake = CrashAfterEnqueue(crashes)
+    with monkeypatch.context() as patch:
+        patch.setattr(emails, "enqueue", fake)
+        yield fake
+
+
+class BrokenEncoder:
+    """An encoder for a source that can never be encoded (corrupt file): fails for good."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def encode(self, source_uri: str, fmt: str, duration_seconds: float, budget_seconds: float) -> str:
+        self.calls += 1
+        raise PermanentError(f"cannot decode the source for {fmt}: corrupt file")

@@ -1,5 +1,6 @@
 """The example `send_email` job: an invalid address dies at once and is never echoed; the default
-(log) sender never logs the address."""
+(log) sender never logs the address. A campaign sent as a chord (`send_campaign`): its report runs
+once, with the members' counts, and emails one summary, even when it is retried."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 
 from handlers import emails
 from handlers.emails import SendEmail
+from lambdajobs import get_workflow
 from lambdajobs.runtime.producer import enqueue
-from lambdajobs.runtime.records import get_status
+from lambdajobs.runtime.records import get_status, get_statuses
+from tests.example_fakes import crash_after_enqueue
 
 
 @pytest.fixture
@@ -58,3 +61,43 @@ def test_the_log_sender_never_logs_the_address(stack, clock, worker_logs):
     logs = worker_logs.getvalue()
     assert "email sent (log sender)" in logs
     assert "jane.doe" not in logs
+
+
+def campaign(n: int, invalid: set[int]) -> list[str]:
+    return [f"c{i:02d}-at-example" if i in invalid else f"c{i:02d}@example.com" for i in range(n)]
+
+
+def test_a_campaign_chord_reports_once_with_its_members_counts_and_one_summary_email(stack, sender, settle):
+    # GIVEN a campaign of 30 recipients, 3 of them invalid, sent as a chord
+    workflow_id = emails.send_campaign("nov", campaign(30, {4, 11, 29}), "November news", "Hello")
+    # WHEN every mail, the callback and the summary have been delivered
+    settle("send_email", "campaign_report")
+    # THEN campaign_report ran once, with the members' actual counts
+    flow = get_workflow(workflow_id)
+    assert (flow.state, flow.callback_job_id) == ("succeeded", "campaign-nov.1.0")
+    members = get_statuses([f"campaign-nov.0.{i}" for i in range(30)]).values()
+    assert sum(s.state == "succeeded" for s in members) == 27 and sum(s.state == "dead" for s in members) == 3
+    report = get_status(flow.callback_job_id)
+    assert (report.state, report.attempts) == ("succeeded", 1)
+    assert report.result == {"campaign_id": "nov", "sent": 27, "dead": 3}
+    # AND marketing got exactly one summary, with those figures
+    assert sender.sent.count(emails.MARKETING_ADDRESS) == 1
+    assert len(sender.sent) == 27 + 1
+    summary = get_status("campaign-nov.1.0.summary")
+    assert (summary.state, summary.attempts) == ("succeeded", 1)
+
+
+def test_a_retried_campaign_report_still_sends_one_summary_email(stack, sender, settle, monkeypatch):
+    # GIVEN a campaign whose report crashes once, just after it enqueued the summary email
+    with crash_after_enqueue(monkeypatch, crashes=1) as crashing:
+        emails.send_campaign("dec", campaign(5, {2}), "December news", "Hello")
+        # WHEN everything is delivered: the report is retried and enqueues the summary again
+        settle("send_email", "campaign_report")
+    # THEN the summary went out once
+    assert sender.sent.count(emails.MARKETING_ADDRESS) == 1
+    assert get_status("campaign-dec.1.0.summary").attempts == 1
+    # AND the report did run twice, and enqueued the summary twice, under one job id
+    report = get_status("campaign-dec.1.0")
+    assert (report.state, report.attempts) == ("succeeded", 2)
+    assert report.result == {"campaign_id": "dec", "sent": 4, "dead": 1}
+    assert crashing.job_ids == ["campaign-dec.1.0.summary"] * 2
