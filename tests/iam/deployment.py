@@ -25,7 +25,7 @@ from typing import Any
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import StackConfig, clear_manifest_cache
 from lambdajobs.runtime.worker import Worker
-from lambdajobs.testing import JobRunner, TestStack
+from lambdajobs.testing import ContinuerRunner, JobRunner, TestStack
 from tests.iam.enforcement import Call, Recorder
 from tests.iam.template_policies import (
     Principal,
@@ -111,6 +111,15 @@ class Deployment:
                     template, self.logical_id(worker.function.role), self.resolver, f"worker of {job}"
                 )
             )
+        # The workflow continuer: the workflow queue delivered to it with its role (`continuer_runner`).
+        self.continuer = self._add(
+            role_principal(
+                template,
+                self.logical_id(constructs.workflows.function.role),
+                self.resolver,
+                "workflow continuer",
+            )
+        )
         self.producer = self._add(
             managed_policy_principal(
                 template,
@@ -250,6 +259,21 @@ class Deployment:
     def runner(self, job: str, priority: str | None = None) -> RoleRunner:
         """The job's queue (a priority level's) delivered to its function, with the function's role."""
         return RoleRunner(self.stack, job, self.worker_config(job), priority)
+
+    def continuer_config(self) -> StackConfig:
+        """What the continuer builds at cold start, with its role's credentials."""
+        function = self.logical_id(self.constructs.workflows.function)
+        environment = resolved_environment(self.template, function, self.resolver)
+        return self.config_for(self.continuer, StackConfig.from_environment(environment))
+
+    def continuer_runner(self) -> ContinuerRunner:
+        """The workflow queue delivered to the continuer, with the continuer's role."""
+        from lambdajobs.runtime.continuer import Continuer
+
+        config = self.continuer_config()
+        runner = ContinuerRunner(self.stack, source_config=config)
+        runner.continuer = Continuer(config=config)
+        return runner
 
     def producer_config(self) -> StackConfig:
         """A producer outside the stack knows its name and jobs package; the rest is in the manifest."""

@@ -43,6 +43,8 @@ IAM_ACTIONS = {
     "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
     "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
 }
+#: DynamoDB calls IAM authorizes item by item, as the items' own actions.
+TRANSACTIONS = {"dynamodb:TransactWriteItems", "dynamodb:TransactGetItems"}
 #: The service a request is signed for -> its IAM prefix, where they differ.
 IAM_PREFIXES = {"monitoring": "cloudwatch"}
 #: Actions that pass a role to a service: (action, where the role ARN is in the body, the service).
@@ -178,7 +180,7 @@ def _matches(patterns: Any, value: str, *, case: bool) -> bool:
     return any(fnmatch.fnmatchcase(value.lower(), p.lower()) for p in items)
 
 
-def allows(principal: Principal, action: str, resource: str, context: dict[str, str]) -> bool:
+def allows(principal: Principal, action: str, resource: str, context: dict[str, Any]) -> bool:
     """Whether the template's documents of `principal` (conditions included) allow `action` on
     `resource` in `context`: an explicit deny wins, else any allow."""
     allowed = False
@@ -202,15 +204,47 @@ def allows(principal: Principal, action: str, resource: str, context: dict[str, 
     return allowed
 
 
-def implied(request: Any, action: str) -> list[tuple[str, str, dict[str, str]]]:
-    """Other authorizations AWS makes for this request: (action, resource, condition context)."""
-    if action not in PASSES_ROLE:
+def leading_keys(request: Any, action: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """A DynamoDB request's items, as AWS authorizes them with `dynamodb:LeadingKeys` (the partition
+    keys): (action, table ARN, context) per table and action. A transaction's items are authorized
+    as their single actions (Update -> dynamodb:UpdateItem)."""
+    if not action.startswith("dynamodb:"):
         return []
+    body = _body(request)
+    table = f"arn:aws:dynamodb:{request._region}:{request.account_id}:table/"
+    found: dict[tuple[str, str], list[str]] = {}
+
+    def add(name: str, table_name: str, key: dict[str, Any]) -> None:
+        value = key.get("id", {}).get("S")
+        if value is not None:
+            found.setdefault((name, table + table_name), []).append(value)
+
+    if "TableName" in body and ("Key" in body or "Item" in body):
+        add(action, body["TableName"], body.get("Key") or body.get("Item") or {})
+    for table_name, request_items in (body.get("RequestItems") or {}).items():
+        for key in request_items.get("Keys", []) if isinstance(request_items, dict) else []:
+            add(action, table_name, key)
+    for item in body.get("TransactItems", []):
+        for kind, op in item.items():
+            inner = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "Get": "GetItem"}
+            add(
+                f"dynamodb:{inner.get(kind, 'ConditionCheckItem')}",
+                op["TableName"],
+                op.get("Key") or op.get("Item") or {},
+            )
+    return [(name, arn, {"dynamodb:LeadingKeys": keys}) for (name, arn), keys in found.items()]
+
+
+def implied(request: Any, action: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """Other authorizations AWS makes for this request: (action, resource, condition context)."""
+    keyed = leading_keys(request, action)
+    if action not in PASSES_ROLE:
+        return keyed
     path, service = PASSES_ROLE[action]
     value: Any = _body(request)
     for key in path:
         value = value.get(key) if isinstance(value, dict) else None
-    return [("iam:PassRole", value, {"iam:PassedToService": service})] if value else []
+    return keyed + ([("iam:PassRole", value, {"iam:PassedToService": service})] if value else [])
 
 
 # -- switching it on --------------------------------------------------------------------------------
@@ -228,8 +262,15 @@ def _checker(original: Any, recorder: Recorder) -> Any:
         action = self._action = iam_action(self._action)
         resources = request_resources(self, action) or [resource]
         caller = self._access_key.arn
+        # AWS authorizes a transaction as its items' own actions (Put -> dynamodb:PutItem, ...), each
+        # on its table; moto would check dynamodb:TransactWriteItems, an action IAM does not have.
+        checks = [(a, r) for a, r, _ in leading_keys(self, action)] if action in TRANSACTIONS else []
         try:
-            for each in resources:
+            for inner, each in checks:
+                self._action = inner
+                original(self, each)
+            self._action = action
+            for each in resources if not checks else []:
                 original(self, each)
         except Exception as exc:
             recorder.record(Call(caller, action, tuple(resources), False, _message(exc)))

@@ -38,6 +38,7 @@ STATIC_CONTEXT = {"aws:SecureTransport": "true"}
 #: from what moto sees, and evaluated by `tests.iam.enforcement` where it checks them itself.
 REQUEST_CONTEXT_KEYS = {
     "iam:PassedToService": "checked by the implied iam:PassRole check on CreateSchedule/UpdateSchedule",
+    "dynamodb:LeadingKeys": "checked by tests.iam.enforcement against the partition keys of the request",
 }
 
 
@@ -181,6 +182,13 @@ def resource_map(
             found[lid(level.queue)] = queue(queues.queue_url, queues.queue_arn)
             found[lid(level.dead_letter_queue)] = queue(queues.dlq_url, queues.dlq_arn)
     found[lid(constructs.scheduler_dlq)] = queue(provisioned.scheduler_dlq_url, provisioned.scheduler_dlq_arn)
+    found[lid(constructs.workflows.queue)] = queue(
+        provisioned.workflow_queue_url, provisioned.workflow_queue_arn
+    )
+    dlq_name = provisioned.workflow_dlq_url.rsplit("/", 1)[-1]
+    found[lid(constructs.workflows.dead_letter_queue)] = queue(
+        provisioned.workflow_dlq_url, f"arn:{PARTITION}:sqs:{region}:{account}:{dlq_name}"
+    )
     found[lid(constructs.table)] = {
         "Ref": provisioned.table,
         "Arn": f"arn:{PARTITION}:dynamodb:{region}:{account}:table/{provisioned.table}",
@@ -261,7 +269,7 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def condition_holds(condition: dict[str, Any], context: dict[str, str], where: str) -> bool:
+def condition_holds(condition: dict[str, Any], context: dict[str, Any], where: str) -> bool:
     """Evaluate a Condition block against `context` (every key it names must be there).
 
     Raises:
@@ -272,7 +280,9 @@ def condition_holds(condition: dict[str, Any], context: dict[str, str], where: s
             if key not in context:
                 raise Unresolvable(f"{where}: condition key {key} has no value here ({operator})")
             actual, wanted = context[key], [str(v) for v in _as_list(expected)]
-            if operator == "StringEquals":
+            if operator == "ForAllValues:StringLike":  # a multivalued key: every value matches
+                ok = all(any(fnmatch.fnmatchcase(a, w) for w in wanted) for a in _as_list(actual))
+            elif operator == "StringEquals":
                 ok = actual in wanted
             elif operator == "StringNotEquals":
                 ok = actual not in wanted

@@ -278,6 +278,9 @@ EXPECTED_JOB_FILES = {
     "send_email": {"handlers/__init__.py", "handlers/emails.py"},
     "transcode_video": {"handlers/__init__.py", "handlers/video.py"},
     "daily_report": {"handlers/__init__.py", "handlers/emails.py", "handlers/reports.py"},
+    "campaign_report": {"handlers/__init__.py", "handlers/emails.py"},  # enqueues send_email: same module
+    "make_thumbnails": {"handlers/__init__.py", "handlers/video.py"},
+    "notify_uploader": {"handlers/__init__.py", "handlers/video.py"},
 }
 
 

@@ -98,8 +98,15 @@ assembly = app.synth()
 template = json.load(open(assembly.get_stack_by_name("acme").template_full_path))
 functions = {
     fn["Properties"]["Environment"]["Variables"]["LAMBDAJOBS_JOB"]: fn["Properties"]
-    for fn in template["Resources"].values() if fn["Type"] == "AWS::Lambda::Function"
+    for fn in template["Resources"].values()
+    if fn["Type"] == "AWS::Lambda::Function" and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
 }
+continuers = [  # the workflow continuer: no job of its own, the library's entry point, no job modules
+    fn["Properties"] for fn in template["Resources"].values()
+    if fn["Type"] == "AWS::Lambda::Function"
+    and fn["Properties"]["Handler"] == "lambdajobs.runtime.continuer_entry.lambda_handler"
+]
+assert len(continuers) == 1 and "LAMBDAJOBS_JOBS" not in continuers[0]["Environment"]["Variables"]
 found = {job: {"handler": p["Handler"], "asset": p["Code"]["S3Key"]} for job, p in functions.items()}
 print(json.dumps(found))
 """

@@ -6,7 +6,7 @@ import pytest
 from pydantic import BaseModel
 
 from lambdajobs.runtime import DeclarationError, UnknownPriorityError
-from lambdajobs.runtime.settings import queue_key, queue_name, queue_of
+from lambdajobs.runtime.settings import queue_key, queue_name, queue_of, workflow_queue_name
 from lambdajobs.runtime.spec import isolated_registry, job
 
 
@@ -90,6 +90,8 @@ def test_queue_names_and_keys_round_trip():
     assert queue_of("my-app", "arn:aws:sqs:us-east-1:1:my-app-send_email") == ("send_email", None)
     assert queue_of("prod", "prod-send_email--high-dlq") is None
     assert queue_of("prod", "other-send_email") is None
+    # the stack's workflow queue is no job's queue, nor a priority level's
+    assert queue_of("prod", "arn:aws:sqs:us-east-1:1:" + workflow_queue_name("prod")) is None
     assert queue_key("send_email", None) == "send_email"
     assert queue_key("send_email", "high") == "send_email@high"
 
