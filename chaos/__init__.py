@@ -5,13 +5,17 @@ in `chaos.jobs`, the real `Worker` behind the event source emulator, and faults 
 transient failures, poison (invalid payload, and raising until fixed), producer re-sends with the same
 job id, forced redelivery of completed messages, crashes mid-batch (before a completion write, or
 before a record starts), throttled DynamoDB and SQS calls of the worker, slow jobs received again while
-they run, scheduled slots delivered up to 3 times; then the poison is fixed, the DLQs redriven and the
-queues drained again. The report (`build/reports/chaos.json`) counts what each fault did, and the run
-fails (non-zero exit) when a gate fails: see `chaos.report.combine`.
+they run, scheduled slots delivered up to 3 times. Workflows run among them under the same faults, the
+continuer on the workflow queue too: per seed a chord of 50 members (3 poison) and its callback, a chain
+of 3 steps and a chord of 5 whose callback dies; their own calls throttled and crashed around (a
+member's counted outcome and its notice, the continuer's claim and its next stage). Then the poison is
+fixed, the DLQs redriven and the queues drained again. The report (`build/reports/chaos.json`) counts
+what each fault did, and the run fails (non-zero exit) when a gate fails: see `chaos.report.combine`.
 
     python -m chaos                      # the full soak: 10 seeds x 1,000 jobs
     python -m chaos --quick              # 2 seeds x 250 jobs (make test runs it)
     python -m chaos --quick --mutation no_partial_batch --seeds 1
+    python -m chaos --quick --no-workflows  # the job worker alone
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--processes N] [--mutation NAME] [--out PATH]"""
+"""python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--chord-members N] [--chain-steps N] [--no-workflows]
+[--processes N] [--mutation NAME] [--out PATH]"""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="2 seeds x 250 jobs (make test)")
     parser.add_argument("--seeds", help="comma-separated seeds, e.g. 1,2,3")
     parser.add_argument("--jobs", type=int, help="jobs per seed")
+    parser.add_argument("--chord-members", type=int, help="members of each seed's chord (0: no chord)")
+    parser.add_argument("--chain-steps", type=int, help="steps of each seed's chain (0: no chain)")
+    parser.add_argument("--no-workflows", action="store_true", help="no chord, chain or dead-callback chord")
     parser.add_argument("--processes", type=int, help="seeds run at once (default 2)")
     parser.add_argument("--settle-timeout", type=float, help="bounded wait before judging, seconds")
     parser.add_argument("--mutation", help="a regression to patch in (chaos.mutations.MUTATIONS)")
@@ -27,6 +31,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def summary(report: ChaosReport) -> str:
     d = report.duplicate_effects
+    w = report.workflows
     lines = [
         f"chaos: {report.jobs} jobs, seeds {report.seeds}"
         + (f", mutation {report.mutation}" if report.mutation else "")
@@ -39,6 +44,9 @@ def summary(report: ChaosReport) -> str:
         f"{report.non_poison_in_dlq} (bound {report.non_poison_in_dlq_bound['bound']})",
         f"  record mismatches {report.record_mismatches}; stuck records {report.stuck_records}; "
         f"redriven completed {report.redriven_completed}/{report.redriven}",
+        f"  workflows: {w.get('chords', 0)} chords, {w.get('chains', 0)} chains, "
+        f"{w.get('members', 0)} members; done {w.get('done', 0)}, states {w.get('states', {})}; "
+        f"callback effects {w.get('callback_effects', 0)}, runs {w.get('callback_runs', 0)}",
     ]
     for name, gate in report.gates.items():
         mark = "ok  " if gate.passed else "FAIL"
@@ -52,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         args.quick,
         seeds=tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None,
         jobs=args.jobs,
+        chord_members=0 if args.no_workflows else args.chord_members,
+        chain_steps=0 if args.no_workflows else args.chain_steps,
+        dead_callback_members=0 if args.no_workflows else None,
         processes=args.processes,
         settle_timeout_seconds=args.settle_timeout,
     )

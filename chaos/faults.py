@@ -15,6 +15,24 @@ in `before-call` fails the call before any HTTP request, so botocore's retries n
   (the job's effect is done, its record is not: "effect done, crash before completion") or before the
   n-th record's acquire (a record never started).
 
+Workflows (`lambdajobs.runtime.workflow`, `continuer`) are hit the same way: their calls are named
+(`classify`) and throttled like any other: a member's counted write (TransactWriteItems: half of its
+throttles are a `TransactionCanceledException` for a `TransactionConflict` instead), its read of the
+workflow's item and its notice to the workflow queue, the continuer's reads (the workflow's item, the
+later stages' payloads), claim, next stage's SendMessageBatch and its stage mark. And they have crash
+points of their own, decided per call (`workflow_crash_rate`, the first of each point always, at most
+`workflow_crash_max` a seed), each at most once per job id, stage or notice message, so a message never
+spends its spare receive on them. The two after a write are `after-call` handlers: they fire once the
+call answered, and only when it succeeded (the write landed):
+
+- `counted`: after a member's counted success landed (the TransactWriteItems answered), before its
+  check and notice: the message comes back, the member is a duplicate that must notice again;
+- `notice`: at the member's notice to the workflow queue (the stage is complete, the notice not sent);
+- `claimed`: after the continuer claimed a stage, before it sent the next one;
+- `stage_sent`: after the continuer sent the next stage (or decided the end), before it marked the
+  stage advanced: the notice comes back and sends the stage again, to be deduplicated by job id.
+  Besides the random ones, always once for each workflow in `crash_after_sending` (its stage 0).
+
 Every injected fault is counted, and completion faults per job id, so a duplicate effect can be
 attributed to the fault that caused it.
 """
@@ -24,6 +42,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +54,17 @@ from botocore.exceptions import ClientError
 CrashPoint = Literal["complete", "acquire"]
 CRASH_POINTS: tuple[CrashPoint, ...] = ("complete", "acquire")
 THROTTLE_CODES = {"dynamodb": "ThrottlingException", "sqs": "RequestThrottled"}
+#: The workflow's crash points: (call kind, before or after the call) -> point.
+WORKFLOW_CRASHES: dict[tuple[str, str], str] = {
+    ("counted_complete", "after"): "counted",
+    ("wf_notice", "before"): "notice",
+    ("wf_claim", "after"): "claimed",
+    ("wf_finish", "before"): "stage_sent",
+}
+#: Completion writes: a plain job's UpdateItem, a workflow member's counted TransactWriteItems.
+COMPLETE_KINDS = ("complete", "counted_complete")
+WORKFLOW_KEY_PREFIX = "lambdajobs#wf#"  # lambdajobs.runtime.settings.WORKFLOW_ID_PREFIX
+WORKFLOW_QUEUE_SUFFIX = "--workflows"  # lambdajobs.runtime.settings.workflow_queue_name
 
 
 class ChaosCrash(BaseException):
@@ -47,8 +77,20 @@ class InvocationCrashed(Exception):
 
 def classify(service: str, operation: str, request: dict[str, Any]) -> str:
     """A name for a worker call, from its request: which lifecycle write, or which SQS call."""
+    if service == "dynamodb" and operation == "TransactWriteItems":
+        first = _first_update(request)
+        values = first.get("ExpressionAttributeValues") or {}
+        if ":result" in values:
+            return "counted_complete"  # a workflow member's success, counted with its record
+        return "counted_dead" if ":state" in values else operation
+    if service == "dynamodb" and operation == "GetItem" and _workflow_item(request):
+        if str(_job_id(request)).endswith("#later"):
+            return "wf_later"  # the continuer's read of the later stages' payloads
+        return "wf_check" if request.get("ProjectionExpression") else "wf_read"
     if service == "dynamodb" and operation == "UpdateItem":
         values = request.get("ExpressionAttributeValues") or {}
+        if _workflow_item(request):
+            return "wf_claim" if ":token" in values else "wf_finish"
         if ":result" in values:
             return "complete"
         if ":until" in values:
@@ -62,20 +104,56 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
             return "progress"
         return "update_other"
     if service == "sqs" and operation == "SendMessage":
-        return "dlq_send" if str(request.get("QueueUrl", "")).endswith("-dlq") else "send"
+        url = str(request.get("QueueUrl", ""))
+        if url.endswith(WORKFLOW_QUEUE_SUFFIX):
+            return "wf_notice"
+        return "dlq_send" if url.endswith("-dlq") else "send"
+    if service == "sqs" and operation == "SendMessageBatch":
+        return "stage_send"  # the continuer's next stage (the worker sends no batches)
     return operation
 
 
+def _first_update(request: dict[str, Any]) -> dict[str, Any]:
+    items = request.get("TransactItems") or [{}]
+    update = items[0].get("Update") if isinstance(items[0], dict) else None
+    return update if isinstance(update, dict) else {}
+
+
+def _workflow_item(request: dict[str, Any]) -> bool:
+    return str(_job_id(request) or "").startswith(WORKFLOW_KEY_PREFIX)
+
+
 def _job_id(request: dict[str, Any]) -> str | None:
-    key = request.get("Key") or {}
+    key = request.get("Key") or _first_update(request).get("Key") or {}
     value = key.get("id", {}).get("S") if isinstance(key, dict) else None
     return str(value) if value is not None else None
+
+
+def _crash_key(point: str, request: dict[str, Any], job_id: str | None, scope: InvocationScope) -> str:
+    """What a workflow crash point is limited by: once per job id (a member's count), per stage (its
+    notice), per notice message (the continuer: its claim token, kept for its stage mark)."""
+    if point == "counted":
+        return f"job:{job_id}"
+    if point == "notice":
+        try:
+            notice = json.loads(str(request.get("MessageBody") or "{}"))
+        except ValueError:
+            notice = {}
+        return f"stage:{notice.get('workflow')}:{notice.get('stage')}"
+    if point == "claimed":
+        token = (request.get("ExpressionAttributeValues") or {}).get(":token", {}).get("S")
+        scope.token = str(token)
+    return f"notice:{scope.token}"
 
 
 @dataclass
 class InvocationScope:
     context: Any
     plan: CrashPlan | None
+    #: The continuer's claim token (its notice's message id), once it claimed a stage.
+    token: str | None = None
+    #: The call in flight on this thread (its kind, job id, request), for the after-call hook.
+    call: tuple[str, str | None, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -103,6 +181,13 @@ class FaultCounts:
     #: Per job id: completion writes made after the invocation's deadline. Lambda would have killed
     #: the invocation first (the emulator only fails the batch afterwards): a crash before completion.
     completion_overruns: Counter[str] = field(default_factory=Counter)
+    #: Throttles of a member's counted write injected as a TransactionCanceledException
+    #: (TransactionConflict) rather than a ThrottlingException.
+    transaction_conflicts: int = 0
+    #: The continuer's invocations (not in `invocations`: the job workers' crash plans count those).
+    continuer_invocations: int = 0
+    #: The workflow crashes in order: "<point> <key>" (a job id, a stage, a notice's message id).
+    workflow_crashes: list[str] = field(default_factory=list)
 
 
 class FaultInjector:
@@ -122,8 +207,16 @@ class FaultInjector:
         throttle_rates: dict[str, float],
         force_crash_after: dict[CrashPoint, int] | None = None,
         force_throttle_after: int = 25,
+        workflow_crash_rate: float = 0.0,
+        workflow_crash_max: int = 4,
+        crash_after_sending: frozenset[str] = frozenset(),
     ) -> None:
         self.rng = random.Random(seed)
+        self.workflow_rng = random.Random(seed * 7919 + 1)  # the bulk's fault stream stays as it was
+        self.workflow_crash_rate, self.workflow_crash_max = workflow_crash_rate, workflow_crash_max
+        self._crashed: set[str] = set()
+        #: Workflow ids whose continuer crashes once after sending stage 1, before marking stage 0.
+        self.crash_after_sending = set(crash_after_sending)
         self.crash_rate = crash_rate
         self.throttle_rates = dict(throttle_rates)
         self.force_crash_after = force_crash_after or {"complete": 4, "acquire": 8}
@@ -142,21 +235,36 @@ class FaultInjector:
         for service, client in clients.items():
             event = f"before-call.{service}"
 
-            def handler(model: Any, params: dict[str, Any], _service: str = service, **_: Any) -> None:
-                self._before_call(_service, model.name, params)
+            def handler(
+                model: Any, params: dict[str, Any], _service: str = service, _client: Any = client, **_: Any
+            ) -> None:
+                self._before_call(_service, model.name, params, _client)
+
+            def after(http_response: Any, _service: str = service, **_: Any) -> None:
+                self._after_call(_service, int(getattr(http_response, "status_code", 0) or 0))
 
             client.meta.events.register(event, handler, unique_id=f"chaos-{service}")
+            client.meta.events.register(f"after-call.{service}", after, unique_id=f"chaos-after-{service}")
             self._installed.append((client, event, handler))
 
     def uninstall(self) -> None:
         for client, event, _ in self._installed:
-            client.meta.events.unregister(event, unique_id=f"chaos-{event.rsplit('.', 1)[-1]}")
+            service = event.rsplit(".", 1)[-1]
+            client.meta.events.unregister(event, unique_id=f"chaos-{service}")
+            client.meta.events.unregister(f"after-call.{service}", unique_id=f"chaos-after-{service}")
         self._installed.clear()
 
     @contextmanager
-    def invocation(self, records: int, context: Any) -> Iterator[CrashPlan | None]:
-        """One invocation of the handler on this thread: decides whether (and where) it crashes."""
-        scope = InvocationScope(context, self._plan(records) if self.enabled else None)
+    def invocation(
+        self, records: int, context: Any, *, continuer: bool = False
+    ) -> Iterator[CrashPlan | None]:
+        """One invocation of the handler on this thread: decides whether (and where) it crashes. The
+        continuer's invocations get no crash plan: only the workflow's own crash points hit them."""
+        if continuer:
+            with self._lock:
+                self.counts.continuer_invocations += 1
+        plan = self._plan(records) if self.enabled and not continuer else None
+        scope = InvocationScope(context, plan)
         self._local.scope = scope
         try:
             yield scope.plan
@@ -184,26 +292,31 @@ class FaultInjector:
 
     # -- the hook -----------------------------------------------------------------------------------
 
-    def _before_call(self, service: str, operation: str, params: dict[str, Any]) -> None:
+    def _before_call(self, service: str, operation: str, params: dict[str, Any], client: Any = None) -> None:
         body = params.get("body") or b"{}"
         request = json.loads(body) if isinstance(body, bytes | str) and body else {}
         kind = classify(service, operation, request)
         job_id = _job_id(request)
         scope: InvocationScope | None = getattr(self._local, "scope", None)
+        if scope is not None:
+            scope.call = (kind, job_id, request)
         with self._lock:
             self.counts.calls[f"{service}.{kind}"] += 1
-            if kind == "complete" and job_id and scope and scope.context.get_remaining_time_in_millis() <= 0:
+            completion = kind in COMPLETE_KINDS
+            if completion and job_id and scope and scope.context.get_remaining_time_in_millis() <= 0:
                 self.counts.completion_overruns[job_id] += 1  # noted even with the faults off
             if not self.enabled:
                 return
-            if scope is not None and scope.plan is not None and scope.plan.point == kind:
+            point = "complete" if completion else kind
+            if scope is not None and scope.plan is not None and scope.plan.point == point:
                 scope.plan.seen += 1
                 if scope.plan.seen == scope.plan.at:
-                    self.counts.crashes[kind] += 1
-                    if kind == "complete" and job_id:
+                    self.counts.crashes[point] += 1
+                    if completion and job_id:
                         self.counts.completion_crashes[job_id] += 1
                     scope.plan = None  # one crash per invocation
                     raise ChaosCrash(f"injected crash at the {kind} write of {job_id or 'a record'}")
+            self._workflow_crash(kind, "before", job_id, request, scope)
             throttled = self.counts.throttled_dynamodb if service == "dynamodb" else self.counts.throttled_sqs
             calls = sum(n for name, n in self.counts.calls.items() if name.startswith(f"{service}."))
             forced = not throttled and calls >= self.force_throttle_after
@@ -211,8 +324,26 @@ class FaultInjector:
                 return
             throttled[kind] += 1
             self.counts.throttles_forced += forced
-            if kind == "complete" and job_id:
+            if completion and job_id:
                 self.counts.completion_throttles[job_id] += 1
+            conflict = kind.startswith("counted_") and client is not None and self.rng.random() < 0.5
+            self.counts.transaction_conflicts += conflict
+        if conflict:  # what DynamoDB answers when another transaction holds the workflow's item
+            raise client.exceptions.TransactionCanceledException(
+                {
+                    "Error": {
+                        "Code": "TransactionCanceledException",
+                        "Message": "Transaction cancelled, please refer cancellation reasons for "
+                        "specific reasons [None, TransactionConflict] (injected)",
+                    },
+                    "CancellationReasons": [
+                        {"Code": "None"},
+                        {"Code": "TransactionConflict", "Message": "Transaction is ongoing for the item"},
+                    ],
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                },
+                operation,
+            )
         raise ClientError(
             {
                 "Error": {
@@ -223,3 +354,44 @@ class FaultInjector:
             },
             operation,
         )
+
+    def _after_call(self, service: str, status: int) -> None:
+        """After a call answered: the workflow's crash points that follow a write that landed."""
+        scope: InvocationScope | None = getattr(self._local, "scope", None)
+        if scope is None or scope.call is None:
+            return
+        kind, job_id, request = scope.call
+        scope.call = None
+        if status >= 300:  # the write did not land (a condition failed, say): nothing to crash after
+            return
+        with self._lock:
+            if self.enabled:
+                self._workflow_crash(kind, "after", job_id, request, scope)
+
+    def _workflow_crash(
+        self, kind: str, when: str, job_id: str | None, request: dict[str, Any], scope: InvocationScope | None
+    ) -> None:
+        """A workflow crash point (`WORKFLOW_CRASHES`), under the lock: crash at the first call of each
+        point, then at `workflow_crash_rate` of them, at most once per key (`_crash_key`) and at most
+        `workflow_crash_max` times a seed (a crashed batch of members comes back 12 s later, all of
+        them: more would only lengthen the soak's tail)."""
+        point = WORKFLOW_CRASHES.get((kind, when))
+        if point is None or scope is None:
+            return
+        key = _crash_key(point, request, job_id, scope)
+        wid = str(job_id or "").removeprefix(WORKFLOW_KEY_PREFIX)
+        update = str(request.get("UpdateExpression", ""))
+        if point == "stage_sent" and wid in self.crash_after_sending and "advanced_0 =" in update:
+            self.crash_after_sending.discard(wid)  # the planned crash: whatever the rate and the cap
+            self._crashed.add(key)
+            self.counts.crashes[point] += 1
+            self.counts.workflow_crashes.append(f"{time.strftime('%H:%M:%S')} {point} {wid} (planned)")
+            raise ChaosCrash(f"injected crash before marking stage 0 of {wid} advanced (planned)")
+        if key in self._crashed or self.counts.crashes[point] >= self.workflow_crash_max:
+            return
+        if self.counts.crashes[point] and self.workflow_rng.random() >= self.workflow_crash_rate:
+            return
+        self._crashed.add(key)
+        self.counts.crashes[point] += 1
+        self.counts.workflow_crashes.append(f"{time.strftime('%H:%M:%S')} {point} {key}")
+        raise ChaosCrash(f"injected crash {when} the {kind} call ({point}, {job_id or key})")

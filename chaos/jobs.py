@@ -8,7 +8,9 @@ holds the job's lock. Both share one body (`Ledger.run`):
 - poison: `poison_raise` raises on every run and `poison_invalid` fails payload validation, both until
   `ledger.fix_poison()` is called (the operator's fix before the DLQ redrive);
 - the side effect: one increment of the job id's counter in the ledger, thread-safe, so a job that
-  runs twice counts two (duplicates are counted, not hidden).
+  runs twice counts two (duplicates are counted, not hidden); with its place in the order of all
+  effects (`order`: a chain's steps must run one after the other) and, for a workflow's member of a
+  later stage, the counts of the stage before it saw (`parents`: what a chord's callback was told).
 
 The ledger is per process: each seed of the soak runs in a process of its own.
 """
@@ -64,6 +66,11 @@ class Ledger:
     redrive_marked: bool = False
     #: Job ids whose function is running right now, with how many runs (slow jobs: seen twice).
     running: Counter[str] = field(default_factory=Counter)
+    #: Per job id, each effect's number in the order of all effects of the seed (1, 2, ...).
+    order: dict[str, list[int]] = field(default_factory=dict)
+    #: Per workflow member of a later stage, `ctx.workflow.parents` of each run that did its effect.
+    parents: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    effects_done: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def configure(self, *, seed: int, transient_rate: float) -> None:
@@ -74,6 +81,9 @@ class Ledger:
             for counter in counters:
                 counter.clear()
             self.running.clear()
+            self.order.clear()
+            self.parents.clear()
+            self.effects_done = 0
 
     def fix_poison(self) -> None:
         self.poison_fixed = True
@@ -107,8 +117,13 @@ class Ledger:
             if payload.sleep_ms:
                 time.sleep(payload.sleep_ms / 1000)
             overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
+            parents = ctx.workflow.parents if ctx.workflow is not None else None
             with self._lock:  # the side effect
                 self.effects[job_id] += 1
+                self.effects_done += 1
+                self.order.setdefault(job_id, []).append(self.effects_done)
+                if parents is not None:
+                    self.parents.setdefault(job_id, []).append(parents.model_dump())
                 self.overruns[job_id] += overran
                 if self.redrive_marked:
                     self.effects_after_redrive[job_id] += 1

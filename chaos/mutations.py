@@ -9,6 +9,9 @@
 - `no_lambda_context`: the Lambda context never registered, so no in-progress expiry is written and
   a crashed invocation's lock is held for ever. Seam: `IdempotencyConfig.register_lambda_context`
   does nothing. Must fail: `stuck_records` > 0 or `record_mismatches` > 0 (a record left `running`).
+- `no_workflow_tally`: a workflow member's outcome written without its count (the transactional
+  count disabled). Seam: `lifecycle._apply`, called with `tally=None`. Must fail: `workflows_done`
+  and `workflow_callbacks` (no stage completes: no callback, the chain stops at its first step).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from pytest import MonkeyPatch
 
+from lambdajobs.runtime import lifecycle
 from lambdajobs.runtime.records import JobRecordStore
 from lambdajobs.runtime.worker import Worker
 
@@ -59,8 +63,19 @@ def no_lambda_context(monkeypatch: MonkeyPatch) -> None:
     monkeypatch.setattr(IdempotencyConfig, "register_lambda_context", lambda self, context: None)
 
 
+def no_workflow_tally(monkeypatch: MonkeyPatch) -> None:
+    """A workflow member's record written without counting its outcome in the workflow's item."""
+    apply = lifecycle._apply
+
+    def without_tally(*args: Any, **kwargs: Any) -> bool:
+        return apply(*args, **{**kwargs, "tally": None})
+
+    monkeypatch.setattr(lifecycle, "_apply", without_tally)
+
+
 MUTATIONS: dict[str, Callable[[MonkeyPatch], None]] = {
     "no_partial_batch": no_partial_batch,
     "message_id_key": message_id_key,
     "no_lambda_context": no_lambda_context,
+    "no_workflow_tally": no_workflow_tally,
 }

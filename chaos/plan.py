@@ -50,6 +50,26 @@ class Settings:
     #: expire before judging.
     redelivery_timeout_seconds: float = 90.0
     settle_timeout_seconds: float = 120.0
+    #: Workflows per seed, sent by the producer while the bulk runs (`lambdajobs.chord`, `chain`): one
+    #: chord of `chord_members` members (`chord_poison` of them poison, raising until fixed: they die,
+    #: and the callback still runs) and a callback; one chain of `chain_steps` steps. Each workflow is
+    #: enqueued again with the same workflow id a little later (a producer retrying its enqueue).
+    chord_members: int = 50
+    chord_poison: int = 3
+    chain_steps: int = 3
+    #: And a small chord whose callback dies (poison), with its continuer crashing once after it sent
+    #: the callback and before it marked the stage advanced: the notice comes back and sends the
+    #: callback again, which must not run the dead callback again (gate `dead_jobs_not_run_again`).
+    dead_callback_members: int = 5
+    #: Of the workflow's own crash points (a member's counted outcome before its notice, the notice's
+    #: send, the continuer after its claim and before marking the stage advanced): a crash, at most
+    #: once per job id, per stage's notice, and per notice message, and at most `workflow_crash_max`
+    #: times a seed. The first of each always crashes.
+    workflow_crash_rate: float = 0.1
+    workflow_crash_max: int = 4
+    #: The workflow queue's visibility timeout, shortened (it is 6 x the continuer's 120 s timeout) so
+    #: a crashed continuer's notice comes back within the soak.
+    workflow_visibility_seconds: int = 4
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = json.loads(json.dumps(self.__dict__))
@@ -62,7 +82,7 @@ QUICK = Settings(
     seeds=(1, 2),
     slow_jobs=2,
     redelivery_timeout_seconds=40.0,
-    settle_timeout_seconds=45.0,
+    settle_timeout_seconds=60.0,  # a bound: a chain's three steps may each crash a few times
 )
 # The slow jobs must fit their function timeout (else Lambda would have killed them: a crash, not a
 # slow job) and outlast their visibility timeout.
@@ -79,6 +99,10 @@ class PlannedJob:
     deliveries: int = 1
     resend: bool = False
     redeliver: bool = False
+    #: A workflow's member: its workflow id, stage and index (its job id is `<workflow>.<stage>.<index>`).
+    workflow: str | None = None
+    stage: int = 0
+    index: int = 0
 
     @property
     def poison(self) -> bool:
@@ -93,11 +117,30 @@ class Send:
     copy: str = "first"  # "first", "resend" (producer, same id), "scheduled" (a slot delivered again)
 
 
+@dataclass(frozen=True)
+class PlannedWorkflow:
+    """A workflow the producer enqueues before the send at `position`, and again (same workflow id)
+    before the send at `again`. `members[s]`: stage s's planned jobs, in member order."""
+
+    workflow_id: str
+    kind: str  # "chord" or "chain"
+    members: tuple[tuple[PlannedJob, ...], ...]
+    position: int
+    again: int
+    #: The continuer crashes once after sending this workflow's stage 1, before marking stage 0.
+    crash_after_sending: bool = False
+
+    @property
+    def jobs(self) -> list[PlannedJob]:
+        return [job for stage in self.members for job in stage]
+
+
 @dataclass
 class Plan:
     seed: int
     jobs: list[PlannedJob] = field(default_factory=list)
     sends: list[Send] = field(default_factory=list)
+    workflows: list[PlannedWorkflow] = field(default_factory=list)
 
     def by_id(self) -> dict[str, PlannedJob]:
         return {j.job_id: j for j in self.jobs}
@@ -138,7 +181,53 @@ def make_plan(seed: int, settings: Settings) -> Plan:
         plain[n] = PlannedJob(old.job_id, WORK, resend=n in resends, redeliver=n not in resends)
     jobs.extend(plain)
     rng.shuffle(jobs)
-    return Plan(seed=seed, jobs=jobs, sends=_sends(jobs, settings.chunk, rng))
+    sends = _sends(jobs, settings.chunk, rng)
+    workflows = _workflows(seed, settings, len(sends), rng)
+    jobs += [job for workflow in workflows for job in workflow.jobs]
+    return Plan(seed=seed, jobs=jobs, sends=sends, workflows=workflows)
+
+
+def _member(
+    workflow_id: str, stage: int, index: int, kind: Kind = "normal", redeliver: bool = False
+) -> PlannedJob:
+    job_id = f"{workflow_id}.{stage}.{index}"  # lambdajobs.runtime.workflow.member_job_id
+    return PlannedJob(job_id, WORK, kind, redeliver=redeliver, workflow=workflow_id, stage=stage, index=index)
+
+
+def _workflows(seed: int, settings: Settings, sends: int, rng: random.Random) -> list[PlannedWorkflow]:
+    """A chord, a chain and a chord whose callback dies, each enqueued at a seeded point of the
+    producer's first chunk (a chain's steps run one after the other, each may crash: its tail must fit
+    in the soak) and again within the next two chunks. Redelivered after they completed (the very
+    body again): two of the chord's members, its callback and the chain's middle step."""
+    found: list[tuple[str, str, tuple[tuple[PlannedJob, ...], ...]]] = []
+    if settings.chord_members:
+        wid = f"s{seed}-chord"
+        poison = set(
+            rng.sample(range(settings.chord_members), min(settings.chord_poison, settings.chord_members))
+        )
+        healthy = [i for i in range(settings.chord_members) if i not in poison]
+        redelivered = set(rng.sample(healthy, min(2, len(healthy))))
+        header = tuple(
+            _member(wid, 0, i, "poison_raise" if i in poison else "normal", redeliver=i in redelivered)
+            for i in range(settings.chord_members)
+        )
+        found.append((wid, "chord", (header, (_member(wid, 1, 0, redeliver=True),))))
+    if settings.chain_steps:
+        wid = f"s{seed}-chain"
+        middle = settings.chain_steps // 2
+        steps = tuple((_member(wid, i, 0, redeliver=i == middle),) for i in range(settings.chain_steps))
+        found.append((wid, "chain", steps))
+    if settings.dead_callback_members:
+        wid = f"s{seed}-deadcb"
+        header = tuple(_member(wid, 0, i) for i in range(settings.dead_callback_members))
+        found.append((wid, "chord", (header, (_member(wid, 1, 0, "poison_raise"),))))
+    workflows = []
+    for wid, kind, members in found:
+        position = rng.randrange(0, max(1, min(sends, settings.chunk)))
+        again = min(sends, position + rng.randint(1, 2 * settings.chunk))
+        crash = wid.endswith("-deadcb")
+        workflows.append(PlannedWorkflow(wid, kind, members, position, again, crash_after_sending=crash))
+    return workflows
 
 
 def _sends(jobs: list[PlannedJob], chunk: int, rng: random.Random) -> list[Send]:

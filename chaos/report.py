@@ -47,6 +47,36 @@ class Mismatch:
 
 
 @dataclass
+class WorkflowCheck:
+    """One workflow of a seed (a chord or a chain): how it ended and what its members did.
+
+    `stages[phase]`: per stage, what `get_workflow` counted, before the redrive and after it;
+    `count_mismatches`: a stage whose counts differ from its members' records (or whose total differs
+    from the members planned). A chord: its callback's effects in the ledger (`callback_effects`), less
+    those a crash before its completion explains (`callback_runs`: must be 1), and the `parents` each
+    of its runs was told against its members' records before the redrive (`expected_parents`)."""
+
+    workflow_id: str
+    kind: str
+    members: int
+    state: str
+    done: bool
+    state_before_redrive: str
+    reason: str | None = None
+    #: From its creation to its end (`get_workflow`'s created_at and ended_at).
+    seconds: float | None = None
+    stages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    count_mismatches: list[str] = field(default_factory=list)
+    callback_job_id: str | None = None
+    callback_effects: int = 0
+    callback_runs: int = 0
+    callback_parents: list[dict[str, int]] = field(default_factory=list)
+    expected_parents: dict[str, int] = field(default_factory=dict)
+    parent_mismatches: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
 class SeedReport:
     seed: int
     jobs: int
@@ -79,8 +109,13 @@ class SeedReport:
     redriven: int = 0
     redriven_completed: int = 0
     redriven_not_once: list[dict[str, Any]] = field(default_factory=list)
+    #: Jobs that died (poison) and ran more than max_attempts times before the redrive: run again after
+    #: dying (a re-sent message of a dead job runs it again), with their runs and DLQ messages.
+    dead_jobs_run_again: int = 0
+    dead_jobs_run_again_ids: list[dict[str, Any]] = field(default_factory=list)
     faults: dict[str, Any] = field(default_factory=dict)
     emulator: dict[str, Any] = field(default_factory=dict)
+    workflows: list[WorkflowCheck] = field(default_factory=list)
 
     @property
     def dlq_with_reason_pct(self) -> float:
@@ -151,7 +186,10 @@ class ChaosReport:
     stuck_records: int = 0
     redriven: int = 0
     redriven_completed: int = 0
+    dead_jobs_run_again: int = 0
     settled: bool = True
+    #: Workflows: chords and chains run, done at the end, and what the gates judge.
+    workflows: dict[str, Any] = field(default_factory=dict)
     faults: dict[str, Any] = field(default_factory=dict)
     gates: dict[str, Gate] = field(default_factory=dict)
     passed: bool = False
@@ -202,9 +240,37 @@ def combine(
         report.stuck_records += seed.stuck_records
         report.redriven += seed.redriven
         report.redriven_completed += seed.redriven_completed
+        report.dead_jobs_run_again += seed.dead_jobs_run_again
         report.settled = report.settled and seed.settled
         _add_faults(report.faults, seed.faults)
     report.duplicate_effects = {**duplicates, "total": sum(duplicates.values())}
+    workflows = [w for seed in seeds for w in seed.workflows]
+    chords = [w for w in workflows if w.kind == "chord"]
+    chains = [w for w in workflows if w.kind == "chain"]
+    report.workflows = {
+        "chords": len(chords),
+        "chains": len(chains),
+        "members": sum(w.members for w in workflows),
+        "done": sum(1 for w in workflows if w.done),
+        "max_seconds": {
+            kind: max((w.seconds or 0.0 for w in workflows if w.kind == kind), default=0.0)
+            for kind in ("chord", "chain")
+        },
+        "states": {
+            state: sum(1 for w in workflows if w.state == state)
+            for state in sorted({w.state for w in workflows})
+        },
+        "callback_effects": sum(w.callback_effects for w in chords),
+        "callback_runs": sum(w.callback_runs for w in chords),
+        "callbacks_not_once": [w.workflow_id for w in chords if w.callback_runs != 1],
+        "callback_parents": [
+            {"workflow": w.workflow_id, "told": w.callback_parents, "records": w.expected_parents}
+            for w in chords
+        ][:SHOWN],
+        "parent_mismatches": sum(w.parent_mismatches for w in chords),
+        "count_mismatches": [f"{w.workflow_id} {m}" for w in workflows for m in w.count_mismatches][:SHOWN],
+        "chain_problems": [f"{w.workflow_id} {p}" for w in chains for p in w.problems][:SHOWN],
+    }
     report.dlq_with_reason_pct = (
         100.0 if not report.dlq_messages else round(100.0 * reasons / report.dlq_messages, 2)
     )
@@ -233,6 +299,38 @@ def combine(
         ),
         "non_poison_in_dlq": Gate(report.non_poison_in_dlq <= bound, report.non_poison_in_dlq, f"<= {bound}"),
         "settled": Gate(report.settled, report.settled, "queues drained and locks expired before judging"),
+        "dead_jobs_not_run_again": Gate(
+            report.dead_jobs_run_again == 0,
+            report.dead_jobs_run_again,
+            "0: every job that died ran at most max_attempts times before the redrive (none ran again "
+            "after dying: a workflow's re-sent stage included)",
+        ),
+        "workflow_callbacks": Gate(
+            all(w.callback_runs == 1 for w in chords),
+            report.workflows["callback_runs"],
+            f"== chords ({len(chords)}): each chord's callback ran exactly once (its effects, less "
+            "those after a crash before its completion write)",
+        ),
+        "workflow_callback_parents": Gate(
+            report.workflows["parent_mismatches"] == 0 and all(w.callback_parents for w in chords),
+            report.workflows["parent_mismatches"],
+            "0: every callback run was told the succeeded and dead of its members' records (before redrive)",
+        ),
+        "workflows_done": Gate(
+            all(w.done for w in workflows),
+            report.workflows["done"],
+            f"== workflows ({len(workflows)}): every workflow ended (get_workflow(...).done)",
+        ),
+        "workflow_stage_counts": Gate(
+            not any(w.count_mismatches for w in workflows),
+            sum(len(w.count_mismatches) for w in workflows),
+            "0: every stage's counts equal its members' records, before and after the redrive",
+        ),
+        "chain_order": Gate(
+            not any(w.problems for w in chains),
+            sum(len(w.problems) for w in chains),
+            "0: every chain ran its steps in order, each once (effects less crashes before completion)",
+        ),
     }
     report.passed = all(g.passed for g in report.gates.values())
     report.per_seed = [s.to_dict() for s in seeds]

@@ -1,15 +1,20 @@
 """One seed of the chaos soak, phase by phase, on moto in-process.
 
     setup      a TestStack of `chaos.jobs`; the worker's clients get the fault injector; the producer,
-               the readers and the event source emulator get clients of their own (not faulted)
+               the readers and the event source emulator get clients of their own (not faulted); the
+               continuer polls the workflow queue on the worker's (faulted) clients
     produce    every planned job, in chunks, with producer re-sends and scheduled slots sent 2-3 times
-               interleaved, while the emulator polls (the producer waits while the queue is deep)
-    settle     poll until the queues are empty (visible, in flight and delayed) and no job lock is
-               live; meanwhile the planned redeliveries re-send a completed job's very message body
-    judge      DLQ contents and reasons, record states against where each message is
+               interleaved, while the emulator polls (the producer waits while the queue is deep); the
+               planned chord and chain enqueued among them, and enqueued again with the same id
+    settle     poll until the queues are empty (visible, in flight and delayed), no job lock is live
+               and every workflow is done; meanwhile the planned redeliveries re-send a completed job's
+               very message body (workflow members' too)
+    judge      DLQ contents and reasons, record states against where each message is; the workflows:
+               what the chord's callback was told against its members' records, stage counts
     redrive    the poison fixed and the faults off: the DLQs redriven with `lambdajobs.ops.redrive`
                (what `lambdajobs dlq redrive` runs), then settle again
-    final      lost jobs, stuck records, record states, duplicate effects, redriven jobs
+    final      lost jobs, stuck records, record states, duplicate effects, redriven jobs; the workflows:
+               done, stage counts against the members' records, callbacks run once, chains in order
 
 The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real event source emulator
 (`lambdajobs.local.emulator.EventSourceMapping`, which applies the partial batch response rules).
@@ -23,16 +28,19 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from chaos.faults import ChaosCrash, FaultInjector, InvocationCrashed
 from chaos.jobs import MAX_ATTEMPTS, ledger
-from chaos.plan import SLOW, WORK, Plan, PlannedJob, Send, Settings, make_plan
-from chaos.report import SHOWN, DuplicateEffects, Mismatch, SeedReport, non_poison_bound
+from chaos.plan import SLOW, WORK, Plan, PlannedJob, PlannedWorkflow, Send, Settings, make_plan
+from chaos.report import SHOWN, DuplicateEffects, Mismatch, SeedReport, WorkflowCheck, non_poison_bound
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.provision import CONTINUER_CONCURRENCY, CONTINUER_TIMEOUT_SECONDS
 from lambdajobs.ops import peek_dead_letters, redrive
 from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.continuer import Continuer
 from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.producer import enqueue, enqueue_many
@@ -40,6 +48,7 @@ from lambdajobs.runtime.records import JobStatus, get_statuses
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_REASON, SERVICE_NAME
 from lambdajobs.runtime.spec import get_spec
 from lambdajobs.runtime.worker import Worker
+from lambdajobs.runtime.workflow import Canvas, WorkflowStatus, chain, chord, get_workflow, group, sig
 from lambdajobs.testing import TestStack
 
 JOBS_PACKAGE = "chaos.jobs"
@@ -51,6 +60,7 @@ TICK_SECONDS = 0.25  # the settle loop's period
 #: The producer waits at most this long for the queue to drain below `max_depth`.
 PACE_TIMEOUT_SECONDS = 120.0
 UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.PENDING)
+CONTINUER = "(workflows)"  # the continuer's key among the handlers and pollers
 
 
 # -- the machinery ----------------------------------------------------------------------------------
@@ -75,12 +85,14 @@ def _envelope_id(body: str) -> str | None:
 
 
 class ChaosHandler:
-    """What the event source invokes: the real worker, inside the fault injector's scope for one
-    invocation. An injected crash (a BaseException) becomes an exception the emulator sees, so the
-    whole batch fails, as it does when a Lambda runtime crashes."""
+    """What the event source invokes: the real worker (or the real continuer, `continuer=True`),
+    inside the fault injector's scope for one invocation. An injected crash (a BaseException) becomes
+    an exception the emulator sees, so the whole batch fails, as it does when a Lambda runtime crashes."""
 
-    def __init__(self, worker: Worker, injector: FaultInjector) -> None:
-        self.worker, self.injector = worker, injector
+    def __init__(
+        self, worker: Worker | Continuer, injector: FaultInjector, *, continuer: bool = False
+    ) -> None:
+        self.worker, self.injector, self.continuer = worker, injector, continuer
         self.received_while_running = 0
         self.durations: list[float] = []
         self._lock = threading.Lock()
@@ -93,7 +105,7 @@ class ChaosHandler:
                 self.received_while_running += held
         started = time.monotonic()
         try:
-            with self.injector.invocation(len(records), context):
+            with self.injector.invocation(len(records), context, continuer=self.continuer):
                 try:
                     return self.worker.handle(event, context)
                 except ChaosCrash as crash:
@@ -110,6 +122,13 @@ class ChaosHandler:
             "max_seconds": round(ordered[-1], 3),
             "over_timeout": sum(1 for d in ordered if d > timeout_seconds),
         }
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    parsed = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in (start, end)]
+    return round((parsed[1] - parsed[0]).total_seconds(), 1)
 
 
 def separate_config(config: StackConfig, n: int) -> StackConfig:
@@ -152,9 +171,18 @@ class Soak:
             seed=seed,
             crash_rate=settings.crash_rate,
             throttle_rates={"dynamodb": settings.throttle_dynamodb_rate, "sqs": settings.throttle_sqs_rate},
+            workflow_crash_rate=settings.workflow_crash_rate,
+            workflow_crash_max=settings.workflow_crash_max,
+            crash_after_sending=frozenset(
+                w.workflow_id for w in self.plan.workflows if w.crash_after_sending
+            ),
         )
         self.sent: Counter[str] = Counter()
-        self.redeliveries: dict[str, str] = {}  # still to re-send once the job completed
+        #: Still to re-send once the job completed: its body (None: a workflow member's, built then).
+        self.redeliveries: dict[str, str | None] = {}
+        self.workflows_before: dict[str, WorkflowStatus] = {}
+        #: Members of stages a workflow never sent (it stopped before them): not expected to run.
+        self.unsent: set[str] = set()
         self.handlers: dict[str, ChaosHandler] = {}
         self.pollers: dict[str, Poller] = {}
         self.statuses_before: dict[str, JobStatus] = {}
@@ -198,6 +226,11 @@ class Soak:
             QueueUrl=self.queues[SLOW].queue_url,
             Attributes={"VisibilityTimeout": str(self.settings.slow_visibility_seconds)},
         )
+        self.workflow_queue = stack.provisioned.workflow_queue_url
+        self.harness.client("sqs").set_queue_attributes(
+            QueueUrl=self.workflow_queue,
+            Attributes={"VisibilityTimeout": str(self.settings.workflow_visibility_seconds)},
+        )
         self.injector.install(
             {"dynamodb": worker_config.client("dynamodb"), "sqs": worker_config.client("sqs")}
         )
@@ -220,6 +253,24 @@ class Soak:
             )
             poller.start()
             self.handlers[job], self.pollers[job] = handler, poller
+        # The continuer, on the worker's clients (so its calls are faulted too), as the stack runs it.
+        handler = ChaosHandler(Continuer(config=worker_config), self.injector, continuer=True)
+        poller = Poller(
+            queue_url=self.workflow_queue,
+            queue_arn=stack.provisioned.workflow_queue_arn,
+            handler=handler,
+            function_name=f"{STACK}-workflows",
+            timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
+            batch_size=10,
+            max_batching_window_seconds=0,
+            max_concurrency=min(2, CONTINUER_CONCURRENCY),  # two at once: each idle poller costs moto CPU
+            memory_mb=256,
+            wait_seconds=0,
+            region=REGION,
+            config=self.source,
+        )
+        poller.start()
+        self.handlers[CONTINUER], self.pollers[CONTINUER] = handler, poller
 
     def teardown(self) -> None:
         for poller in self.pollers.values():
@@ -237,6 +288,7 @@ class Soak:
     def produce(self) -> None:
         chunk = self.settings.chunk
         for start in range(0, len(self.plan.sends), chunk):
+            self._enqueue_workflows(start, start + chunk)
             sends = self.plan.sends[start : start + chunk]
             bulk = [s for s in sends if s.copy == "first" and self._is_bulk(s.job)]
             if bulk:
@@ -250,6 +302,39 @@ class Soak:
                 if not (send.copy == "first" and self._is_bulk(send.job)):
                     self._send(send)
             self._pace()
+
+    def _enqueue_workflows(self, start: int, end: int) -> None:
+        """The workflows planned in this chunk (before its sends), first or again: the same workflow
+        under the same id, as a producer retrying its enqueue does (nothing may run twice)."""
+        last = end >= len(self.plan.sends)
+        for planned in self.plan.workflows:
+            for copy, at in (("workflow", planned.position), ("workflow_again", planned.again)):
+                if start <= at < end or (last and at >= end):
+                    self._canvas(planned).enqueue(workflow_id=planned.workflow_id, config=self.harness)
+                    self.sent[copy] += 1
+                    if copy == "workflow":
+                        self.redeliveries |= {j.job_id: None for j in planned.jobs if j.redeliver}
+
+    @staticmethod
+    def _canvas(planned: PlannedWorkflow) -> Canvas:
+        def step(job: PlannedJob) -> Any:
+            return sig(job.job, {"kind": job.kind})
+
+        if planned.kind == "chord":
+            header, (callback,) = planned.members
+            return chord(group(step(j) for j in header), step(callback))
+        return chain(*(step(j) for (j,) in planned.members))
+
+    def _member_body(self, job_id: str) -> str:
+        """A workflow member's message body as the producer or the continuer sent it (its `parents`:
+        what its run was told)."""
+        planned = self.jobs[job_id]
+        assert planned.workflow is not None
+        ref: dict[str, Any] = {"id": planned.workflow, "stage": planned.stage, "index": planned.index}
+        if planned.stage:
+            ref["parents"] = ledger.parents[job_id][0]
+        payload = get_spec(WORK, jobs=JOBS_PACKAGE).payload_data({"kind": planned.kind})
+        return encode(WORK, payload, job_id, workflow=ref)
 
     @staticmethod
     def _is_bulk(job: PlannedJob) -> bool:
@@ -284,9 +369,10 @@ class Soak:
             "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed",
         ]
-        attributes = self.harness.client("sqs").get_queue_attributes(
-            QueueUrl=self.queues[job].queue_url, AttributeNames=names
-        )["Attributes"]
+        url = self.workflow_queue if job == CONTINUER else self.queues[job].queue_url
+        attributes = self.harness.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=names)[
+            "Attributes"
+        ]
         return {name.removeprefix("ApproximateNumberOf"): int(attributes.get(name, 0)) for name in names}
 
     def _pace(self) -> None:
@@ -302,9 +388,15 @@ class Soak:
         deadline = time.monotonic() + self.settings.settle_timeout_seconds
         while True:
             self._redeliver_completed()
-            depths = {job: self._depth(job) for job in (WORK, SLOW)}
-            busy = {job: d for job, d in depths.items() if sum(d.values())}
+            # The workflow queue first: a notice is deleted only after its stage was sent to a job
+            # queue, and a member's message only after its notice was sent.
+            depths = {CONTINUER: self._depth(CONTINUER)}
+            depths |= {job: self._depth(job) for job in (WORK, SLOW)}
+            busy: dict[str, Any] = {job: d for job, d in depths.items() if sum(d.values())}
             live = self._live_locks() if not busy else []
+            running = self._workflows_running() if not busy and not live else []
+            if running:
+                busy["workflows running"] = running
             if not busy and not live:
                 # Nothing left that could complete a redelivery candidate: drop the rest.
                 self.sent["redelivery_dropped"] += len(self.redeliveries)
@@ -325,8 +417,9 @@ class Soak:
         statuses = get_statuses(list(self.redeliveries), config=self.harness)
         for job_id, status in statuses.items():
             if status.state is JobState.SUCCEEDED:
-                self._send_body(WORK, self.redeliveries.pop(job_id))
-                self.sent["redelivery"] += 1
+                body = self.redeliveries.pop(job_id)
+                self._send_body(WORK, body if body is not None else self._member_body(job_id))
+                self.sent["redelivery" if body is not None else "member_redelivery"] += 1
             elif status.state is JobState.DEAD:
                 self.redeliveries.pop(job_id)
                 self.sent["redelivery_dropped"] += 1
@@ -345,6 +438,12 @@ class Soak:
                     found[item["id"]["S"]] = item
                 request = response.get("UnprocessedKeys") or {}
         return found
+
+    def _workflows(self) -> dict[str, WorkflowStatus]:
+        return {w.workflow_id: get_workflow(w.workflow_id, config=self.harness) for w in self.plan.workflows}
+
+    def _workflows_running(self) -> list[str]:
+        return [wid for wid, status in self._workflows().items() if not status.done]
 
     def _live_locks(self) -> list[str]:
         """Job ids whose record is running with an in-progress lock that has not expired yet."""
@@ -413,6 +512,14 @@ class Soak:
             max_attempts=MAX_ATTEMPTS,
         )
         self._check_records("before_redrive", self.statuses_before, dlq)
+        self.workflows_before = self._workflows()
+        # A job that died is run again only by a redrive: before it, at most max_attempts runs each.
+        again = [
+            {"job_id": j.job_id, "runs": ledger.runs[j.job_id], "dlq_messages": dlq[j.job_id]}
+            for j in self.plan.jobs
+            if j.kind == "poison_raise" and ledger.runs[j.job_id] > MAX_ATTEMPTS
+        ]
+        report.dead_jobs_run_again, report.dead_jobs_run_again_ids = len(again), again[:SHOWN]
 
     # -- redrive ------------------------------------------------------------------------------------
 
@@ -436,10 +543,21 @@ class Soak:
         dlq, _, _ = self._dead_letters()
         statuses = get_statuses(list(self.jobs), config=self.harness)
         self._check_records("final", statuses, dlq)
+        workflows = self._workflows()
+        self.unsent = {
+            job.job_id
+            for planned in self.plan.workflows
+            for stage, members in enumerate(planned.members)
+            if workflows[planned.workflow_id].done and not workflows[planned.workflow_id].stages[stage].sent
+            for job in members
+        }
         lost = sorted(
             job_id
             for job_id, status in statuses.items()
-            if status.state is not JobState.SUCCEEDED and not ledger.effects[job_id] and job_id not in dlq
+            if status.state is not JobState.SUCCEEDED
+            and not ledger.effects[job_id]
+            and job_id not in dlq
+            and job_id not in self.unsent
         )
         report.lost, report.lost_ids = len(lost), lost[:SHOWN]
         stuck = [s for s in statuses.values() if s.state in UNSETTLED_STATES]
@@ -449,9 +567,101 @@ class Soak:
             for s in stuck[:SHOWN]
         ]
         report.duplicate_effects = self._duplicates()
+        report.workflows = [
+            self._check_workflow(w, workflows[w.workflow_id], statuses) for w in self.plan.workflows
+        ]
         self._check_redriven(statuses)
         report.settled = not report.unsettled
         report.faults = self._faults()
+
+    def _runs(self, job_id: str) -> int:
+        """A job id's effects, less those a crash before its completion explains (`_duplicates`)."""
+        counts = self.injector.counts
+        effects = ledger.effects[job_id]
+        return effects - min(
+            max(0, effects - 1), counts.completion_crashes[job_id] + counts.completion_overruns[job_id]
+        )
+
+    def _check_workflow(
+        self, planned: PlannedWorkflow, final: WorkflowStatus, statuses: dict[str, JobStatus]
+    ) -> WorkflowCheck:
+        """One workflow, judged on what ran (the ledger) and the members' records, before the redrive
+        (when the chord's callback ran) and after it (a redriven member counted again, dead to ok)."""
+        check = WorkflowCheck(
+            workflow_id=planned.workflow_id,
+            kind=planned.kind,
+            members=len(planned.jobs),
+            state=final.state,
+            done=final.done,
+            state_before_redrive=self.workflows_before[planned.workflow_id].state,
+            reason=final.reason,
+            seconds=_seconds_between(final.created_at, final.ended_at),
+        )
+        for phase, status, records in (
+            ("before_redrive", self.workflows_before[planned.workflow_id], self.statuses_before),
+            ("final", final, statuses),
+        ):
+            for index, members in enumerate(planned.members):
+                if index >= len(status.stages):
+                    check.count_mismatches.append(f"{phase}: stage {index} missing from get_workflow")
+                    continue
+                stage = status.stages[index]
+                found = Counter(records[j.job_id].state for j in members)
+                real = {"succeeded": found[JobState.SUCCEEDED], "dead": found[JobState.DEAD]}
+                counted = {"succeeded": stage.succeeded, "dead": stage.dead}
+                check.stages.setdefault(phase, []).append(
+                    {"total": stage.total, "sent": stage.sent, **counted}
+                )
+                if stage.total != len(members) or (stage.sent and counted != real):
+                    check.count_mismatches.append(
+                        f"{phase}: stage {index} counts {counted} of {stage.total}, member records {real} "
+                        f"of {len(members)}"
+                    )
+        if planned.kind == "chord":
+            header, (callback,) = planned.members
+            found = Counter(self.statuses_before[j.job_id].state for j in header)
+            check.expected_parents = {
+                "total": len(header),
+                "succeeded": found[JobState.SUCCEEDED],
+                "dead": found[JobState.DEAD],
+            }
+            check.callback_job_id = callback.job_id
+            check.callback_effects = ledger.effects[callback.job_id]
+            check.callback_runs = self._runs(callback.job_id)
+            check.callback_parents = list(ledger.parents.get(callback.job_id, []))
+            check.parent_mismatches = sum(1 for p in check.callback_parents if p != check.expected_parents)
+            if final.callback_job_id != callback.job_id:
+                check.problems.append(f"get_workflow names callback {final.callback_job_id!r}")
+            if check.callback_runs != 1:
+                check.problems.append(f"the callback ran {check.callback_runs} times (effects less crashes)")
+        else:
+            check.problems += self._chain_problems(planned, final)
+        if not final.done:
+            check.problems.append(f"not done: {final.state}")
+        return check
+
+    def _chain_problems(self, planned: PlannedWorkflow, final: WorkflowStatus) -> list[str]:
+        """Each step sent ran once (effects less crashes before completion), told its step before
+        succeeded, and every effect of a step came before any of the next. A step never sent is
+        allowed only in a chain that ended dead (a step died: it stopped), and never ran."""
+        problems: list[str] = []
+        previous_last = 0
+        for index, (step,) in enumerate(planned.members):
+            order = ledger.order.get(step.job_id, [])
+            if not final.stages[index].sent:
+                if order or final.state != "dead" or index == 0:
+                    problems.append(f"step {index}: never sent, ran {len(order)} times, chain {final.state}")
+                continue
+            runs = self._runs(step.job_id)
+            if runs != 1:
+                problems.append(f"step {index}: ran {runs} times (effects less crashes before completion)")
+            if order and min(order) < previous_last:
+                problems.append(f"step {index}: ran before the step before it finished")
+            told = ledger.parents.get(step.job_id, [])
+            if index and any(p != {"total": 1, "succeeded": 1, "dead": 0} for p in told):
+                problems.append(f"step {index}: told {told}")
+            previous_last = max(order, default=previous_last)
+        return problems
 
     def _duplicates(self) -> DuplicateEffects:
         """Attribute each effect beyond a job id's first: to a crash at one of its completion writes
@@ -508,7 +718,16 @@ class Soak:
                 "before_completion": counts.crashes["complete"],
                 "before_start": counts.crashes["acquire"],
                 "forced_plans": counts.crashes_forced,
+                "workflow_after_count": counts.crashes["counted"],
+                "workflow_at_notice": counts.crashes["notice"],
+                "continuer_after_claim": counts.crashes["claimed"],
+                "continuer_before_advanced": counts.crashes["stage_sent"],
             },
+            "workflows": len(self.plan.workflows),
+            "workflow_enqueued_again": self.sent["workflow_again"],
+            "workflow_member_redeliveries": self.sent["member_redelivery"],
+            "transaction_conflicts": counts.transaction_conflicts,
+            "continuer_invocations": counts.continuer_invocations,
             "throttled_dynamodb": dict(counts.throttled_dynamodb),
             "throttled_sqs": dict(counts.throttled_sqs),
             "throttles_forced": counts.throttles_forced,

@@ -1,9 +1,11 @@
-"""The chaos soak at quick size (`python -m chaos --quick`: 2 seeds x 250 jobs) passes every gate with
-every fault injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100
-jobs each): ReportBatchItemFailures off loses jobs, idempotency keyed on the SQS message id runs jobs
-twice, and an unregistered Lambda context leaves locks that never expire.
+"""The chaos soak at quick size (`python -m chaos --quick`: 2 seeds x 250 jobs, and per seed a chord
+of 50 members, a chain of 3 steps and a chord of 5 whose callback dies) passes every gate with every
+fault injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100 jobs
+each): ReportBatchItemFailures off loses jobs, idempotency keyed on the SQS message id runs jobs
+twice, an unregistered Lambda context leaves locks that never expire, and workflow members not
+counted leave every workflow unfinished.
 
-The four soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
+The five soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
 mutation must not leak into another run), and write their reports to build/reports/.
 """
 
@@ -26,6 +28,10 @@ from tests.conftest import FAKE_AWS_ENV
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "build" / "reports"
 MUTATION_ARGS = ["--seeds", "1", "--jobs", "100", "--processes", "1", "--settle-timeout", "15"]
+#: The mutations of the job worker run without workflows (as before workflows); the workflow's with a
+#: small chord and the chain only.
+NO_WORKFLOWS = ["--no-workflows"]
+WORKFLOW_MUTATIONS = {"no_workflow_tally": ["--chord-members", "10"]}
 TIMEOUT_SECONDS = 300
 #: Every fault the soak injects, as the report counts it: each must have happened at least once.
 FAULTS = (
@@ -40,6 +46,34 @@ FAULTS = (
     "crashes.before_start",
     "throttled_dynamodb.*",
     "throttled_sqs.*",
+    # workflows: the members' counted writes, reads of the workflow's item and notices, the continuer
+    "workflow_enqueued_again",
+    "workflow_member_redeliveries",
+    "crashes.workflow_after_count",
+    "crashes.workflow_at_notice",
+    "crashes.continuer_after_claim",
+    "crashes.continuer_before_advanced",
+    "transaction_conflicts",
+)
+#: The workflow's calls on the faulted clients (`chaos.faults.classify`): the members' counted writes,
+#: reads of the workflow's item and notices; the continuer's reads, claim, next stage and stage mark.
+WORKFLOW_CALLS = (
+    "dynamodb.counted_complete",
+    "dynamodb.counted_dead",
+    "dynamodb.wf_check",
+    "sqs.wf_notice",
+    "dynamodb.wf_read",
+    "dynamodb.wf_claim",
+    "dynamodb.wf_later",
+    "sqs.stage_send",
+    "dynamodb.wf_finish",
+)
+WORKFLOW_GATES = (
+    "workflow_callbacks",
+    "workflow_callback_parents",
+    "workflows_done",
+    "workflow_stage_counts",
+    "chain_order",
 )
 
 
@@ -59,7 +93,13 @@ def _soak(name: str, args: list[str]) -> tuple[Path, subprocess.Popen[str]]:
 def reports() -> Iterator[dict[str, dict[str, Any]]]:
     REPORTS.mkdir(parents=True, exist_ok=True)
     runs = {"quick": _soak("quick", [])}
-    runs |= {name: _soak(f"mutation-{name}", ["--mutation", name, *MUTATION_ARGS]) for name in MUTATIONS}
+    runs |= {
+        name: _soak(
+            f"mutation-{name}",
+            ["--mutation", name, *MUTATION_ARGS, *WORKFLOW_MUTATIONS.get(name, NO_WORKFLOWS)],
+        )
+        for name in MUTATIONS
+    }
     deadline = time.monotonic() + TIMEOUT_SECONDS
     found: dict[str, dict[str, Any]] = {}
     try:
@@ -82,6 +122,26 @@ def _count(faults: dict[str, Any], path: str) -> float:
     if key == "*":
         return sum(value.values())
     return value.get(key, 0) if key else value
+
+
+def test_the_quick_soak_faults_the_workflow_calls(reports):
+    faults = reports["quick"]["faults"]
+    missing = [kind for kind in WORKFLOW_CALLS if not faults["worker_calls"].get(kind)]
+    assert missing == [], f"workflow calls never made on the faulted clients: {missing}"
+    throttled = {**faults["throttled_dynamodb"], **faults["throttled_sqs"]}
+    workflow = {k: n for k, n in throttled.items() if k.startswith(("counted_", "wf_", "stage_"))}
+    assert sum(workflow.values()) > 0, json.dumps(faults, indent=1)
+
+
+def test_the_quick_soak_runs_its_workflows(reports):
+    # per seed: a chord of 50 (3 poison), a chain of 3, a chord of 5 whose callback dies
+    workflows = reports["quick"]["workflows"]
+    seeds = len(reports["quick"]["seeds"])
+    assert (workflows["chords"], workflows["chains"], workflows["done"]) == (2 * seeds, seeds, 3 * seeds)
+    assert workflows["states"] == {"succeeded": 2 * seeds, "dead": seeds}, json.dumps(workflows, indent=1)
+    assert workflows["callback_runs"] == 2 * seeds, json.dumps(workflows, indent=1)
+    gates = reports["quick"]["gates"]
+    assert {name: gates[name] for name in WORKFLOW_GATES if not gates[name]["passed"]} == {}
 
 
 def test_the_quick_soak_injects_every_fault(reports):
@@ -116,3 +176,10 @@ def test_an_unregistered_lambda_context_leaves_locks_that_never_expire(reports):
     running = [s for s in seed["stuck"] if s["state"] == "running"]
     running += [m for m in seed["mismatches"] if m["actual"] == "running"]
     assert running, json.dumps({k: seed[k] for k in ("stuck", "mismatches")})
+
+
+def test_workflow_members_not_counted_leave_workflows_unfinished(reports):
+    report = reports["no_workflow_tally"]
+    failed = {name for name, gate in report["gates"].items() if not gate["passed"]}
+    assert {"workflows_done", "workflow_callbacks"} <= failed, json.dumps(report["gates"], indent=1)
+    assert report["workflows"]["callback_effects"] == 0
