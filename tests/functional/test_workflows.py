@@ -20,6 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from lambdajobs.local.emulator import BatchOutcome, EventSourceMapping
+from lambdajobs.ops import redrive
 from lambdajobs.runtime import producer
 from lambdajobs.runtime.continuer import CLAIM_SECONDS, Continuer
 from lambdajobs.runtime.envelope import decode
@@ -441,6 +442,30 @@ def test_a_next_stage_that_cannot_be_sent_comes_back_with_its_notice(stack, sqs_
     assert len(runs_of(wid)) == 1
 
 
+def test_a_callback_that_died_is_not_run_again_when_a_crashed_continuer_sends_it_again(
+    stack, ddb_faults, clock
+):
+    # GIVEN a chord whose callback dies, and a continuer that dies after sending it, before marking
+    wid = chord(group([mail(0)]), sig("step", {"name": "cb", "fail": True})).enqueue()
+    stack.runner("deliver").drain()
+    ddb_faults.fail("UpdateItem", when=is_advance, times=1, error=lambda _: Crash())
+    with pytest.raises(Crash):
+        stack.continuer().poll()
+    step = stack.runner("step")
+    step.drain()  # the callback runs and dies
+    assert stack.status(member_job_id(wid, 1, 0)).state == "dead" and step.depth(dlq=True) == 1
+    # WHEN the continuer's notice comes back and sends the callback again
+    clock.shift(6 * 120 + 1)
+    stack.continuer().drain()
+    assert step.depth() == 1
+    settle(stack, "step")
+    # THEN the dead callback did not run again: one attempt, one dead letter, the workflow dead
+    status = stack.status(member_job_id(wid, 1, 0))
+    assert (status.state, status.attempts) == ("dead", 1)
+    assert step.depth(dlq=True) == 1 and step.depth() == 0
+    assert stack.workflow(wid).state == "dead"
+
+
 class Toggle(BaseModel):
     n: int
 
@@ -459,10 +484,14 @@ def test_a_member_redriven_after_dying_moves_from_dead_to_succeeded_in_the_count
     ).enqueue()
     settle(stack, "toggle", "summarize")
     assert runs_of(wid)[0]["parents"] == {"total": 2, "succeeded": 1, "dead": 1}
-    # WHEN the dead member is redriven from the DLQ and succeeds
-    broken.clear()
+    # WHEN a duplicate of the dead member's message arrives (not from the DLQ) THEN it does not run
     [dead] = runner.dlq_messages()
+    broken.clear()
     stack.client("sqs").send_message(QueueUrl=runner.queues.queue_url, MessageBody=dead["Body"])
+    settle(stack, "toggle", "summarize")
+    assert stack.workflow(wid).stages[0].dead == 1 and stack.status(member_job_id(wid, 0, 1)).state == "dead"
+    # WHEN the dead member is redriven from the DLQ (as `lambdajobs dlq redrive` does) and succeeds
+    assert redrive(runner.queues.dlq_url, runner.queues.queue_url, config=stack.config).moved == 1
     settle(stack, "toggle", "summarize")
     # THEN it counts as succeeded, not dead, and not twice; the callback does not run again
     status = stack.workflow(wid)

@@ -179,6 +179,7 @@ def acquire(
     in_progress_expiration: int | None,
     attempt: int | None = None,
     max_attempts: int | None = None,
+    redriven: bool = True,
 ) -> None:
     """pending/retrying/dead/expired -> running: take the job's lock and record the attempt.
 
@@ -187,7 +188,10 @@ def acquire(
     redriven from the DLQ starts again at 1. Without `attempt`, the count goes up by one.
 
     Allowed when: no record yet; the record expired; an earlier attempt failed (retrying, or dead and
-    now redriven); or a running lock whose invocation died (its in-progress expiry passed).
+    now redriven); or a running lock whose invocation died (its in-progress expiry passed). A dead
+    workflow member whose outcome was counted (`wf_counted`) is taken again only by a redriven message
+    (`redriven`: it carries the reason the worker gave it in the DLQ): any other copy is a duplicate
+    (a continuer's re-sent stage, SQS's at-least-once), and running it again would run a dead job again.
 
     Raises:
         RecordHeldError: another delivery holds it, or it already succeeded (with the record).
@@ -225,8 +229,9 @@ def acquire(
     else:
         values[":one"] = {"N": "1"}
         count = " ADD attempts :one"
+    dead = "#state = :dead" if redriven else "(#state = :dead AND attribute_not_exists(wf_counted))"
     condition = (
-        "attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :dead, :waiting) OR "
+        f"attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :waiting) OR {dead} OR "
         "(#state = :running AND attribute_exists(in_progress_expiration) "
         "AND in_progress_expiration < :now_ms)"
     )

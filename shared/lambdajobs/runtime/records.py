@@ -94,6 +94,12 @@ class JobRecordStore(BasePersistenceLayer):
         """The lock this thread's last acquire took (or tried to take): its in-progress expiry."""
         return getattr(self._local, "lock", None)
 
+    def held_state(self) -> str | None:
+        """The state of the record that just refused this thread's acquire (None: it was not refused)."""
+        item = getattr(self._local, "held", None) or {}
+        value = item.get("state", {}).get("S")
+        return str(value) if value is not None else None
+
     def held_lock_expiry_ms(self) -> int | None:
         """When the lock that just refused this thread's acquire expires (epoch ms), if it has a
         deadline: the holder's invocation deadline."""
@@ -116,6 +122,7 @@ class JobRecordStore(BasePersistenceLayer):
                 in_progress_expiration=data_record.in_progress_expiry_timestamp,
                 attempt=int(run["attempt"]) if "attempt" in run else None,
                 max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
+                redriven=bool(run.get("redriven", True)),
             )
         except RecordHeldError as exc:
             self._local.held = exc.item  # for the worker: when the holder's lock expires
@@ -228,11 +235,15 @@ class JobRecordStore(BasePersistenceLayer):
     def _to_data_record(item: dict[str, Any]) -> DataRecord:
         state = item.get("state", {}).get("S", "")
         ipe = item.get("in_progress_expiration", {}).get("N")
+        status = _TO_POWERTOOLS.get(state, STATUS_CONSTANTS["EXPIRED"])
+        if state == JobState.DEAD and "wf_counted" in item:
+            # a dead workflow member refused to a copy that is not a redrive: finished, not run again
+            status = STATUS_CONSTANTS["COMPLETED"]
         return DataRecord(
             idempotency_key=item["id"]["S"],
-            # retrying/dead never fail the acquire condition; anything unexpected reads as expired,
-            # which makes Powertools retry the acquire.
-            status=_TO_POWERTOOLS.get(state, STATUS_CONSTANTS["EXPIRED"]),
+            # retrying/dead never fail the acquire condition (but a counted dead workflow member, see
+            # above); anything unexpected reads as expired, which makes Powertools retry the acquire.
+            status=status,
             expiry_timestamp=int(item.get("expiration", {}).get("N", "0")) or None,
             in_progress_expiry_timestamp=int(ipe) if ipe else None,
             response_data=item.get("result", {}).get("S", ""),

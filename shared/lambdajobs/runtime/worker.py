@@ -316,6 +316,8 @@ class Worker:
         }
         if envelope.workflow is not None:  # its outcome is counted in the workflow's item
             run["workflow"] = {"id": envelope.workflow.id, "stage": envelope.workflow.stage}
+            # a copy from the DLQ (it carries the reason given there) may run a dead member again
+            run["redriven"] = _attribute(record, ATTR_FAILED_AT) is not None
         ctx = JobContext(
             job_id=job_id,
             job=spec.name,
@@ -349,9 +351,13 @@ class Worker:
             if outcome.started:
                 self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
         if not outcome.started:
-            # The job id already succeeded: Powertools answered from the record, nothing ran.
+            # The job id already succeeded (or, a workflow member, died): Powertools answered from the
+            # record, nothing ran.
             self._metric("JobDuplicate", MetricUnit.Count, 1)
-            logger.info("duplicate delivery of a job that already succeeded; not run again")
+            if self.store.held_state() == lifecycle.JobState.DEAD:
+                logger.info("duplicate delivery of a workflow member that died; not run again (redrive it)")
+            else:
+                logger.info("duplicate delivery of a job that already succeeded; not run again")
         else:
             self._metric("JobSucceeded", MetricUnit.Count, 1)
             logger.info("job succeeded")
