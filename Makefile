@@ -42,8 +42,10 @@ bench: $(STAMP)
 
 # A seeded soak of the real worker under injected faults (10 seeds x 1,000 jobs, moto in-process):
 # writes build/reports/chaos.json and fails when a gate fails. ARGS="--quick" for the make-test size.
+# Then the workflow completion counter at full size: 10,000 members (make test runs it at 1,000).
 chaos: $(STAMP)
 	$(PY) -m chaos $(ARGS)
+	LAMBDAJOBS_COUNTER_MEMBERS=10000 $(PY) -m pytest -q -p no:cacheprovider tests/functional/test_workflows.py -k counter
 
 dev: $(STAMP)
 	$(VENV)/bin/lambdajobs dev

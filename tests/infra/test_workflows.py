@@ -315,18 +315,20 @@ def test_the_continuer_may_send_to_every_job_queue_and_nothing_else(template, st
     table = logical_id(stack, stack.table)
     expected: dict[str, set[str]] = {queue: {"sqs:SendMessage"} for queue in job_queue_ids(stack)}
     expected[logical_id(stack, stack.workflows.queue)] = CONSUME
-    expected[table] = {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    expected[table] = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"}
     assert granted(template, role) == expected
 
 
 def test_the_continuer_reads_and_updates_workflow_items_only(template, stack):
     role = role_of(template, logical_id(stack, stack.workflows.function))
     table = logical_id(stack, stack.table)
-    [statement] = [s for s in role_statements(template, role) if table in ref_ids(s["Resource"])]
+    statement, reads = [s for s in role_statements(template, role) if table in ref_ids(s["Resource"])]
     assert actions_of(statement) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
     assert statement["Resource"] == {"Fn::GetAtt": [table, "Arn"]}  # the table, not its indexes
-    # every key it touches starts with the workflow prefix: no job record, no rate limiter
+    # every key it writes starts with the workflow prefix: no job record, no rate limiter
     assert statement["Condition"] == WORKFLOW_ITEMS
+    # it reads members' records in batches (a stage re-sent after a crash skips delivered members)
+    assert actions_of(reads) == {"dynamodb:BatchGetItem"} and reads["Resource"] == statement["Resource"]
 
 
 @pytest.mark.parametrize("job", JOBS)

@@ -142,6 +142,11 @@ class Workflows(Construct):
         self.function.add_to_role_policy(
             workflow_items_statement(table, "dynamodb:GetItem", "dynamodb:UpdateItem")
         )
+        # Re-sending a stage after a crash, it skips the members that already have a record: it reads
+        # (never writes) the members' job records, in batches.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[table.table_arn])
+        )
 
     def grant_notices(self, function: lambda_.Function) -> None:
         """Let a job worker send its notices to the workflow queue (SendMessage only), and say where."""

@@ -10,8 +10,9 @@ have completed its stage (see `lambdajobs.runtime.workflow`). For each notice th
 3. sends the next stage's jobs (their payloads were validated by the producer and kept in the item),
    each with its deterministic job id and the counts of the stage before (`parents`); or, after the
    last stage (or a stage with dead members whose rule is `stop`), records how the workflow ended;
-4. marks the stage advanced. A crash between 3 and 4 sends the stage again when the notice returns:
-   the jobs' ids are the same, so each still runs once.
+4. marks the stage advanced. A crash between 3 and 4 sends the stage again when the notice returns,
+   but only the members that have no job record yet (the others were delivered); their job ids are
+   the same, so each still runs once, and a dead member is not run again (see `lifecycle.acquire`).
 
 It imports no job module: it needs only the job table, the workflow queue and the job queues' URLs.
 """
@@ -103,10 +104,12 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
         return "not complete"
     now = time.time()
     try:
-        client.update_item(
+        claimed = client.update_item(
             TableName=table,
             Key=key,
-            UpdateExpression=f"SET claim_{stage} = :token, claim_until_{stage} = :until",
+            UpdateExpression=(
+                f"SET claim_{stage} = :token, claim_until_{stage} = :until ADD claims_{stage} :one"
+            ),
             ConditionExpression=(
                 f"attribute_not_exists(advanced_{stage}) AND (attribute_not_exists(claim_{stage}) "
                 f"OR claim_{stage} = :token OR claim_until_{stage} < :now)"
@@ -115,10 +118,14 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
                 ":token": {"S": token},
                 ":until": {"N": str(int(now + CLAIM_SECONDS))},
                 ":now": {"N": str(int(now))},
+                ":one": {"N": "1"},
             },
+            ReturnValues="UPDATED_OLD",
         )
     except client.exceptions.ConditionalCheckFailedException:
         return "claimed elsewhere"
+    # A claim there before: this stage's sending started once and stopped (a crash, a failed send).
+    again = f"claims_{stage}" in (claimed.get("Attributes") or {})  # (a count: always changes)
 
     stages = json.loads(item["outline"]["S"])["stages"]
     total, ok, dead = (int(item[f"{c}_{stage}"]["N"]) for c in ("total", "ok", "dead"))
@@ -144,7 +151,15 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
         body = _body(workflow_id, following, index, member, parents)
         url = config.queue_url(member.job, member.level)
         by_queue.setdefault(url, []).append((member_job_id(workflow_id, following, index), body))
-    failed = [r for url, bodies in by_queue.items() for r in send_bodies(config, url, bodies).failed]
+    if again:  # members that already have a record were delivered: a second copy would be a duplicate
+        from lambdajobs.runtime.records import NO_RECORD, get_statuses
+
+        ids = [job_id for bodies in by_queue.values() for job_id, _ in bodies]
+        delivered = {j for j, st in get_statuses(ids, config=config).items() if st.note != NO_RECORD}
+        by_queue = {url: [b for b in bodies if b[0] not in delivered] for url, bodies in by_queue.items()}
+    failed = [
+        r for url, bodies in by_queue.items() if bodies for r in send_bodies(config, url, bodies).failed
+    ]
     if failed:
         raise EnqueueError(
             f"workflow '{workflow_id}': {len(failed)} jobs of stage {following} were not sent "
