@@ -99,7 +99,8 @@ template = json.load(open(assembly.get_stack_by_name("acme").template_full_path)
 functions = {
     fn["Properties"]["Environment"]["Variables"]["LAMBDAJOBS_JOB"]: fn["Properties"]
     for fn in template["Resources"].values()
-    if fn["Type"] == "AWS::Lambda::Function" and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
+    if fn["Type"] == "AWS::Lambda::Function"
+    and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
 }
 continuers = [  # the workflow continuer: no job of its own, the library's entry point, no job modules
     fn["Properties"] for fn in template["Resources"].values()
