@@ -555,3 +555,18 @@ def test_get_workflow_counts_running_members_and_reads_unknown_ids_as_unknown(st
     later = store.client.get_item(TableName=store.table, Key={"id": {"S": later_key(wid)}})["Item"]
     assert json.loads(later["later"]["S"])["1"][0]["job"] == "summarize"
     assert later["expiration"] == item["expiration"]
+
+
+def test_a_throttled_continuer_tries_again_in_place_and_the_notice_uses_no_receive(stack, ddb_faults):
+    # GIVEN a chord whose members finished, and the continuer's first read and claim throttled
+    wid = chord(group([mail(0)]), sig("summarize", {"label": "throttled"})).enqueue()
+    stack.runner("deliver").drain()
+    is_item_read = lambda p: p.get("Key", {}).get("id", {}).get("S") == workflow_key(wid)  # noqa: E731
+    read = ddb_faults.fail("GetItem", when=lambda p: is_item_read(p) and "ProjectionExpression" not in p)
+    claim = ddb_faults.fail("UpdateItem", when=lambda p: "claims_0" in p.get("UpdateExpression", ""))
+    # WHEN the notice is delivered
+    outcome = stack.continuer().poll()
+    # THEN the continuer tried again at once: the callback is sent, the notice did not fail
+    assert (read.hits, claim.hits) == (1, 1)
+    assert outcome is not None and outcome.failed_ids == []
+    assert stack.runner("summarize").depth() == 1

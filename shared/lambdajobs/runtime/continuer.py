@@ -20,6 +20,7 @@ It imports no job module: it needs only the job table, the workflow queue and th
 from __future__ import annotations
 
 import json
+import random
 import time
 from typing import Any
 
@@ -48,6 +49,10 @@ logger = Logger(service=SERVICE_NAME)
 #: How long a claim on a stage holds: longer than the continuer's timeout (120 s), so a live
 #: continuer is never overtaken; a crashed one's stage is taken over after it.
 CLAIM_SECONDS = 150
+#: A notice whose handling failed on a throttle or a service error is tried this many times in all,
+#: with jittered pauses from this base, before its receive counts as failed.
+TRIES = 4
+PAUSE_SECONDS = 0.1
 
 
 class Continuer:
@@ -77,7 +82,18 @@ class Continuer:
             # never from a worker: dropping it loses nothing, retrying it would never succeed
             logger.error("not a workflow notice; dropped", extra={"error": str(exc)[:300]})
             return "invalid"
-        outcome = advance(self.config, workflow_id, stage, token=record.message_id)
+        for attempt in range(TRIES):
+            try:
+                outcome = advance(self.config, workflow_id, stage, token=record.message_id)
+                break
+            except Exception as exc:
+                # A throttle or a service error is tried again here (advance is idempotent under its
+                # claim): every failed receive brings the notice closer to the workflow DLQ.
+                from lambdajobs.runtime.worker import transient
+
+                if attempt == TRIES - 1 or not transient(exc):
+                    raise
+                time.sleep((0.5 + random.random() / 2) * PAUSE_SECONDS * 2**attempt)
         logger.info("workflow notice", extra={"workflow": workflow_id, "stage": stage, "outcome": outcome})
         return outcome
 
