@@ -223,13 +223,18 @@ class ContinuerRunner:
         )
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
-        outcomes = []
-        for _ in range(max_batches):
-            outcome = self.poll()
-            if outcome is None:
-                break
-            outcomes.append(outcome)
-        return outcomes
+        """Poll until nothing is visible."""
+        return _drain(self.poll, max_batches)
+
+
+def _drain(poll: Any, max_batches: int) -> list[BatchOutcome]:
+    outcomes = []
+    for _ in range(max_batches):
+        outcome = poll()
+        if outcome is None:
+            break
+        outcomes.append(outcome)
+    return outcomes
 
 
 class JobRunner:
@@ -271,13 +276,7 @@ class JobRunner:
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
         """Poll until nothing is visible (retries wait for their backoff: move a clock to see them)."""
-        outcomes = []
-        for _ in range(max_batches):
-            outcome = self.poll()
-            if outcome is None:
-                break
-            outcomes.append(outcome)
-        return outcomes
+        return _drain(self.poll, max_batches)
 
     def depth(self, dlq: bool = False) -> int:
         """Messages in the queue (or its DLQ): visible, in flight or delayed."""

@@ -114,6 +114,18 @@ def receive_every(stack: Any, url: str, count: int) -> list[dict[str, Any]]:
     return got
 
 
+def invoker(stack: Any, runner: Any) -> EventSourceMapping:
+    """An event source for a job's queue whose `invoke(messages)` runs one batch of received messages."""
+    return EventSourceMapping(
+        queue_url=runner.queues.queue_url,
+        queue_arn=runner.queues.queue_arn,
+        handler=runner.handler,
+        function_name=f"test-{runner.spec.name}",
+        timeout_seconds=runner.spec.timeout_seconds,
+        config=stack.config,
+    )
+
+
 def at_once(calls: list[Any]) -> list[Any]:
     """Run every call on its own thread, all released together."""
     start = threading.Barrier(len(calls), timeout=60)
@@ -137,14 +149,7 @@ def test_a_chord_of_1000_members_with_concurrent_and_duplicate_deliveries_sends_
         group(mail(i, bad=i % 50 == 7) for i in range(1000)), sig("summarize", {"label": "campaign"})
     ).enqueue(workflow_id="big")
     deliver = stack.runner("deliver")
-    mapping = EventSourceMapping(
-        queue_url=deliver.queues.queue_url,
-        queue_arn=deliver.queues.queue_arn,
-        handler=deliver.handler,
-        function_name="test-deliver",
-        timeout_seconds=30,
-        config=stack.config,
-    )
+    mapping = invoker(stack, deliver)
     messages = receive_every(stack, deliver.queues.queue_url, 1000)
     last_ids = {member_job_id(wid, 0, i) for i in range(990, 1000)}
     last = [m for m in messages if decode(m["Body"]).id in last_ids]
@@ -313,14 +318,7 @@ def test_a_crash_between_a_members_counted_success_and_its_notice_is_recovered_b
     wid = chord(group([mail(2), mail(3)]), sig("summarize", {"label": "crash"})).enqueue()
     deliver = stack.runner("deliver")
     first, second = receive_every(stack, deliver.queues.queue_url, 2)
-    mapping = EventSourceMapping(
-        queue_url=deliver.queues.queue_url,
-        queue_arn=deliver.queues.queue_arn,
-        handler=deliver.handler,
-        function_name="test-deliver",
-        timeout_seconds=30,
-        config=stack.config,
-    )
+    mapping = invoker(stack, deliver)
     assert mapping.invoke([first]).failed_ids == []
     ddb_faults.fail("GetItem", when=is_stage_check, times=1, error=lambda _: Crash())
     with pytest.raises(Crash):
