@@ -167,6 +167,16 @@ def _spec(job: str) -> Any:
     return get_spec(job, jobs=config().jobs)
 
 
+def _declared(job: str) -> bool:
+    from lambdajobs.runtime.errors import UnknownJobError
+
+    try:
+        _spec(job)
+    except UnknownJobError:
+        return False
+    return True
+
+
 def _queues(job: str, priority: str | None = None) -> tuple[str, str]:
     """(queue URL, DLQ URL) of a job (of one of its priority levels), from the stack's manifest
     (never from hand-typed URLs)."""
@@ -177,9 +187,20 @@ def _queues(job: str, priority: str | None = None) -> tuple[str, str]:
     return queue.url, queue.dlq_url
 
 
+#: What the `dlq` commands call the workflow queue (unless a job has that name).
+WORKFLOWS = "workflows"
+
+
 def _levels(job: str, priority: str | None = None) -> list[tuple[str, str, str]]:
     """(label, queue URL, DLQ URL) of every queue of a job, highest priority first (only the one of
-    `priority` when given). The label is the job, with its level when it has several."""
+    `priority` when given). The label is the job, with its level when it has several. `workflows`
+    names the stack's workflow queue (its notices), unless a job has that name."""
+    if job == WORKFLOWS and not _declared(job):
+        cfg = config()
+        dlq_url = cfg.stack_entry().get("workflow_dlq_url")
+        if not dlq_url:
+            _fail(f"stack '{cfg.stack}' has no workflow queue: deploy it with this version of lambdajobs.")
+        return [(WORKFLOWS, cfg.workflow_queue(), str(dlq_url))]
     spec = _spec(job)
     wanted = spec.levels if priority is None else (spec.level_for(priority),)
     found = []

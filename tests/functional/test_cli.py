@@ -332,3 +332,26 @@ def test_workflow_shows_state_progress_and_stages_and_an_unknown_id_is_one_line(
     assert "1 summarize x1 1 1 0 0 0 yes" in lines
     # AND an unknown id is one line saying so
     assert "no workflow 'nope'" in one_line_error(cli("workflow", "nope"))
+
+
+def test_a_notice_in_the_workflow_dlq_is_listed_and_redriven_and_the_workflow_goes_on(cli, stack, sink):
+    from lambdajobs.runtime.workflow import chord, group, sig
+
+    # GIVEN a chord whose members finished, and whose notice SQS moved to the workflow DLQ
+    mail = sig("deliver", {"to": "a@x.io", "subject": "s", "body": "b"})
+    wid = chord(group([mail]), sig("summarize", {"label": "stuck"})).enqueue(workflow_id="stuck-flow")
+    stack.runner("deliver").drain()
+    sqs, provisioned = stack.client("sqs"), stack.provisioned
+    [notice] = sqs.receive_message(QueueUrl=provisioned.workflow_queue_url)["Messages"]
+    sqs.send_message(QueueUrl=provisioned.workflow_dlq_url, MessageBody=notice["Body"])
+    sqs.delete_message(QueueUrl=provisioned.workflow_queue_url, ReceiptHandle=notice["ReceiptHandle"])
+    # WHEN an operator lists and redrives the workflow DLQ
+    listed = cli("dlq", "list", "workflows")
+    assert listed.exit_code == 0 and "1 shown" in listed.output, listed.output
+    assert "moved by SQS redrive" in listed.output
+    redriven = cli("dlq", "redrive", "workflows")
+    assert redriven.exit_code == 0 and "moved 1 of 1" in redriven.output, redriven.output
+    # THEN the continuer gets the notice and the callback is sent
+    stack.continuer().drain()
+    assert stack.runner("summarize").depth() == 1
+    assert stack.workflow(wid).callback_job_id == "stuck-flow.1.0"

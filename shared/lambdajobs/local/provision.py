@@ -128,6 +128,7 @@ class Provisioned:
             "one_time_group": self.one_time_group,
             "scheduler_dlq_arn": self.scheduler_dlq_arn,
             "workflow_queue_url": self.workflow_queue_url,
+            "workflow_dlq_url": self.workflow_dlq_url,
         }
 
 
