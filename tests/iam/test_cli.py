@@ -144,3 +144,29 @@ def test_every_priority_level_is_listed_redriven_and_purged(cli, deployment, sen
     assert purged.exit_code == 0 and "purged the 2 DLQs of send_email (2 messages)" in purged.output, (
         purged.output
     )
+
+
+def test_the_operator_reads_a_workflow_and_redrives_the_workflow_dlq(cli, deployment, sender):
+    from lambdajobs.runtime.workflow import chord, group, sig
+
+    # GIVEN a chord of two emails whose notice SQS moved to the workflow DLQ
+    mails = group(
+        sig("send_email", SendEmail(to=f"u{i}@example.com", subject="s", body="b")) for i in range(2)
+    )
+    wid = chord(mails, sig("send_email", SendEmail(to="ops@example.com", subject="done", body="b"))).enqueue(
+        workflow_id="ops-flow", config=deployment.harness
+    )
+    deployment.runner("send_email").drain()
+    sqs, provisioned = deployment.harness.client("sqs"), deployment.stack.provisioned
+    [notice] = sqs.receive_message(QueueUrl=provisioned.workflow_queue_url)["Messages"]
+    sqs.send_message(QueueUrl=provisioned.workflow_dlq_url, MessageBody=notice["Body"])
+    sqs.delete_message(QueueUrl=provisioned.workflow_queue_url, ReceiptHandle=notice["ReceiptHandle"])
+    # WHEN the operator, with the OperatorPolicy, looks at the workflow and redrives the workflow DLQ
+    shown = cli("workflow", wid)
+    assert shown.exit_code == 0 and "running" in shown.output, shown.output
+    redriven = cli("dlq", "redrive", "workflows")
+    # THEN it is allowed, and the continuer (its role) sends the callback
+    assert redriven.exit_code == 0 and "moved 1 of 1" in redriven.output, redriven.output
+    deployment.continuer_runner().drain()
+    deployment.runner("send_email").drain()
+    assert "ops@example.com" in sender.sent
