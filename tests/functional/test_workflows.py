@@ -568,3 +568,56 @@ def test_a_throttled_continuer_tries_again_in_place_and_the_notice_uses_no_recei
     assert (read.hits, claim.hits) == (1, 1)
     assert outcome is not None and outcome.failed_ids == []
     assert stack.runner("summarize").depth() == 1
+
+
+def test_a_dead_rate_limited_member_is_not_run_again_by_a_copy_that_is_not_a_redrive(stack, declare):
+    from lambdajobs import RateLimit
+
+    ran: list[int] = []
+
+    def dies(payload: Toggle) -> dict[str, int]:
+        ran.append(payload.n)
+        raise RuntimeError("broken")
+
+    runner = declare(
+        dies, name="limited_dies", max_attempts=1, rate_limit=RateLimit("limited", 1, per="minute")
+    )
+    wid = chord(group([sig("limited_dies", {"n": 0})]), sig("summarize", {"label": "rl"})).enqueue()
+    settle(stack, "limited_dies", "summarize")
+    assert ran == [0] and stack.workflow(wid).stages[0].dead == 1
+    # WHEN a copy of its message arrives that is not a redrive (a duplicate, a re-sent stage)
+    [dead] = runner.dlq_messages()
+    stack.client("sqs").send_message(QueueUrl=runner.queues.queue_url, MessageBody=dead["Body"])
+    settle(stack, "limited_dies", "summarize")
+    # THEN it takes no rate-limit slot and does not run: the record and the counts stay dead
+    assert ran == [0]
+    assert stack.status(member_job_id(wid, 0, 0)).state == "dead"
+    assert stack.workflow(wid).stages[0].dead == 1 and runner.depth() == 0
+
+
+def test_a_chain_keeps_the_rules_of_the_chains_and_chords_inside_it():
+    inner = chain(chord(group([mail(0)]), sig("summarize", {"label": "in"})), on_dead="continue")
+    rules = [rule for _, rule in chain(inner, sig("step", {"name": "after"})).stages()]
+    # the chord's group -> callback: continue (its own); the callback -> next: the outer chain's stop
+    assert rules == ["continue", "stop", "stop"]
+
+
+def test_a_workflow_outlives_the_record_ttl_while_it_advances(stack, clock):
+    wid = chain(sig("step", {"name": "a"}), sig("step", {"name": "b"}), sig("step", {"name": "c"})).enqueue()
+    store = JobRecordStore(stack.config)
+
+    def expiry(key: str) -> int:
+        return int(
+            store.client.get_item(TableName=store.table, Key={"id": {"S": key}})["Item"]["expiration"]["N"]
+        )
+
+    created = expiry(workflow_key(wid)), expiry(later_key(wid))
+    # WHEN its first step runs, and its notice reaches the continuer three days later (SQS keeps
+    # messages four days), which sends the next step, which runs
+    stack.runner("step").drain()
+    clock.shift(3 * 86_400)
+    settle(stack, "step", rounds=2)
+    # THEN both of its items expire a full TTL after that, not after enqueue
+    assert stack.status(member_job_id(wid, 1, 0)).state == "succeeded"
+    assert expiry(workflow_key(wid)) == created[0] + 3 * 86_400
+    assert expiry(later_key(wid)) == created[1] + 3 * 86_400

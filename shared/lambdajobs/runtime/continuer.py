@@ -19,6 +19,7 @@ It imports no job module: it needs only the job table, the workflow queue and th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -35,6 +36,7 @@ from lambdajobs.runtime.errors import EnqueueError, EnvelopeError
 from lambdajobs.runtime.lifecycle import now_iso
 from lambdajobs.runtime.settings import SERVICE_NAME
 from lambdajobs.runtime.workflow import (
+    LATER_SUFFIX,
     WorkflowState,
     _body,
     _Member,
@@ -207,6 +209,17 @@ def _finish_stage(
         )
     except client.exceptions.ConditionalCheckFailedException:
         logger.info("the stage was already marked advanced", extra={"stage": stage})
+        return
+    # The later stages' payloads expire with it (a workflow may run for longer than the TTL); a group,
+    # or a workflow whose later stages are all sent, may have none.
+    with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+        client.update_item(
+            TableName=table,
+            Key={"id": {"S": key["id"]["S"] + LATER_SUFFIX}},
+            UpdateExpression="SET expiration = :exp",
+            ConditionExpression="attribute_exists(id)",
+            ExpressionAttributeValues={":exp": values[":exp"]},
+        )
 
 
 def from_environment() -> Any:

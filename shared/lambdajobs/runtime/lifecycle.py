@@ -65,6 +65,8 @@ class Tally:
 
     key: str
     stage: int
+    #: Renews the workflow item's expiry (the job records' TTL from now): a stage may stay open for days.
+    ttl_seconds: int = 0
 
     def update(self, table: str, outcome: JobState, *, from_dead: bool = False) -> dict[str, Any]:
         """The workflow item's update: `ok_<stage>` or `dead_<stage>` up by one, and `done_<stage>`
@@ -79,10 +81,14 @@ class Tally:
         else:
             counter = "ok" if outcome is JobState.SUCCEEDED else "dead"
             adds, condition = f"{counter}_{i} :one, done_{i} :one", f"done_{i} < total_{i}"
+        renew = ""
+        if self.ttl_seconds:
+            values[":exp"] = {"N": str(int(time.time()) + self.ttl_seconds)}
+            renew = "SET expiration = :exp "
         return {
             "TableName": table,
             "Key": {"id": {"S": self.key}},
-            "UpdateExpression": f"ADD {adds}",
+            "UpdateExpression": f"{renew}ADD {adds}",
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
@@ -406,7 +412,11 @@ def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_
                 "created_at = if_not_exists(created_at, :now_iso), expiration = :exp "
                 "REMOVE finished_at"
             ),
-            ConditionExpression="attribute_not_exists(id) OR #state IN (:retrying, :waiting, :dead)",
+            # a workflow member counted dead waits only when redriven (the worker checks before)
+            ConditionExpression=(
+                "attribute_not_exists(id) OR #state IN (:retrying, :waiting) "
+                "OR (#state = :dead AND attribute_not_exists(wf_counted))"
+            ),
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )

@@ -176,7 +176,7 @@ class JobRecordStore(BasePersistenceLayer):
         if not isinstance(workflow, dict):
             workflow = {"id": workflow.id, "stage": workflow.stage}
         key = WORKFLOW_ID_PREFIX + str(workflow["id"])
-        return lifecycle.Tally(key, int(workflow["stage"]))
+        return lifecycle.Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
 
     def reject(
         self,

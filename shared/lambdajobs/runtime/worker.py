@@ -317,7 +317,7 @@ class Worker:
         if envelope.workflow is not None:  # its outcome is counted in the workflow's item
             run["workflow"] = {"id": envelope.workflow.id, "stage": envelope.workflow.stage}
             # a copy from the DLQ (it carries the reason given there) may run a dead member again
-            run["redriven"] = _attribute(record, ATTR_FAILED_AT) is not None
+            run["redriven"] = _redriven(record)
         ctx = JobContext(
             job_id=job_id,
             job=spec.name,
@@ -427,8 +427,8 @@ class Worker:
                 slot = held_slot  # not yet: wait on (a wait beyond 15 minutes hops)
         if slot is None:
             read, item = self._read_record(job_id)
-            if read and _settled_or_held(item):
-                return False
+            if read and (_settled_or_held(item) or _counted_dead(item, record)):
+                return False  # the usual path answers it (a duplicate) or hands it back (lock held)
             try:
                 slot, held_ahead = ratelimit.take_slot(
                     self.store.client, self.store.table, limit, value, salt=salt, now_us=now_us, ahead=ahead
@@ -893,6 +893,18 @@ def _settled_or_held(item: dict[str, Any] | None) -> bool:
         return True
     expiry = (item or {}).get("in_progress_expiration", {}).get("N")
     return state == lifecycle.JobState.RUNNING and bool(expiry) and int(expiry) > time.time() * 1000
+
+
+def _counted_dead(item: dict[str, Any] | None, record: SQSRecord) -> bool:
+    """Whether a job record is a workflow member counted dead and the record's message is not a DLQ
+    redrive: then no copy may run it again (see `lifecycle.acquire`), nor take a rate-limit slot."""
+    state = (item or {}).get("state", {}).get("S")
+    return state == lifecycle.JobState.DEAD and "wf_counted" in (item or {}) and not _redriven(record)
+
+
+def _redriven(record: SQSRecord) -> bool:
+    """A message redriven from the DLQ carries the reason the worker gave it there."""
+    return _attribute(record, ATTR_FAILED_AT) is not None
 
 
 def _seconds_until(epoch_ms: int) -> int:

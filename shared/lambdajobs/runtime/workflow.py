@@ -155,7 +155,8 @@ class Chain(Canvas):
                 (members, inner), (body, _) = part.stages()
                 stages += [(members, inner), (body, self.on_dead)]
             else:
-                stages += [(members, self.on_dead) for members, _ in part.stages()]
+                nested = part.stages()  # a group, or a chain: its own rules inside, ours after it
+                stages += [*nested[:-1], (nested[-1][0], self.on_dead)]
         return stages
 
 
@@ -213,9 +214,12 @@ def workflow_key(workflow_id: str) -> str:
     return WORKFLOW_ID_PREFIX + workflow_id
 
 
+LATER_SUFFIX = "#later"
+
+
 def later_key(workflow_id: str) -> str:
     """The item with the validated payloads of the workflow's later stages."""
-    return workflow_key(workflow_id) + "#later"
+    return workflow_key(workflow_id) + LATER_SUFFIX
 
 
 def _check_id(workflow_id: str) -> str:
@@ -523,7 +527,7 @@ def get_workflow(workflow_id: str, *, config: StackConfig | None = None) -> Work
                 index=i,
                 jobs=dict(stage.get("jobs", {})),
                 total=total,
-                pending=unfinished - (running or 0),
+                pending=max(0, unfinished - (running or 0)),
                 running=running,
                 succeeded=ok,
                 dead=dead,
