@@ -621,3 +621,45 @@ def test_a_workflow_outlives_the_record_ttl_while_it_advances(stack, clock):
     assert stack.status(member_job_id(wid, 1, 0)).state == "succeeded"
     assert expiry(workflow_key(wid)) == created[0] + 3 * 86_400
     assert expiry(later_key(wid)) == created[1] + 3 * 86_400
+
+
+def test_a_member_that_cannot_run_here_any_more_is_counted_dead_and_its_stage_goes_on(stack):
+    from lambdajobs.runtime.envelope import encode
+
+    # GIVEN a chord whose member's message names a priority level the job no longer has (a redeploy
+    # between the enqueue and its run)
+    wid = chord(group([mail(0)]), sig("summarize", {"label": "gone"})).enqueue()
+    deliver = stack.runner("deliver")
+    [original] = receive_every(stack, deliver.queues.queue_url, 1)
+    stack.client("sqs").delete_message(
+        QueueUrl=deliver.queues.queue_url, ReceiptHandle=original["ReceiptHandle"]
+    )
+    member = decode(original["Body"])
+    body = encode(
+        "deliver", member.payload, member.id or "", priority="gone", workflow=member.workflow.model_dump()
+    )
+    stack.client("sqs").send_message(QueueUrl=deliver.queues.queue_url, MessageBody=body)
+    # WHEN it is delivered
+    settle(stack, "deliver", "summarize")
+    # THEN it is dead-lettered with the reason, its record reads dead, and the callback still ran
+    assert deliver.depth(dlq=True) == 1
+    assert stack.status(member_job_id(wid, 0, 0)).state == "dead"
+    [run] = runs_of(wid)
+    assert run["parents"] == {"total": 1, "succeeded": 0, "dead": 1}
+
+
+def test_statuses_left_unprocessed_are_read_again_after_a_pause(stack, monkeypatch):
+    store = JobRecordStore(stack.config)
+    real = store.client.batch_get_item
+    calls: list[int] = []
+
+    def partial(**request: Any) -> Any:  # the first answer leaves every key unprocessed (throttled)
+        calls.append(1)
+        if len(calls) == 1:
+            return {"Responses": {}, "UnprocessedKeys": request["RequestItems"]}
+        return real(**request)
+
+    monkeypatch.setattr(store.client, "batch_get_item", partial)
+    job_id = stack.enqueue("deliver", {"to": "a@x.io", "subject": "s", "body": "b"})
+    stack.runner("deliver").drain()
+    assert get_statuses([job_id], store=store)[job_id].state == "succeeded" and len(calls) == 2

@@ -355,6 +355,10 @@ def get_status(
     return status_from_item(job_id, found.get_item(job_id))
 
 
+#: BatchGetItem calls for one batch of keys whose answers keep some unprocessed (backing off up to 1 s).
+BATCH_GET_TRIES = 10
+
+
 def get_statuses(
     job_ids: list[str], *, config: StackConfig | None = None, store: JobRecordStore | None = None
 ) -> dict[str, JobStatus]:
@@ -369,11 +373,19 @@ def get_statuses(
                 "ConsistentRead": True,
             }
         }
-        while request:
+        for tries in range(BATCH_GET_TRIES):
             response = found_store.client.batch_get_item(RequestItems=request)
             for item in response.get("Responses", {}).get(found_store.table, []):
                 found[item["id"]["S"]] = item
             request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(1.0, 0.05 * 2**tries))  # keys left unread when throttled: back off
+        else:  # never read as "no record": say it could not be read (a throttle: try again later)
+            from botocore.exceptions import ClientError
+
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "keys left unprocessed"}
+            raise ClientError({"Error": error}, "BatchGetItem")
     return {j: status_from_item(j, found.get(j)) for j in unique}
 
 

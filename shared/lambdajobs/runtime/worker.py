@@ -254,6 +254,15 @@ class Worker:
                 )
             level = spec.level_for(envelope.priority) if envelope.priority is not None else None
         except (EnvelopeError, UnknownJobError, UnknownPriorityError) as exc:
+            if not isinstance(exc, EnvelopeError) and envelope.workflow is not None and envelope.id:
+                # a workflow's member that cannot run here (its job or level is gone since it was
+                # enqueued): counted dead, so its stage does not wait for it for ever
+                tally = self.store.tally(envelope.workflow)
+                failed = self._write(
+                    self.store.reject, envelope.id, envelope.job, error_fields(exc), False, tally
+                )
+                mark = "reject" if failed is not None and transient(failed) else None
+                return self._dead_letter(spec, record, exc, attempt, job_id=envelope.id, mark=mark)
             return self._dead_letter(spec, record, exc, attempt, job_id=None)
         if envelope.priority is not None and level != self._level_of(spec, record):
             # sent to another level's queue (a producer that knows only the job's queue): move it
