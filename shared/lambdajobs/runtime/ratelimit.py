@@ -28,6 +28,7 @@ record write when a job has to wait, and one more consistent read when it comes 
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import time
 from collections.abc import Mapping
@@ -44,7 +45,9 @@ ITEM_PREFIX = RESERVED_ID_PREFIX + "ratelimit#"
 LATE_TOLERANCE_US = 1_000_000
 _TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 #: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
-TAKE_TRIES = 20
+TAKE_TRIES = 30
+#: The longest pause between two tries of `take_slot` (jittered, doubling from 2 ms).
+RETRY_PAUSE_MAX_SECONDS = 0.05
 #: A slot at most this far away is waited for in the worker (a sleep before the job starts) instead of
 #: a hand-back: SQS delays are whole seconds, so a copy is sent back due up to this much before its
 #: slot and waits the rest. 0 (tests with a stopped clock): every wait is a hand-back.
@@ -225,7 +228,9 @@ def take_slot(
     """
     interval = limit.interval_us(value)
     key = {"id": {"S": item_id(limit, value, salt)}}
-    for _ in range(TAKE_TRIES):
+    for attempt in range(TAKE_TRIES):
+        if attempt:  # lost the race to another worker: a short jittered pause spreads the retries out
+            time.sleep(random.random() * min(RETRY_PAUSE_MAX_SECONDS, 0.001 * 2**attempt))
         now = int(time.time() * 1_000_000) if now_us is None else now_us
         item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         old = int(item["tat"]["N"]) if item and "tat" in item else None
