@@ -37,7 +37,6 @@ from chaos.jobs import MAX_ATTEMPTS, ledger
 from chaos.plan import SLOW, WORK, Plan, PlannedJob, PlannedWorkflow, Send, Settings, make_plan
 from chaos.report import SHOWN, DuplicateEffects, Mismatch, SeedReport, WorkflowCheck, non_poison_bound
 from lambdajobs.local.emulator import EventSourceMapping
-from lambdajobs.local.provision import CONTINUER_CONCURRENCY, CONTINUER_TIMEOUT_SECONDS
 from lambdajobs.ops import peek_dead_letters, redrive
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.continuer import Continuer
@@ -45,7 +44,15 @@ from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.producer import enqueue, enqueue_many
 from lambdajobs.runtime.records import JobStatus, get_statuses
-from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_REASON, SERVICE_NAME
+from lambdajobs.runtime.settings import (
+    ATTR_ERROR_TYPE,
+    ATTR_REASON,
+    CONTINUER_BATCH_SIZE,
+    CONTINUER_MAX_CONCURRENCY,
+    CONTINUER_MEMORY_MB,
+    CONTINUER_TIMEOUT_SECONDS,
+    SERVICE_NAME,
+)
 from lambdajobs.runtime.spec import get_spec
 from lambdajobs.runtime.worker import Worker
 from lambdajobs.runtime.workflow import Canvas, WorkflowStatus, chain, chord, get_workflow, group, sig
@@ -261,10 +268,10 @@ class Soak:
             handler=handler,
             function_name=f"{STACK}-workflows",
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
-            batch_size=10,
+            batch_size=CONTINUER_BATCH_SIZE,
             max_batching_window_seconds=0,
-            max_concurrency=min(2, CONTINUER_CONCURRENCY),  # two at once: each idle poller costs moto CPU
-            memory_mb=256,
+            max_concurrency=min(2, CONTINUER_MAX_CONCURRENCY),  # two at once: each idle poller costs moto CPU
+            memory_mb=CONTINUER_MEMORY_MB,
             wait_seconds=0,
             region=REGION,
             config=self.source,

@@ -30,13 +30,7 @@ from typing import Any
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import BatchOutcome, poll_once
-from lambdajobs.local.provision import (
-    CONTINUER_TIMEOUT_SECONDS,
-    JobQueues,
-    Provisioned,
-    provision,
-    provision_queues,
-)
+from lambdajobs.local.provision import JobQueues, Provisioned, provision, provision_queues
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import (
     StackConfig,
@@ -45,7 +39,7 @@ from lambdajobs.runtime.config import (
     using,
 )
 from lambdajobs.runtime.records import JobStatus, get_status
-from lambdajobs.runtime.settings import queue_key
+from lambdajobs.runtime.settings import CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
 from lambdajobs.runtime.spec import JobSpec, get_spec, load_jobs, registered_jobs
 from lambdajobs.runtime.worker import Worker
 
@@ -218,7 +212,7 @@ class ContinuerRunner:
             handler=self.continuer.handle,
             function_name=f"{self.stack.stack}-workflows",
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
-            batch_size=10,
+            batch_size=CONTINUER_BATCH_SIZE,
             config=self.source_config,
         )
 

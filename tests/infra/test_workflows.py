@@ -277,7 +277,7 @@ def test_the_local_stack_makes_the_workflow_queue_and_runs_the_continuer_as_the_
     template, stack, local_workflow_queue
 ):
     """The local stack writes the continuer's numbers apart from the construct: they must agree."""
-    from lambdajobs.local.provision import CONTINUER_CONCURRENCY, CONTINUER_TIMEOUT_SECONDS
+    from lambdajobs.runtime.settings import CONTINUER_MAX_CONCURRENCY, CONTINUER_TIMEOUT_SECONDS
 
     queue, dlq = local_workflow_queue["queue"], local_workflow_queue["dlq"]
     cdk_queue = props(template, stack, stack.workflows.queue)
@@ -299,7 +299,7 @@ def test_the_local_stack_makes_the_workflow_queue_and_runs_the_continuer_as_the_
         if m["Properties"]["FunctionName"] == {"Ref": fid}
     ]
     assert continuer(template, stack)["Timeout"] == CONTINUER_TIMEOUT_SECONDS
-    assert mapping["ScalingConfig"]["MaximumConcurrency"] == CONTINUER_CONCURRENCY
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] == CONTINUER_MAX_CONCURRENCY
 
 
 # -- IAM -----------------------------------------------------------------------------------------------

@@ -24,26 +24,20 @@ from constructs import Construct
 
 from lambdajobs.cdk.job_worker import LevelQueues, lambdajobs_function, queue_pair
 from lambdajobs.runtime.settings import (
+    CONTINUER_BATCH_SIZE,
     CONTINUER_HANDLER,
+    CONTINUER_MAX_CONCURRENCY,
+    CONTINUER_MEMORY_MB,
+    CONTINUER_TIMEOUT_SECONDS,
     DEFAULT_RECORD_TTL_DAYS,
     ENV_RECORD_TTL_DAYS,
     ENV_STACK,
     ENV_TABLE,
     ENV_WORKFLOW_QUEUE_URL,
     WORKFLOW_ID_PREFIX,
+    WORKFLOW_MAX_RECEIVE_COUNT,
     workflow_queue_name,
 )
-
-#: The continuer reads and updates a workflow item and sends a stage's jobs: seconds of work. Its
-#: queue's visibility timeout is 6 times this (AWS: at least 6 x the function timeout).
-CONTINUER_TIMEOUT_SECONDS = 120
-CONTINUER_MEMORY_MB = 256
-#: Notices per invocation, and concurrent invocations at most: workflow items take conditional
-#: updates, so a few continuers keep contention (and retried notices) low; 2 is Lambda's minimum.
-CONTINUER_BATCH_SIZE = 10
-CONTINUER_MAX_CONCURRENCY = 5
-#: A notice the continuer fails on five times goes to the workflow DLQ (the job queues' default).
-WORKFLOW_MAX_RECEIVE_COUNT = 5
 
 
 def workflow_dead_letter_queue_name(stack: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from lambdajobs.runtime.config import QueueAddress, StackConfig
 from lambdajobs.runtime.settings import (
+    CONTINUER_TIMEOUT_SECONDS,
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
     ENV_JOBS,
@@ -20,6 +21,7 @@ from lambdajobs.runtime.settings import (
     ENV_WORKFLOW_QUEUE_URL,
     JOB_STATS_INDEX,
     QUEUE_RETENTION_SECONDS,
+    WORKFLOW_MAX_RECEIVE_COUNT,
     dlq_url_env,
     level_env,
     manifest_parameter,
@@ -150,12 +152,6 @@ def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackC
         name, spec.visibility_timeout_seconds, spec.max_receive_count, config
     )
     return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
-
-
-#: The workflow queue's settings, as the CDK construct declares them.
-CONTINUER_TIMEOUT_SECONDS = 120
-CONTINUER_CONCURRENCY = 5
-WORKFLOW_MAX_RECEIVE_COUNT = 5
 
 
 def provision_workflow_queue(stack: str, config: StackConfig) -> dict[str, str]:

@@ -22,17 +22,20 @@ from typing import Any
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
-from lambdajobs.local.provision import (
-    CONTINUER_CONCURRENCY,
-    CONTINUER_TIMEOUT_SECONDS,
-    JobQueues,
-    Provisioned,
-    provision,
-)
+from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
 from lambdajobs.runtime.config import StackConfig, set_process_default
-from lambdajobs.runtime.settings import ENV_JOBS, ENV_STACK, SERVICE_NAME, queue_key
+from lambdajobs.runtime.settings import (
+    CONTINUER_BATCH_SIZE,
+    CONTINUER_MAX_CONCURRENCY,
+    CONTINUER_MEMORY_MB,
+    CONTINUER_TIMEOUT_SECONDS,
+    ENV_JOBS,
+    ENV_STACK,
+    SERVICE_NAME,
+    queue_key,
+)
 from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
 
 REGION = "us-east-1"
@@ -193,10 +196,10 @@ class LocalStack:
             handler=handler,
             function_name=f"{self.stack}-workflows",
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
-            batch_size=10,
+            batch_size=CONTINUER_BATCH_SIZE,
             max_batching_window_seconds=0,
-            max_concurrency=CONTINUER_CONCURRENCY,
-            memory_mb=256,
+            max_concurrency=CONTINUER_MAX_CONCURRENCY,
+            memory_mb=CONTINUER_MEMORY_MB,
             wait_seconds=self.wait_seconds,
             region=REGION,
             config=self.config,

@@ -34,7 +34,7 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnqueueError, EnvelopeError
 from lambdajobs.runtime.lifecycle import now_iso
-from lambdajobs.runtime.settings import SERVICE_NAME
+from lambdajobs.runtime.settings import CONTINUER_TIMEOUT_SECONDS, SERVICE_NAME
 from lambdajobs.runtime.workflow import (
     LATER_SUFFIX,
     WorkflowState,
@@ -50,7 +50,7 @@ logger = Logger(service=SERVICE_NAME)
 
 #: How long a claim on a stage holds: longer than the continuer's timeout (120 s), so a live
 #: continuer is never overtaken; a crashed one's stage is taken over after it.
-CLAIM_SECONDS = 150
+CLAIM_SECONDS = CONTINUER_TIMEOUT_SECONDS + 30
 #: A notice whose handling failed on a throttle or a service error is tried this many times in all,
 #: with jittered pauses from this base, before its receive counts as failed.
 TRIES = 4

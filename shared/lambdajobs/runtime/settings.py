@@ -36,6 +36,17 @@ ENV_LEVEL_DLQ_URL_PREFIX = "LAMBDAJOBS_PRIORITY_DLQ_URL_"
 # when its member may have finished a stage; the continuer function reads it and sends the next stage.
 ENV_WORKFLOW_QUEUE_URL = "LAMBDAJOBS_WORKFLOW_QUEUE_URL"
 CONTINUER_HANDLER = "lambdajobs.runtime.continuer_entry.lambda_handler"
+#: The continuer reads and updates a workflow item and sends a stage's jobs: seconds of work. Its
+#: queue's visibility timeout is 6 times this (AWS: at least 6 x the function timeout). The CDK
+#: construct, the local stack, the test harness and the chaos soak all read these.
+CONTINUER_TIMEOUT_SECONDS = 120
+CONTINUER_MEMORY_MB = 256
+#: Notices per invocation, and concurrent invocations at most: workflow items take conditional
+#: updates, so a few continuers keep contention (and retried notices) low; 2 is Lambda's minimum.
+CONTINUER_BATCH_SIZE = 10
+CONTINUER_MAX_CONCURRENCY = 5
+#: A notice the continuer fails on five times goes to the workflow DLQ (the job queues' default).
+WORKFLOW_MAX_RECEIVE_COUNT = 5
 # For enqueue(run_at=...) beyond 15 minutes: a one-time EventBridge Scheduler schedule.
 ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
 ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
