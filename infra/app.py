@@ -1,7 +1,7 @@
 """This project's CDK app, composed from `lambdajobs.cdk` exactly as a user would compose theirs.
 
 Options come from cdk.json's context (stack_name, powertools_version, log_retention_days,
-alarm_email); the jobs package is named once, in pyproject.toml (`[tool.lambdajobs] jobs`).
+alarm_email, job_index); the jobs package is named once, in pyproject.toml (`[tool.lambdajobs] jobs`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def build_app(
         powertools_version=option("powertools_version"),  # default: the installed Powertools
         log_retention_days=int(option("log_retention_days", 30)),
         alarm_email=option("alarm_email"),
+        job_index=option("job_index"),  # default: on ("finished") when a job uses job_stats
         env=Environment(),  # account/region from the deploying profile
         description="lambdajobs: background jobs on SQS + Lambda",
     )

@@ -67,9 +67,16 @@ class TestStack:
     __test__ = False
 
     def __init__(
-        self, jobs: str | None = None, *, specs: Iterable[JobSpec] | None = None, stack: str = "test"
+        self,
+        jobs: str | None = None,
+        *,
+        specs: Iterable[JobSpec] | None = None,
+        stack: str = "test",
+        job_index: str | None = None,
     ) -> None:
         self.jobs = jobs
+        #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
+        self.job_index = job_index
         self._specs = list(specs) if specs is not None else None
         self.stack = stack
         self.provisioned: Provisioned | None = None
@@ -110,7 +117,7 @@ class TestStack:
         aws.reset_clients()  # clients made before moto started would not be intercepted
         clear_manifest_cache()
         base = StackConfig(stack=self.stack, jobs=self.jobs)
-        self.provisioned = provision(specs, stack=self.stack, config=base)
+        self.provisioned = provision(specs, stack=self.stack, config=base, job_index=self.job_index)
         self.config = self.provisioned.config(base)
         self._using = using(self.config)
         self._using.__enter__()

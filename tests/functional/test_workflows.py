@@ -237,7 +237,7 @@ def test_the_completion_counter_alone_counts_every_member_once_and_sends_the_cal
     ]
 
     def finish(job_id: str) -> bool:
-        store.complete(job_id, "{}", None, store.tally({"id": wid, "stage": 0}))
+        store.complete(job_id, "deliver", "{}", None, store.tally({"id": wid, "stage": 0}))
         return notify(stack.config, wid, 0)
 
     with ThreadPoolExecutor(max_workers=8) as pool:

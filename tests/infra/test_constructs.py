@@ -3,6 +3,7 @@ and the hook for per-job permissions and environment."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -164,3 +165,25 @@ def test_reservations_above_what_lambda_leaves_are_refused(tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(tmp_path))
     with isolated_registry(), pytest.raises(ConfigurationError, match="reserve 1000 concurrent executions"):
         LambdaJobsStack(App(), "greedy", jobs="probe_greedy")
+
+
+def test_the_job_index_is_off_by_default_and_costs_nothing(acme):
+    # no job of acme's uses job_stats: no index on the table, workers write none, operators query none
+    template, stack = acme
+    assert stack.lambdajobs.job_index == "off"
+    [table] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
+    assert "GlobalSecondaryIndexes" not in table
+    assert function_of(template, "send_invoice")["Environment"]["Variables"]["LAMBDAJOBS_JOB_INDEX"] == "off"
+    actions = [
+        s["Action"]
+        for r in template["Resources"].values()
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert not [a for a in actions if "dynamodb:Query" in (a if isinstance(a, list) else [a])]
+    [manifest] = [
+        r["Properties"]["Value"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SSM::Parameter" and r["Properties"]["Name"] == "/lambdajobs/acme/stack"
+    ]
+    assert '"job_index":"off"' in json.dumps(manifest).replace(" ", "").replace("\\", "")

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from lambdajobs.runtime.settings import JOB_STATS_INDEX, schedule_group_names, stack_manifest_parameter
+from lambdajobs.runtime.settings import (
+    ENV_JOB_INDEX,
+    JOB_INDEX,
+    schedule_group_names,
+    stack_manifest_parameter,
+)
 from lambdajobs.runtime.spec import load_jobs
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
@@ -127,17 +132,22 @@ def test_report_job_reaches_only_its_prefix_and_the_stats_index(template, stack)
     [s3] = [s for s in statements if "s3:PutObject" in s["Action"]]
     assert s3["Resource"]["Fn::Join"][1][-1] == "/daily_report/*"
     [query] = [s for s in statements if s["Action"] == "dynamodb:Query"]
-    assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_STATS_INDEX}"
+    assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_INDEX}"
 
 
-def test_job_table_indexes_finished_jobs_by_job(template, stack):
+def test_job_table_has_the_job_index_because_a_job_uses_job_stats(template, stack):
+    # daily_report declares uses=("job_stats",): the stack turns the job index on ("finished")
     [index] = props(template, stack, stack.table)["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == JOB_STATS_INDEX
+    assert index["IndexName"] == JOB_INDEX
     assert index["KeySchema"] == [
-        {"AttributeName": "job", "KeyType": "HASH"},
-        {"AttributeName": "finished_at", "KeyType": "RANGE"},
+        {"AttributeName": "ix", "KeyType": "HASH"},
+        {"AttributeName": "ix_at", "KeyType": "RANGE"},
     ]
-    assert index["Projection"] == {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["state"]}
+    assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert stack.job_index == "finished"
+    for worker in stack.workers.values():
+        env = props(template, stack, worker.function)["Environment"]["Variables"]
+        assert env[ENV_JOB_INDEX] == "finished"
 
 
 def test_stack_manifest_tells_producers_how_to_schedule(template, stack):

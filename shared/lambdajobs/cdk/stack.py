@@ -31,16 +31,19 @@ from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
+    ENV_JOB_INDEX,
     ENV_SCHEDULER_DLQ_ARN,
     ENV_SCHEDULER_GROUP,
     ENV_SCHEDULER_ROLE_ARN,
-    JOB_STATS_INDEX,
+    JOB_INDEX,
+    JOB_INDEX_KEY,
+    JOB_INDEX_SORT_KEY,
     MANIFEST_PREFIX,
     bucket_prefix,
     schedule_group_names,
     stack_manifest_parameter,
 )
-from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, load_jobs
+from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, job_index_mode, load_jobs
 
 #: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
 #: only our code. Its ARN is not written here: AWS publishes it per Powertools version, runtime and
@@ -114,6 +117,10 @@ class LambdaJobs(Construct):
         log_retention_days: worker log retention (1, 3, 5, 7, 14, 30, 60, 90, 180 or 365).
         alarm_email: an address subscribed to the alarm topic, or None.
         staging_dir: where function assets are staged (default: a temporary folder).
+        job_index: the job index's mode: "off", "finished" or "all" (`lifecycle.JobIndex`; default:
+            "finished" when a job declares uses=("job_stats",), else "off"). It lists jobs by state
+            (the board, `lambdajobs jobs`) and counts them (job_stats), for 1 write unit per job
+            ("finished") or 3 ("all", running jobs too).
 
     Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
     and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
@@ -142,12 +149,14 @@ class LambdaJobs(Construct):
         log_retention_days: int = 30,
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
+        job_index: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id_)
         self.jobs_package = jobs
         specs = load_jobs(jobs)
         if not specs:
             raise ConfigurationError(f"jobs package '{jobs}' declares no job; declare one with @job.")
+        self.job_index = job_index_mode(specs, job_index)
         self.specs = {spec.name: spec for spec in specs}
         reserved = {s.name: s.reserved_concurrency for s in specs if s.reserved_concurrency}
         if sum(reserved.values()) > MAX_RESERVED_CONCURRENCY:
@@ -171,14 +180,15 @@ class LambdaJobs(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        # Finished jobs by job and time, for reports: only items with finished_at are indexed.
-        self.table.add_global_secondary_index(
-            index_name=JOB_STATS_INDEX,
-            partition_key=dynamodb.Attribute(name="job", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="finished_at", type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=["state"],
-        )
+        if self.job_index != "off":
+            # The job index (opt-in): a job's records by state, newest first, keys only; sparse, so
+            # only the states of its mode are written (settings.JOB_INDEX).
+            self.table.add_global_secondary_index(
+                index_name=JOB_INDEX,
+                partition_key=dynamodb.Attribute(name=JOB_INDEX_KEY, type=dynamodb.AttributeType.STRING),
+                sort_key=dynamodb.Attribute(name=JOB_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
+                projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+            )
         self.bucket = s3.Bucket(
             self,
             "DataBucket",
@@ -260,6 +270,8 @@ class LambdaJobs(Construct):
             )
         for spec in specs:
             self._wire(spec)
+            # what the worker writes to the job index (nothing when "off")
+            self.workers[spec.name].function.add_environment(ENV_JOB_INDEX, self.job_index)
         # Workflows: every worker sends a notice to the workflow queue when its member may have ended a
         # stage; the continuer (the runtime alone: it imports no job module) sends the next stage.
         self.workflows = Workflows(
@@ -305,6 +317,7 @@ class LambdaJobs(Construct):
                     "scheduler_dlq_arn": self.scheduler_dlq.queue_arn,
                     "workflow_queue_url": self.workflows.queue.queue_url,
                     "workflow_dlq_url": self.workflows.dead_letter_queue.queue_url,
+                    "job_index": self.job_index,
                 }
             ),
             description="lambdajobs stack manifest: table, bucket, scheduler settings, workflow queue",
@@ -366,10 +379,11 @@ class LambdaJobs(Construct):
             fn.add_environment(ENV_BUCKET, self.bucket.bucket_name)
         if "job_stats" in spec.uses:
             fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["dynamodb:Query"], resources=[f"{self.table.table_arn}/index/{JOB_STATS_INDEX}"]
-                )
+                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])
             )
+
+    def _job_index_arn(self) -> str:
+        return f"{self.table.table_arn}/index/{JOB_INDEX}"
 
     def _producer_policy(self) -> iam.ManagedPolicy:
         """Everything a producer needs: send jobs, schedule later ones, start workflows, read the
@@ -428,6 +442,12 @@ class LambdaJobs(Construct):
                 # job status; `lambdajobs workflow` reads a workflow's member records in one call
                 iam.PolicyStatement(
                     actions=["dynamodb:GetItem", "dynamodb:BatchGetItem"], resources=[self.table.table_arn]
+                ),
+                # `lambdajobs jobs` and the board list and count records on the job index (when on)
+                *(
+                    [iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])]
+                    if self.job_index != "off"
+                    else []
                 ),
                 # GetMetricStatistics has no resource-level permissions: "*" is the only resource
                 iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
@@ -516,6 +536,7 @@ class LambdaJobsStack(Stack):
         log_retention_days: int = 30,
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
+        job_index: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id_, **kwargs)
@@ -527,4 +548,5 @@ class LambdaJobsStack(Stack):
             log_retention_days=log_retention_days,
             alarm_email=alarm_email,
             staging_dir=staging_dir,
+            job_index=job_index,
         )

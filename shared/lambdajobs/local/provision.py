@@ -13,13 +13,16 @@ from lambdajobs.runtime.settings import (
     CONTINUER_TIMEOUT_SECONDS,
     DLQ_RETENTION_SECONDS,
     ENV_BUCKET,
+    ENV_JOB_INDEX,
     ENV_JOBS,
     ENV_LEVEL_DLQ_URL_PREFIX,
     ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_STACK,
     ENV_TABLE,
     ENV_WORKFLOW_QUEUE_URL,
-    JOB_STATS_INDEX,
+    JOB_INDEX,
+    JOB_INDEX_KEY,
+    JOB_INDEX_SORT_KEY,
     QUEUE_RETENTION_SECONDS,
     WORKFLOW_MAX_RECEIVE_COUNT,
     dlq_url_env,
@@ -32,7 +35,7 @@ from lambdajobs.runtime.settings import (
     stack_manifest_parameter,
     workflow_queue_name,
 )
-from lambdajobs.runtime.spec import JobSpec
+from lambdajobs.runtime.spec import JobSpec, job_index_mode
 
 #: What EventBridge Scheduler replaces with the slot's time when it sends a schedule's input.
 SCHEDULED_TIME_PLACEHOLDER = "<aws.scheduler.scheduled-time>"
@@ -78,6 +81,8 @@ class Provisioned:
     workflow_queue_url: str = ""
     workflow_queue_arn: str = ""
     workflow_dlq_url: str = ""
+    #: The job index's mode ("off", "finished", "all"): the table has the index unless "off".
+    job_index: str = "off"
 
     def environment(self, jobs: str | None = None) -> dict[str, str]:
         """The environment variables CDK sets on the stack's functions, for these resources."""
@@ -86,6 +91,7 @@ class Provisioned:
             ENV_TABLE: self.table,
             ENV_BUCKET: self.bucket,
             ENV_WORKFLOW_QUEUE_URL: self.workflow_queue_url,
+            ENV_JOB_INDEX: self.job_index,
         }
         if jobs:
             env[ENV_JOBS] = jobs
@@ -118,6 +124,7 @@ class Provisioned:
             one_time_group=self.one_time_group,
             scheduler_dlq_arn=self.scheduler_dlq_arn,
             workflow_queue_url=self.workflow_queue_url or None,
+            job_index=self.job_index,
         )
 
     def manifest(self) -> dict[str, str]:
@@ -131,6 +138,7 @@ class Provisioned:
             "scheduler_dlq_arn": self.scheduler_dlq_arn,
             "workflow_queue_url": self.workflow_queue_url,
             "workflow_dlq_url": self.workflow_dlq_url,
+            "job_index": self.job_index,
         }
 
 
@@ -192,27 +200,39 @@ def _queue_with_dlq(
     return url, arn, dlq_url, dlq_arn
 
 
-def provision_table(name: str, config: StackConfig) -> str:
+def provision_table(name: str, config: StackConfig, *, job_index: str = "off") -> str:
+    """The job table, with the job index unless `job_index` is "off" (as the stack builds it)."""
     ddb = config.client("dynamodb")
+    indexed: dict[str, Any] = {}
+    if job_index != "off":
+        indexed = {
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": JOB_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": JOB_INDEX_KEY, "KeyType": "HASH"},
+                        {"AttributeName": JOB_INDEX_SORT_KEY, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ]
+        }
     ddb.create_table(
         TableName=name,
         AttributeDefinitions=[
             {"AttributeName": "id", "AttributeType": "S"},
-            {"AttributeName": "job", "AttributeType": "S"},
-            {"AttributeName": "finished_at", "AttributeType": "S"},
+            *(
+                [
+                    {"AttributeName": JOB_INDEX_KEY, "AttributeType": "S"},
+                    {"AttributeName": JOB_INDEX_SORT_KEY, "AttributeType": "S"},
+                ]
+                if indexed
+                else []
+            ),
         ],
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": JOB_STATS_INDEX,
-                "KeySchema": [
-                    {"AttributeName": "job", "KeyType": "HASH"},
-                    {"AttributeName": "finished_at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["state"]},
-            }
-        ],
         BillingMode="PAY_PER_REQUEST",
+        **indexed,
     )
     ddb.update_time_to_live(
         TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
@@ -285,14 +305,17 @@ def provision(
     stack: str = "lambdajobs",
     config: StackConfig | None = None,
     manifest: bool = True,
+    job_index: str | None = None,
 ) -> Provisioned:
     """Create every queue pair, the job table, the data bucket and the scheduling resources, the
     cron schedules, and publish the manifest to SSM like the stack does. `config` says where (its
-    connection: the local stack's endpoint, or moto in-process); default: boto3's defaults."""
+    connection: the local stack's endpoint, or moto in-process); default: boto3's defaults.
+    `job_index`: the job index's mode (default: as the stack derives it, `spec.job_index_mode`)."""
     config = config or StackConfig(stack=stack)
     specs = list(specs)
+    mode = job_index_mode(specs, job_index)
     queues = {key: q for spec in specs for key, q in provision_queues(spec, stack, config).items()}
-    table = provision_table(f"{stack}-jobs", config)
+    table = provision_table(f"{stack}-jobs", config, job_index=mode)
     bucket = f"{stack}-data".lower()
     config.client("s3").create_bucket(Bucket=bucket)
     scheduling = provision_scheduling(stack, config)
@@ -301,7 +324,13 @@ def provision(
         if spec.schedule is not None:
             provision_schedule(spec, queues[spec.name], scheduling, config)
     provisioned = Provisioned(
-        stack=stack, table=table, queues=queues, bucket=bucket, **scheduling, **workflows
+        stack=stack,
+        table=table,
+        queues=queues,
+        bucket=bucket,
+        job_index=mode,
+        **scheduling,
+        **workflows,
     )
     if manifest:
         ssm = config.client("ssm")

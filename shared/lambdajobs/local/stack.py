@@ -75,8 +75,11 @@ class LocalStack:
         port: int = 0,
         log_file: Path | None = None,
         wait_seconds: int = 1,
+        job_index: str | None = None,
     ) -> None:
         self.jobs = jobs
+        #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
+        self.job_index = job_index
         self._specs = specs
         self.stack, self.port, self.log_file, self.wait_seconds = stack, port, log_file, wait_seconds
         self.server: Any = None
@@ -131,7 +134,7 @@ class LocalStack:
             secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             jobs=self.jobs,
         )
-        self.provisioned = provision(specs, stack=self.stack, config=base)
+        self.provisioned = provision(specs, stack=self.stack, config=base, job_index=self.job_index)
         self.config = self.provisioned.config(base)
         # Threads a job starts itself see no bound configuration: they fall back to this stack, never
         # to real AWS.

@@ -34,6 +34,7 @@ from lambdajobs.runtime.settings import (
     DEFAULT_STACK_NAME,
     ENV_BUCKET,
     ENV_DLQ_URL_PREFIX,
+    ENV_JOB_INDEX,
     ENV_JOBS,
     ENV_LEVEL_DLQ_URL_PREFIX,
     ENV_LEVEL_QUEUE_ARN_PREFIX,
@@ -47,6 +48,7 @@ from lambdajobs.runtime.settings import (
     ENV_STACK,
     ENV_TABLE,
     ENV_WORKFLOW_QUEUE_URL,
+    JOB_INDEX_MODES,
     manifest_parameter,
     queue_key,
     stack_manifest_parameter,
@@ -93,6 +95,9 @@ class StackConfig:
     #: The stack's workflow queue, where job workers send their notices (workflows).
     workflow_queue_url: str | None = None
     record_ttl_days: int = DEFAULT_RECORD_TTL_DAYS
+    #: The job index's mode ("off", "finished", "all"; see `lifecycle.JobIndex`): what workers write.
+    #: None: not known here; workers then write no index attributes, and readers ask the manifest.
+    job_index: str | None = None
 
     # -- building ----------------------------------------------------------------------------------
 
@@ -125,6 +130,9 @@ class StackConfig:
                     level, _, job = key[len(prefix) :].lower().partition("_")
                     where = queue_key(job, level)
                     queues[where] = replace(queues.get(where, QueueAddress()), **{part: value})
+        index = env.get(ENV_JOB_INDEX) or None
+        if index not in (None, *JOB_INDEX_MODES):
+            raise ConfigurationError(f"{ENV_JOB_INDEX}={index!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
         ttl = env.get(ENV_RECORD_TTL_DAYS) or str(DEFAULT_RECORD_TTL_DAYS)
         if not ttl.isdigit() or int(ttl) < 1:
             raise ConfigurationError(f"{ENV_RECORD_TTL_DAYS}={ttl!r}; use a whole number of days, 1 or more.")
@@ -139,6 +147,7 @@ class StackConfig:
             scheduler_dlq_arn=env.get(ENV_SCHEDULER_DLQ_ARN) or None,
             workflow_queue_url=env.get(ENV_WORKFLOW_QUEUE_URL) or None,
             record_ttl_days=int(ttl),
+            job_index=index,
         )
 
     def with_resources(self, **changes: Any) -> StackConfig:
@@ -238,6 +247,17 @@ class StackConfig:
                 f"stack '{self.stack}' has no workflow queue: deploy it with this version of lambdajobs."
             )
         return str(url)
+
+    def job_index_mode(self) -> str:
+        """The job index's mode in this stack ("off", "finished" or "all"): known, else the stack's
+        manifest says (a stack deployed before the job index: "off").
+
+        Raises:
+            StackNotFoundError: the stack is not deployed here.
+        """
+        if self.job_index:
+            return self.job_index
+        return str(self.stack_entry().get("job_index") or "off")
 
     def scheduler_settings(self) -> tuple[str, str, str]:
         """(role ARN, one-time schedule group, scheduler DLQ ARN) for `enqueue(run_at=...)`."""

@@ -81,6 +81,11 @@ class StackNotFoundError(QueueNotFoundError):
     """The stack's manifest is not there: wrong stack name, region or account, or not deployed."""
 
 
+class JobIndexOffError(LambdaJobsError):
+    """Listing or counting jobs by state needs the job index, which this stack's mode does not hold
+    (off by default: it costs write units per job). The message says how to turn it on."""
+
+
 class NotStartedError(LambdaJobsError):
     """A record was not run (too close to the deadline, its lock held, or its bookkeeping failed) and
     could not be handed back as a copy; it comes back after its delay, and that receive counts."""
@@ -130,6 +135,7 @@ __all__ = [
     "EnvelopeError",
     "InvalidOptionError",
     "JobIdError",
+    "JobIndexOffError",
     "LambdaJobsError",
     "LastAttemptLostError",
     "NotStartedError",

@@ -43,6 +43,53 @@ class JobState(StrEnum):
 
 FINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.DEAD})
 
+
+class JobIndex(StrEnum):
+    """What the opt-in job index (`settings.JOB_INDEX`) holds; each mode's cost is per job, on top of
+    the record's own two writes (DynamoDB charges one index write per entry put or deleted, two when
+    an entry's key changes):
+
+    - `off` (the default): no index, nothing written; jobs cannot be listed by state.
+    - `finished`: `retrying`, `succeeded` and `dead` records. A job that succeeds at once costs 1 more
+      write unit (its completion enters the index); each retry costs 2 more (it enters as
+      `retrying`, and leaves when the next attempt starts).
+    - `all`: `running` records too. A job that succeeds at once costs 3 more (it enters as
+      `running`; completion moves it: a delete and a put).
+    """
+
+    OFF = "off"
+    FINISHED = "finished"
+    ALL = "all"
+
+
+#: The states each mode of the job index holds.
+INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
+    JobIndex.OFF: frozenset(),
+    JobIndex.FINISHED: frozenset({JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+    JobIndex.ALL: frozenset({JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+}
+
+
+def index_key(job: str, state: JobState | str) -> str:
+    """The job index's partition key of a job's records in `state`."""
+    return f"{job}#{JobState(state).value}"
+
+
+def _index(
+    mode: str | None, job: str, state: JobState, sets: list[str], remove: list[str], values: dict[str, Any]
+) -> None:
+    """Add the job index's attributes to a state write: `ix`/`ix_at` when the mode indexes `state`,
+    removed when it does not (a record leaving the index); nothing at all with the index off. Uses
+    the write's `:now_iso` as the time the record entered the state."""
+    if not mode or mode == JobIndex.OFF:
+        return
+    if state in INDEXED_STATES[JobIndex(mode)]:
+        sets += ["ix = :ix", "ix_at = :now_iso"]
+        values[":ix"] = {"S": index_key(job, state)}
+    else:
+        remove += ["ix", "ix_at"]
+
+
 #: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
 MAX_RESULT_BYTES = 32 * 1024
 MAX_ERROR_CHARS = 1000
@@ -186,6 +233,7 @@ def acquire(
     attempt: int | None = None,
     max_attempts: int | None = None,
     redriven: bool = True,
+    index: str | None = None,
 ) -> None:
     """pending/retrying/dead/expired -> running: take the job's lock and record the attempt.
 
@@ -235,6 +283,8 @@ def acquire(
     else:
         values[":one"] = {"N": "1"}
         count = " ADD attempts :one"
+    remove = ["finished_at", "progress", "progress_message", "waiting_until"]
+    _index(index, job, JobState.RUNNING, sets, remove, values)
     dead = "#state = :dead" if redriven else "(#state = :dead AND attribute_not_exists(wf_counted))"
     condition = (
         f"attribute_not_exists(id) OR expiration < :now OR #state IN (:retrying, :waiting) OR {dead} OR "
@@ -245,10 +295,7 @@ def acquire(
         client.update_item(
             TableName=table,
             Key={"id": {"S": job_id}},
-            UpdateExpression="SET "
-            + ", ".join(sets)
-            + count
-            + " REMOVE finished_at, progress, progress_message, waiting_until",
+            UpdateExpression="SET " + ", ".join(sets) + count + " REMOVE " + ", ".join(remove),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
@@ -275,6 +322,8 @@ def succeed(
     expiration: int,
     lock: int | None = None,
     tally: Tally | None = None,
+    job: str = "",
+    index: str | None = None,
 ) -> bool:
     """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
 
@@ -295,18 +344,22 @@ def succeed(
     if lock is not None:
         values[":lock"] = {"N": str(lock)}
         condition = "in_progress_expiration = :lock"
+    sets = [
+        "#state = :succeeded",
+        "#result = :result",
+        "finished_at = :now_iso",
+        "updated_at = :now_iso",
+        "expiration = :exp",
+    ]
+    remove = ["in_progress_expiration"]
+    if job:  # `job`: the record's job name (the index key needs it)
+        _index(index, job, JobState.SUCCEEDED, sets, remove, values)
     return _apply(
         client,
         table,
         job_id,
-        sets=[
-            "#state = :succeeded",
-            "#result = :result",
-            "finished_at = :now_iso",
-            "updated_at = :now_iso",
-            "expiration = :exp",
-        ],
-        remove=["in_progress_expiration"],
+        sets=sets,
+        remove=remove,
         condition=condition,
         names={"#state": "state", "#result": "result"},
         values=values,
@@ -328,6 +381,7 @@ def fail(
     lock: int | None = None,
     over_retrying: bool = False,
     tally: Tally | None = None,
+    index: str | None = None,
 ) -> None:
     """running -> retrying/dead (`release=True`: the run that held the lock failed; with `lock`, only
     while the record still carries that run's lock), or (none) -> dead (`release=False`: a message that
@@ -357,6 +411,8 @@ def fail(
     }
     if state is JobState.DEAD:
         sets.append("finished_at = :now_iso")
+    remove = ["in_progress_expiration"]
+    _index(index, job, state, sets, remove, values)
     values[":running"] = {"S": JobState.RUNNING}
     if release:
         condition = "#state = :running"
@@ -382,7 +438,7 @@ def fail(
         table,
         job_id,
         sets=sets,
-        remove=["in_progress_expiration"],
+        remove=remove,
         condition=condition,
         names={"#state": "state", "#error": "error"},
         values=values,
@@ -391,7 +447,16 @@ def fail(
     )
 
 
-def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_seconds: int) -> None:
+def wait(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    until_iso: str,
+    *,
+    ttl_seconds: int,
+    index: str | None = None,
+) -> None:
     """(none)/retrying/waiting/dead -> waiting: the job's rate-limit slot is at `until_iso`; it has not
     run for this attempt (dead: a redriven job). Never touches a running or succeeded record."""
     values: dict[str, Any] = {
@@ -403,15 +468,21 @@ def wait(client: Any, table: str, job_id: str, job: str, until_iso: str, *, ttl_
         ":now_iso": {"S": now_iso()},
         ":exp": {"N": str(int(time.time()) + ttl_seconds)},
     }
+    sets = [
+        "job = :job",
+        "#state = :waiting",
+        "waiting_until = :until",
+        "updated_at = :now_iso",
+        "created_at = if_not_exists(created_at, :now_iso)",
+        "expiration = :exp",
+    ]
+    remove = ["finished_at"]
+    _index(index, job, JobState.WAITING, sets, remove, values)
     with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
         client.update_item(
             TableName=table,
             Key={"id": {"S": job_id}},
-            UpdateExpression=(
-                "SET job = :job, #state = :waiting, waiting_until = :until, updated_at = :now_iso, "
-                "created_at = if_not_exists(created_at, :now_iso), expiration = :exp "
-                "REMOVE finished_at"
-            ),
+            UpdateExpression="SET " + ", ".join(sets) + " REMOVE " + ", ".join(remove),
             # a workflow member counted dead waits only when redriven (the worker checks before)
             ConditionExpression=(
                 "attribute_not_exists(id) OR #state IN (:retrying, :waiting) "

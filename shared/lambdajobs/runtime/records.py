@@ -11,6 +11,7 @@ error {type, message}, expiration (TTL, epoch s), in_progress_expiration (epoch 
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -30,9 +31,15 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 
 from lambdajobs.runtime import lifecycle, pii
 from lambdajobs.runtime.config import StackConfig, resolve
-from lambdajobs.runtime.errors import JobIdError, RecordHeldError, WaitTimeoutError
-from lambdajobs.runtime.lifecycle import FINAL_STATES, MAX_ERROR_CHARS, JobState
-from lambdajobs.runtime.settings import JOB_STATS_INDEX, WORKFLOW_ID_PREFIX
+from lambdajobs.runtime.errors import (
+    InvalidOptionError,
+    JobIdError,
+    JobIndexOffError,
+    RecordHeldError,
+    WaitTimeoutError,
+)
+from lambdajobs.runtime.lifecycle import FINAL_STATES, INDEXED_STATES, MAX_ERROR_CHARS, JobIndex, JobState
+from lambdajobs.runtime.settings import JOB_INDEX, JOB_INDEX_KEY, JOB_INDEX_SORT_KEY, WORKFLOW_ID_PREFIX
 
 _TO_POWERTOOLS = {
     JobState.RUNNING: STATUS_CONSTANTS["INPROGRESS"],
@@ -123,6 +130,7 @@ class JobRecordStore(BasePersistenceLayer):
                 attempt=int(run["attempt"]) if "attempt" in run else None,
                 max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
                 redriven=bool(run.get("redriven", True)),
+                index=self.config.job_index,
             )
         except RecordHeldError as exc:
             self._local.held = exc.item  # for the worker: when the holder's lock expires
@@ -138,6 +146,8 @@ class JobRecordStore(BasePersistenceLayer):
             expiration=int(data_record.expiry_timestamp or 0),
             lock=self.lock_token(),
             tally=self.tally((getattr(self._local, "run", None) or {}).get("workflow")),
+            job=str((getattr(self._local, "run", None) or {}).get("job", "")),
+            index=self.config.job_index,
         )
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
@@ -155,6 +165,7 @@ class JobRecordStore(BasePersistenceLayer):
             ttl_seconds=self.config.record_ttl_seconds,
             lock=self.lock_token(),
             tally=self.tally(data.get("workflow")),
+            index=self.config.job_index,
         )
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record
@@ -193,12 +204,26 @@ class JobRecordStore(BasePersistenceLayer):
         self._dead(job_id, job, error, release=False, over_retrying=retrying, tally=tally)
 
     def complete(
-        self, job_id: str, result_json: str, lock: int | None, tally: lifecycle.Tally | None = None
+        self,
+        job_id: str,
+        job: str,
+        result_json: str,
+        lock: int | None,
+        tally: lifecycle.Tally | None = None,
     ) -> None:
-        """Record the success of a run that held `lock` (a run whose own completion write failed)."""
+        """Record the success of a run of `job` that held `lock` (a run whose own completion write
+        failed)."""
         expiration = int(time.time()) + self.config.record_ttl_seconds
         lifecycle.succeed(
-            self.client, self.table, job_id, result_json, expiration=expiration, lock=lock, tally=tally
+            self.client,
+            self.table,
+            job_id,
+            result_json,
+            expiration=expiration,
+            lock=lock,
+            tally=tally,
+            job=job,
+            index=self.config.job_index,
         )
 
     def bury(
@@ -214,12 +239,28 @@ class JobRecordStore(BasePersistenceLayer):
 
     def _dead(self, job_id: str, job: str, error: dict[str, str], **how: Any) -> None:
         ttl = self.config.record_ttl_seconds
-        lifecycle.fail(self.client, self.table, job_id, job, JobState.DEAD, error, ttl_seconds=ttl, **how)
+        lifecycle.fail(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            JobState.DEAD,
+            error,
+            ttl_seconds=ttl,
+            index=self.config.job_index,
+            **how,
+        )
 
     def wait(self, job_id: str, job: str, until_iso: str) -> None:
         """The job waits for its rate-limit slot at `until_iso` (reads `waiting`)."""
         lifecycle.wait(
-            self.client, self.table, job_id, job, until_iso, ttl_seconds=self.config.record_ttl_seconds
+            self.client,
+            self.table,
+            job_id,
+            job,
+            until_iso,
+            ttl_seconds=self.config.record_ttl_seconds,
+            index=self.config.job_index,
         )
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
@@ -420,6 +461,102 @@ def wait_for(
         time.sleep(min(poll_seconds, left))
 
 
+def _index_mode(store: JobRecordStore) -> JobIndex:
+    return JobIndex(store.config.job_index_mode())
+
+
+def listed_states(
+    config: StackConfig | None = None, *, store: JobRecordStore | None = None
+) -> list[JobState]:
+    """The states whose records `list_jobs` can list in this stack (none with the job index off)."""
+    held = INDEXED_STATES[_index_mode(_store(config, store))]
+    return [s for s in (JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD) if s in held]
+
+
+def index_off_message(stack: str, mode: str, wanted: str) -> str:
+    """How to turn the job index on (or to `all`), for the error, the board and `lambdajobs jobs`."""
+    if mode == JobIndex.FINISHED:
+        return (
+            f"{wanted} needs the job index in mode 'all' (stack '{stack}' indexes finished and retrying "
+            "jobs only): set job_index='all' on the stack (cdk deploy -c job_index=all); it costs 3 "
+            "write units per job instead of 1."
+        )
+    return (
+        f"{wanted} needs the job index, which is off in stack '{stack}': set job_index='finished' on the "
+        'stack (cdk deploy -c job_index=finished), or declare a job with uses=("job_stats",). It costs '
+        "1 write unit per job ($0.63 per million jobs, us-east-1 on-demand)."
+    )
+
+
+def _require(store: JobRecordStore, state: JobState, wanted: str) -> None:
+    mode = _index_mode(store)
+    if state not in INDEXED_STATES[mode]:
+        raise JobIndexOffError(index_off_message(store.config.stack, mode, wanted))
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of `list_jobs`: statuses newest first, and the cursor of the next page (None: last)."""
+
+    items: list[JobStatus]
+    cursor: str | None
+
+
+def _encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    flat = {name: value["S"] for name, value in key.items()}
+    return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> dict[str, Any]:
+    try:
+        flat = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return {str(name): {"S": str(value)} for name, value in flat.items()}
+    except (ValueError, AttributeError) as exc:
+        raise InvalidOptionError(
+            f"cursor {cursor!r} is not one list_jobs gave; start from the first page."
+        ) from exc
+
+
+def list_jobs(
+    job: str,
+    state: JobState | str,
+    *,
+    limit: int = 25,
+    cursor: str | None = None,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> JobPage:
+    """A job's records in `state`, newest first: one Query on the job index (no table scan) and one
+    BatchGetItem, so each status comes from the same reader as `get_status` (a record that moved on
+    since the index saw it shows its state now).
+
+    Raises:
+        JobIndexOffError: the stack's job index does not hold `state` (off by default); the message
+            says how to turn it on.
+        ValueError: `state` is not a job state.
+    """
+    found_store = _store(config, store)
+    wanted = JobState(state)
+    _require(found_store, wanted, f"listing {wanted.value} jobs")
+    request: dict[str, Any] = {
+        "TableName": found_store.table,
+        "IndexName": JOB_INDEX,
+        "KeyConditionExpression": "#ix = :ix",
+        "ExpressionAttributeNames": {"#ix": JOB_INDEX_KEY},
+        "ExpressionAttributeValues": {":ix": {"S": lifecycle.index_key(job, wanted)}},
+        "ScanIndexForward": False,
+        "Limit": max(1, min(int(limit), 100)),
+    }
+    if cursor:
+        request["ExclusiveStartKey"] = _decode_cursor(cursor)
+    response = found_store.client.query(**request)
+    ids = [item["id"]["S"] for item in response.get("Items", [])]
+    statuses = get_statuses(ids, store=found_store)
+    return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
+
+
 def count_finished(
     job: str,
     since: datetime,
@@ -428,26 +565,28 @@ def count_finished(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> dict[str, int]:
-    """How many jobs named `job` finished (succeeded or dead) in [since, until): one Query on the
-    job-stats index per page, no table scan."""
+    """How many jobs named `job` finished (succeeded or dead) in [since, until): a counting Query on
+    the job index per state (no table scan; a job retried since it died counts where it is now).
+
+    Raises:
+        JobIndexOffError: the stack's job index is off.
+    """
     found_store = _store(config, store)
     counts = {JobState.SUCCEEDED.value: 0, JobState.DEAD.value: 0}
-    paginator = found_store.client.get_paginator("query")
-    pages = paginator.paginate(
-        TableName=found_store.table,
-        IndexName=JOB_STATS_INDEX,
-        KeyConditionExpression="job = :job AND finished_at BETWEEN :since AND :until",
-        ExpressionAttributeValues={
-            ":job": {"S": job},
-            ":since": {"S": _iso(since.astimezone(UTC))},
-            ":until": {"S": _iso(until.astimezone(UTC))},
-        },
-        ProjectionExpression="#state",
-        ExpressionAttributeNames={"#state": "state"},
-    )
-    for page in pages:
-        for item in page.get("Items", []):
-            state = item.get("state", {}).get("S")
-            if state in counts:
-                counts[state] += 1
+    for state in (JobState.SUCCEEDED, JobState.DEAD):
+        _require(found_store, state, "counting finished jobs")
+        paginator = found_store.client.get_paginator("query")
+        pages = paginator.paginate(
+            TableName=found_store.table,
+            IndexName=JOB_INDEX,
+            KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
+            ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
+            ExpressionAttributeValues={
+                ":ix": {"S": lifecycle.index_key(job, state)},
+                ":since": {"S": _iso(since.astimezone(UTC))},
+                ":until": {"S": _iso(until.astimezone(UTC))},
+            },
+            Select="COUNT",
+        )
+        counts[state.value] = sum(int(page.get("Count", 0)) for page in pages)
     return counts

@@ -52,8 +52,17 @@ ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
 ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
 ENV_SCHEDULER_DLQ_ARN = "LAMBDAJOBS_SCHEDULER_DLQ_ARN"
 
-#: Global secondary index of the job table: job records by job name and finish time (job_stats).
-JOB_STATS_INDEX = "by_job_finished"
+#: The job index: the job table's one optional global secondary index, which lists a job's records
+#: by state, newest first (the board, `lambdajobs jobs`) and counts them over a time range (the daily
+#: report, `uses=("job_stats",)`). Partition key `ix` = "<job>#<state>", sort key `ix_at` = when the
+#: record entered that state; keys only. Sparse: a record carries `ix` only in the states its mode
+#: indexes (see `lambdajobs.runtime.lifecycle.JobIndex`), so with the index off nothing is written.
+JOB_INDEX = "by_job_state"
+JOB_INDEX_KEY = "ix"
+JOB_INDEX_SORT_KEY = "ix_at"
+#: The job index's mode a worker writes in ("off", "finished" or "all"); CDK and the local stack set it.
+ENV_JOB_INDEX = "LAMBDAJOBS_JOB_INDEX"
+JOB_INDEX_MODES = ("off", "finished", "all")
 
 DEFAULT_STACK_NAME = "lambdajobs"
 DEFAULT_RECORD_TTL_DAYS = 7

@@ -640,6 +640,28 @@ _loaded: set[str] = set()
 _isolated = False
 
 
+def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> str:
+    """The job index's mode for a stack of these jobs: `requested` ("off", "finished" or "all"), else
+    "finished" when a job declares `uses=("job_stats",)` (it counts finished jobs), else "off".
+
+    Raises:
+        ConfigurationError: an unknown mode, or "off" while a job uses job_stats.
+    """
+    from lambdajobs.runtime.settings import JOB_INDEX_MODES
+
+    users = sorted(s.name for s in specs if "job_stats" in s.uses)
+    if requested in (None, ""):
+        return "finished" if users else "off"
+    if requested not in JOB_INDEX_MODES:
+        raise ConfigurationError(f"job_index={requested!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
+    if requested == "off" and users:
+        raise ConfigurationError(
+            f"job_index='off', but {users} declare uses=('job_stats',), which counts jobs with the job "
+            "index: set job_index to 'finished' (or 'all'), or drop job_stats from those jobs."
+        )
+    return requested
+
+
 def load_jobs(module: str) -> list[JobSpec]:
     """Import a jobs package and every module inside it, declaring their jobs; return those jobs.
 

@@ -549,7 +549,7 @@ class Worker:
     ) -> Any:
         result_json = lifecycle.stored_result(json.dumps(result, sort_keys=True))
         tally = self.store.tally(envelope.workflow)
-        if self._write(self.store.complete, run["job_id"], result_json, lock, tally) is None:
+        if self._write(self.store.complete, run["job_id"], run["job"], result_json, lock, tally) is None:
             self._metric("JobSucceeded", MetricUnit.Count, 1)
             logger.info("job succeeded (its completion write needed another try)")
             if envelope.workflow is not None and not self._notify(spec, record, envelope.workflow, attempt):
@@ -717,7 +717,7 @@ class Worker:
         tally = self.store.tally(member)
         if action == "complete":
             result = str(settle.get("result") or "null")
-            failed = self._write(self.store.complete, job_id, result, lock, tally)
+            failed = self._write(self.store.complete, job_id, spec.name, result, lock, tally)
             if failed is None:
                 self._metric("JobSucceeded", MetricUnit.Count, 1)
                 logger.info("recorded the success of a job that ran earlier", extra={"job_id": job_id})

@@ -1,0 +1,199 @@
+"""The opt-in job index: a job's records by state, newest first, paged, and counted, on moto; what each
+mode writes to it (the write units a job costs), and what a reader hears when it is off."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.errors import ConfigurationError, InvalidOptionError, JobIndexOffError
+from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.records import count_finished, list_jobs, listed_states
+from lambdajobs.runtime.spec import job_index_mode
+from lambdajobs.testing import TestStack
+from tests.functional.conftest import JOBS_PACKAGE, RecordingSink
+from tests.jobs import messages
+
+
+@pytest.fixture
+def sink() -> Iterator[RecordingSink]:
+    recording = RecordingSink()
+    previous = messages.set_sink(recording)
+    yield recording
+    messages.set_sink(previous)
+
+
+def indexed_stack(mode: str | None) -> TestStack:
+    return TestStack(JOBS_PACKAGE, stack="test", job_index=mode)
+
+
+def mail(to: str) -> dict[str, str]:
+    return {"to": to, "subject": "News", "body": "Hi"}
+
+
+class IndexWrites:
+    """Counts the job index's entry writes the way DynamoDB bills them: after each write of a job
+    record, compare the record's index key before and after (an entry put or deleted: 1; an entry
+    whose key changed: 2, a delete and a put)."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.units = 0
+        self._before: dict[str, Any] = {}
+
+    def _key(self, job_id: str) -> Any:
+        client = aws.client("dynamodb")
+        item = client.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
+        found = item.get("Item") or {}
+        return (found.get("ix", {}).get("S"), found.get("ix_at", {}).get("S"))
+
+    def before(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["index_ids"] = ids = self._ids(params)
+        for job_id in ids:
+            self._before[job_id] = self._key(job_id)
+
+    def after(self, context: dict[str, Any], **_: Any) -> None:
+        for job_id in context.get("index_ids", []):
+            old, new = self._before.pop(job_id, (None, None)), self._key(job_id)
+            if old == new:
+                continue
+            self.units += 2 if old[0] is not None and new[0] is not None else 1
+
+    def _ids(self, params: dict[str, Any]) -> list[str]:
+        updates = [params] if "Key" in params else [t.get("Update", {}) for t in params["TransactItems"]]
+        return [u["Key"]["id"]["S"] for u in updates if u.get("TableName") == self.table]
+
+
+def count_index_writes(stack: TestStack) -> IndexWrites:
+    counter = IndexWrites(stack.config.table_name())
+    events = aws.client("dynamodb").meta.events
+    for operation in ("UpdateItem", "TransactWriteItems"):
+        events.register(f"provide-client-params.dynamodb.{operation}", counter.before)
+        events.register(f"after-call.dynamodb.{operation}", counter.after)
+    return counter
+
+
+@pytest.mark.parametrize(("mode", "units"), [(None, 0), ("off", 0), ("finished", 1), ("all", 3)])
+def test_a_job_that_succeeds_at_once_costs_the_index_writes_its_mode_states(mode, units, sink):
+    with indexed_stack(mode) as stack:
+        counter = count_index_writes(stack)
+        job_id = stack.enqueue("deliver", mail("ada@example.com"))
+        stack.runner("deliver").drain()
+        assert stack.status(job_id).state is JobState.SUCCEEDED
+        assert counter.units == units
+
+
+def test_a_retry_costs_two_more_index_writes_in_finished_mode(sink, clock):
+    sink.flaky["bob@example.com"] = 1
+    with indexed_stack("finished") as stack:
+        counter = count_index_writes(stack)
+        job_id = stack.enqueue("deliver", mail("bob@example.com"))
+        runner = stack.runner("deliver")
+        runner.drain()
+        assert stack.status(job_id).state is JobState.RETRYING
+        assert [s.job_id for s in list_jobs("deliver", "retrying").items] == [job_id]
+        clock.shift(timedelta(minutes=10))  # past its backoff
+        runner.drain()
+        assert stack.status(job_id).state is JobState.SUCCEEDED
+        # retrying entered (1), left at the next attempt (1), succeeded entered (1)
+        assert counter.units == 3
+        assert list_jobs("deliver", "retrying").items == []
+
+
+def test_records_are_listed_by_state_newest_first_and_paged(sink):
+    with indexed_stack("finished") as stack:
+        ok = []
+        for i in range(5):
+            ok.append(stack.enqueue("deliver", mail(f"user{i}@example.com")))
+            stack.runner("deliver").drain()  # one at a time: each finishes after the one before
+        dead = stack.enqueue("deliver", mail("not-an-address"))
+        stack.runner("deliver").drain()
+
+        first = list_jobs("deliver", JobState.SUCCEEDED, limit=2)
+        assert [s.job_id for s in first.items] == [ok[4], ok[3]]
+        assert first.cursor
+        second = list_jobs("deliver", "succeeded", limit=2, cursor=first.cursor)
+        third = list_jobs("deliver", "succeeded", limit=2, cursor=second.cursor)
+        assert [s.job_id for s in second.items + third.items] == [ok[2], ok[1], ok[0]]
+        assert third.cursor is None or list_jobs("deliver", "succeeded", cursor=third.cursor).items == []
+        assert all(s.state is JobState.SUCCEEDED and s.job == "deliver" for s in first.items)
+
+        [corpse] = list_jobs("deliver", "dead").items
+        assert corpse.job_id == dead and corpse.error and "not-an-address" not in str(corpse.error)
+        assert list_jobs("encode", "dead").items == []  # another job's partition
+
+
+def test_finished_mode_cannot_list_running_jobs_and_says_what_would(sink):
+    with indexed_stack("finished"):
+        assert listed_states() == [JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD]
+        with pytest.raises(JobIndexOffError, match=r"job_index='all'.*3 write units"):
+            list_jobs("deliver", "running")
+
+
+def test_all_mode_lists_running_jobs(sink):
+    with indexed_stack("all") as stack:
+        job_id = stack.enqueue("deliver", mail("ada@example.com"))
+        seen: list[Any] = []
+
+        def peek(to: str, subject: str, body: str) -> str:
+            seen.append([s.job_id for s in list_jobs("deliver", "running").items])
+            return "provider-1"
+
+        sink.send = peek  # type: ignore[method-assign]
+        stack.runner("deliver").drain()
+        assert seen == [[job_id]]
+        assert list_jobs("deliver", "running").items == []
+        assert [s.job_id for s in list_jobs("deliver", "succeeded").items] == [job_id]
+
+
+def test_with_the_index_off_listing_and_counting_say_how_to_turn_it_on(sink):
+    with indexed_stack(None) as stack:
+        assert stack.provisioned.job_index == "off"
+        assert listed_states() == []
+        with pytest.raises(JobIndexOffError, match=r"off in stack 'test'.*job_index='finished'.*job_stats"):
+            list_jobs("deliver", "succeeded")
+        now = datetime.now(UTC)
+        with pytest.raises(JobIndexOffError, match="job_index='finished'"):
+            count_finished("deliver", now - timedelta(days=1), now)
+        # and the table has no index at all: nothing is paid for it
+        table = aws.client("dynamodb").describe_table(TableName=stack.config.table_name())["Table"]
+        assert not table.get("GlobalSecondaryIndexes")
+
+
+def test_counts_of_finished_jobs_come_from_the_index(sink):
+    with indexed_stack("finished") as stack:
+        for to in ("a@example.com", "b@example.com", "bad", "c@example.com"):
+            stack.enqueue("deliver", mail(to))
+        stack.runner("deliver").drain()
+        now = datetime.now(UTC)
+        assert count_finished("deliver", now - timedelta(hours=1), now + timedelta(seconds=1)) == {
+            "succeeded": 3,
+            "dead": 1,
+        }
+        assert count_finished("deliver", now - timedelta(days=2), now - timedelta(days=1)) == {
+            "succeeded": 0,
+            "dead": 0,
+        }
+
+
+def test_a_damaged_cursor_is_one_clear_error(sink):
+    with indexed_stack("finished"), pytest.raises(InvalidOptionError, match="first page"):
+        list_jobs("deliver", "succeeded", cursor="not-a-cursor")
+
+
+def test_the_mode_follows_job_stats_unless_asked(sink):
+    from lambdajobs.runtime.spec import load_jobs
+
+    specs = load_jobs(JOBS_PACKAGE)
+    assert job_index_mode(specs) == "off"
+    assert job_index_mode(specs, "all") == "all"
+    with pytest.raises(ConfigurationError, match="use one of off, finished, all"):
+        job_index_mode(specs, "everything")
+    reports = load_jobs("handlers")
+    assert job_index_mode(reports) == "finished"  # daily_report uses job_stats
+    with pytest.raises(ConfigurationError, match=r"\['daily_report'\] declare uses"):
+        job_index_mode(reports, "off")
