@@ -1,9 +1,11 @@
-"""Operator helpers shared by the CLI and the demo: queue health, dead letters."""
+"""Operator helpers shared by the CLI, the board and the demo: queue health, job counts and activity,
+dead letters."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -132,6 +134,106 @@ def oldest_age_seconds(queue_url: str, *, config: StackConfig | None = None) -> 
     return max((float(p["Maximum"]) for p in points), default=None)
 
 
+def _job_metric_sums(
+    job: str, names: list[str], since: datetime, until: datetime, period: int, config: StackConfig
+) -> dict[str, dict[datetime, float]]:
+    """Sums of the worker's metrics (namespace LambdaJobs, per job and stack) per `period` seconds,
+    by metric name and period start: one GetMetricData call per 500 datapoints."""
+    from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
+
+    cloudwatch = config.client("cloudwatch")
+    dimensions = [
+        {"Name": "service", "Value": SERVICE_NAME},
+        {"Name": "job", "Value": job},
+        {"Name": "stack", "Value": config.stack},
+    ]
+    queries = [
+        {
+            "Id": f"m{i}",
+            "Label": name,
+            "MetricStat": {
+                "Metric": {"Namespace": METRICS_NAMESPACE, "MetricName": name, "Dimensions": dimensions},
+                "Period": period,
+                "Stat": "Sum",
+            },
+        }
+        for i, name in enumerate(names)
+    ]
+    found: dict[str, dict[datetime, float]] = {name: {} for name in names}
+    paginator = cloudwatch.get_paginator("get_metric_data")
+    for page in paginator.paginate(MetricDataQueries=queries, StartTime=since, EndTime=until):
+        for result in page.get("MetricDataResults", []):
+            series = found[names[int(result["Id"][1:])]]
+            for at, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
+                series[at.astimezone(UTC)] = series.get(at.astimezone(UTC), 0.0) + float(value)
+    return found
+
+
+def job_counts(
+    job: str, since: datetime, until: datetime, *, config: StackConfig | None = None
+) -> dict[str, int] | None:
+    """How many of `job`'s runs succeeded and died in [since, until): from the job index when the stack
+    has it; else, on AWS, from the worker's CloudWatch metrics (JobSucceeded, JobDeadLettered); else
+    (the local stack without the index) None."""
+    from lambdajobs.runtime.errors import JobIndexOffError
+    from lambdajobs.runtime.records import count_finished
+
+    cfg = resolve(config)
+    try:
+        return count_finished(job, since, until, config=cfg)
+    except JobIndexOffError:
+        if cfg.endpoint_url:  # the local stack: no CloudWatch metrics there
+            return None
+    sums = _job_metric_sums(job, ["JobSucceeded", "JobDeadLettered"], since, until, 3600, cfg)
+    return {
+        "succeeded": int(sum(sums["JobSucceeded"].values())),
+        "dead": int(sum(sums["JobDeadLettered"].values())),
+    }
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of a job's activity: runs that succeeded and that failed (retried or died)."""
+
+    at: datetime
+    succeeded: int
+    failed: int
+
+
+def activity(job: str, *, minutes: int = 60, config: StackConfig | None = None) -> list[Minute]:
+    """`job`'s succeeded and failed runs per minute over the last `minutes`, oldest first (one entry
+    per minute), or [] when there is no source.
+
+    From the job records on the job index when the stack has it (succeeded; retrying and dead count
+    as failed, at the time they entered that state; the index's keys alone are read). Else, on AWS,
+    from the worker's CloudWatch metrics (JobSucceeded; JobFailed: every failed attempt). The local
+    stack without the index has no source."""
+    from lambdajobs.runtime.errors import JobIndexOffError
+    from lambdajobs.runtime.records import entered_at
+
+    cfg = resolve(config)
+    end = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=minutes)
+    slots = [start + timedelta(minutes=i) for i in range(minutes)]
+    ok: dict[datetime, int] = dict.fromkeys(slots, 0)
+    bad: dict[datetime, int] = dict.fromkeys(slots, 0)
+    try:
+        for state, into in (("succeeded", ok), ("retrying", bad), ("dead", bad)):
+            for at in entered_at(job, state, start, end, config=cfg):
+                slot = at.replace(second=0, microsecond=0)
+                if slot in into:
+                    into[slot] += 1
+    except JobIndexOffError:
+        if cfg.endpoint_url:  # the local stack: no CloudWatch metrics there
+            return []
+        sums = _job_metric_sums(job, ["JobSucceeded", "JobFailed"], start, end, 60, cfg)
+        for name, into in (("JobSucceeded", ok), ("JobFailed", bad)):
+            for at, value in sums[name].items():
+                if at in into:
+                    into[at] = int(value)
+    return [Minute(at=at, succeeded=ok[at], failed=bad[at]) for at in slots]
+
+
 def _dead_letter(message: dict[str, Any]) -> DeadLetter:
     attrs = message.get("Attributes", {})
     sent_ms = int(attrs.get("SentTimestamp", "0"))
@@ -223,6 +325,7 @@ def redrive(
     older_than: timedelta | None = None,
     limit: int | None = None,
     dry_run: bool = False,
+    message_ids: Collection[str] | None = None,
     visibility_seconds: int = 300,
     on_selected: Any = None,
     on_moved: Any = None,
@@ -235,6 +338,7 @@ def redrive(
     visible again. If this is interrupted, what was not yet moved reappears in the DLQ after
     `visibility_seconds`, and what was sent but not yet deleted runs once: its job id is the
     idempotency key. (SQS's own StartMessageMoveTask cannot filter, and moto lacks it.)
+    `message_ids`: only these messages (a selection on the board); the other filters apply too.
     """
     sqs = resolve(config).client("sqs")
     report = RedriveReport()
@@ -246,8 +350,10 @@ def redrive(
     selected: list[DeadLetter] = []
     skipped: list[DeadLetter] = []
     for letter in letters:
-        wanted = (error_type is None or letter.error_type == error_type) and (
-            older_than is None or now - letter.sent_at >= older_than
+        wanted = (
+            (error_type is None or letter.error_type == error_type)
+            and (older_than is None or now - letter.sent_at >= older_than)
+            and (message_ids is None or letter.message_id in message_ids)
         )
         (selected if wanted and (limit is None or len(selected) < limit) else skipped).append(letter)
     release(dlq_url, skipped, config=config)

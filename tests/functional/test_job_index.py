@@ -197,3 +197,72 @@ def test_the_mode_follows_job_stats_unless_asked(sink):
     assert job_index_mode(reports) == "finished"  # daily_report uses job_stats
     with pytest.raises(ConfigurationError, match=r"\['daily_report'\] declare uses"):
         job_index_mode(reports, "off")
+
+
+def test_activity_and_counts_come_from_the_index_when_the_stack_has_it(sink):
+    from lambdajobs.ops import activity, job_counts
+
+    with indexed_stack("finished") as stack:
+        for to in ("a@example.com", "b@example.com", "bad", "c@example.com"):
+            stack.enqueue("deliver", mail(to))
+        stack.runner("deliver").drain()
+        minutes = activity("deliver", minutes=60)
+        assert len(minutes) == 60 and minutes[0].at < minutes[-1].at
+        assert (sum(m.succeeded for m in minutes), sum(m.failed for m in minutes)) == (3, 1)
+        now = datetime.now(UTC)
+        assert job_counts("deliver", now - timedelta(hours=1), now + timedelta(seconds=1)) == {
+            "succeeded": 3,
+            "dead": 1,
+        }
+
+
+def test_without_the_index_on_aws_counts_and_activity_come_from_cloudwatch(sink):
+    from lambdajobs.ops import activity, job_counts
+
+    with indexed_stack("off") as stack:
+        now = datetime.now(UTC).replace(second=30, microsecond=0) - timedelta(minutes=1)
+        dims = [
+            {"Name": "service", "Value": "lambdajobs"},
+            {"Name": "job", "Value": "deliver"},
+            {"Name": "stack", "Value": stack.stack},
+        ]
+        aws.client("cloudwatch").put_metric_data(
+            Namespace="LambdaJobs",
+            MetricData=[
+                {"MetricName": name, "Dimensions": dims, "Timestamp": now, "Value": value, "Unit": "Count"}
+                for name, value in (("JobSucceeded", 7), ("JobDeadLettered", 2), ("JobFailed", 3))
+            ],
+        )
+        assert job_counts("deliver", now - timedelta(hours=1), now + timedelta(minutes=5)) == {
+            "succeeded": 7,
+            "dead": 2,
+        }
+        minutes = activity("deliver", minutes=10)
+        assert (sum(m.succeeded for m in minutes), sum(m.failed for m in minutes)) == (7, 3)
+
+
+def test_the_local_stack_without_the_index_has_no_counts_and_no_chart(sink):
+    from lambdajobs.ops import activity, job_counts
+
+    with indexed_stack("off") as stack:
+        local = stack.config.with_resources(endpoint_url="http://127.0.0.1:1")  # never called
+        now = datetime.now(UTC)
+        assert job_counts("deliver", now - timedelta(hours=1), now, config=local) is None
+        assert activity("deliver", config=local) == []
+
+
+def test_redrive_moves_only_the_selected_messages(sink):
+    from lambdajobs.ops import peek_dead_letters, redrive
+
+    with indexed_stack("finished") as stack:
+        ids = [stack.enqueue("deliver", mail(f"bad{i}")) for i in range(3)]
+        runner = stack.runner("deliver")
+        runner.drain()
+        dlq = runner.queues.dlq_url
+        letters = {d.job_id: d for d in peek_dead_letters(dlq)}
+        assert set(letters) == set(ids)
+        chosen = letters[ids[1]].message_id
+        report = redrive(dlq, runner.queues.queue_url, message_ids={chosen}, visibility_seconds=1)
+        assert (report.scanned, report.selected, report.moved) == (3, 1, 1)
+        assert runner.depth() == 1
+        assert {d.job_id for d in peek_dead_letters(dlq)} == {ids[0], ids[2]}

@@ -557,6 +557,48 @@ def list_jobs(
     return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
 
 
+def entered_at(
+    job: str,
+    state: JobState | str,
+    since: datetime,
+    until: datetime,
+    *,
+    limit: int = 10_000,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> list[datetime]:
+    """When `job`'s records now in `state` entered it, within [since, until), newest first, at most
+    `limit`: the job index's sort keys alone (a per-minute chart reads no record).
+
+    Raises:
+        JobIndexOffError: the stack's job index does not hold `state`.
+    """
+    found_store = _store(config, store)
+    wanted = JobState(state)
+    _require(found_store, wanted, f"the times of {wanted.value} jobs")
+    paginator = found_store.client.get_paginator("query")
+    pages = paginator.paginate(
+        TableName=found_store.table,
+        IndexName=JOB_INDEX,
+        KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
+        ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
+        ExpressionAttributeValues={
+            ":ix": {"S": lifecycle.index_key(job, wanted)},
+            ":since": {"S": _iso(since.astimezone(UTC))},
+            ":until": {"S": _iso(until.astimezone(UTC))},
+        },
+        ProjectionExpression="#at",
+        ScanIndexForward=False,
+    )
+    found: list[datetime] = []
+    for page in pages:
+        for item in page.get("Items", []):
+            found.append(datetime.fromisoformat(item[JOB_INDEX_SORT_KEY]["S"].replace("Z", "+00:00")))
+            if len(found) >= limit:
+                return found
+    return found
+
+
 def count_finished(
     job: str,
     since: datetime,
