@@ -20,14 +20,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 app = typer.Typer(
-    help="lambdajobs: serverless background jobs on AWS.", no_args_is_help=True, add_completion=False
+    name="lambdajobs",
+    help="lambdajobs: serverless background jobs on AWS.",
+    no_args_is_help=True,
+    add_completion=False,
 )
 dlq_app = typer.Typer(help="Failed jobs: list, show, redrive, purge.", no_args_is_help=True)
 cron_app = typer.Typer(help="Scheduled jobs: next fire times, run one now.", no_args_is_help=True)
@@ -54,7 +59,7 @@ def _root(
         None,
         "--jobs",
         envvar="LAMBDAJOBS_JOBS",
-        help="your jobs package (default: [tool.lambdajobs] jobs in pyproject.toml, or cdk.json)",
+        help="your jobs package (default: \\[tool.lambdajobs] jobs in pyproject.toml, or cdk.json)",
     ),
     profile: str = typer.Option(None, help="AWS profile (default: AWS_PROFILE / the default profile)"),
     region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
@@ -115,6 +120,37 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def help_text(doc: str | None) -> str | None:
+    """A command's docstring as `--help` shows it: the first paragraph on one line (the command list
+    shows it whole, as written, line breaks and all), brackets shown as written (not read as rich
+    markup: `lambdajobs[board]`)."""
+    if not doc:
+        return doc
+    import inspect
+
+    first, _, rest = inspect.cleandoc(doc).partition("\n\n")
+    joined = " ".join(line.strip() for line in first.splitlines())
+    return escape(joined + ("\n\n" + rest if rest else ""))
+
+
+def _no_type_for_flags() -> None:
+    """typer 0.29 shows a flag's type (`--dry-run <bool>`, `--help <bool>`) as if it took a value."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "lambdajobs", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.lambdajobs = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_no_type_for_flags()
+
+
 def friendly(command: F) -> F:
     """Turn the errors an operator can cause or meet into one line and exit 1."""
 
@@ -158,6 +194,7 @@ def friendly(command: F) -> F:
                 raise
             _fail(f"{type(exc).__name__}: {exc} (LAMBDAJOBS_DEBUG=1 shows the traceback)")
 
+    run.__doc__ = help_text(command.__doc__)
     return run  # type: ignore[return-value]
 
 
@@ -211,6 +248,9 @@ def _levels(job: str, priority: str | None = None) -> list[tuple[str, str, str]]
     return found
 
 
+JOB_ARGUMENT = typer.Argument(
+    ..., metavar="JOB", help=f"job name (or `{WORKFLOWS}`: the workflow queue's notices)", show_default=False
+)
 PRIORITY_OPTION = typer.Option(
     None, "--priority", help="one priority level of the job (default: every level)"
 )
@@ -267,29 +307,55 @@ def whoami() -> None:
 @app.command()
 @friendly
 def queues() -> None:
-    """Per job: depth, in flight, delayed, DLQ depth, age of the oldest message, and a health word."""
+    """Per queue: waiting, in flight, delayed, DLQ, succeeded and dead in the last hour, oldest age,
+    health."""
     from botocore.exceptions import ClientError
 
-    from lambdajobs.ops import oldest_age_seconds, queue_health
+    from lambdajobs.ops import job_counts, oldest_age_seconds, queue_health
 
-    table = _table("job", "depth", "in flight", "delayed", "DLQ", "oldest", "health", title="queues")
+    # narrow enough for 80 columns: two-line headers, no outer borders, a job's name never folded
+    table = Table(title="queues", box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column("job", no_wrap=True)
+    for column in ("waiting", "in\nflight", "delayed", "DLQ", "ok\n1h", "dead\n1h", "oldest"):
+        table.add_column(column, justify="right", overflow="fold")
+    table.add_column("health", no_wrap=True)
+    now = datetime.now(UTC)
+    no_counts = False
     for spec in _all_jobs():
-        for label, queue_url, dlq_url in _levels(spec.name):
+        counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
+        no_counts = no_counts or counts is None
+        levels = _levels(spec.name)
+        for label, queue_url, dlq_url in levels:
             health = queue_health(spec.name, queue_url, dlq_url, config=config())
             try:
                 age = oldest_age_seconds(queue_url, config=config())
             except ClientError:
                 age = None  # no CloudWatch read permission: show the counters anyway
+            last = (label, queue_url) == levels[-1][:2]  # a job's counts once, on its own queue's row
+            dlq = str(health.dlq_depth)
+            if health.dlq_in_flight:
+                dlq += f" ({health.dlq_in_flight} hidden)"
             table.add_row(
                 label,
                 str(health.depth),
                 str(health.in_flight),
                 str(health.delayed),
-                str(health.dlq_depth),
+                dlq,
+                str(counts["succeeded"]) if counts and last else "-" if last else "",
+                str(counts["dead"]) if counts and last else "-" if last else "",
                 _age(age),
                 _health_word(spec, health, age),
             )
     console.print(table)
+    if no_counts:
+        from lambdajobs.runtime.records import index_off_message
+
+        console.print(
+            "ok/dead: " + index_off_message(config().stack, "off", "counting jobs on the local stack"),
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
 
 
 def _health_word(spec: Any, health: Any, age: float | None) -> str:
@@ -310,8 +376,8 @@ def _health_word(spec: Any, health: Any, age: float | None) -> str:
 @app.command()
 @friendly
 def enqueue(
-    job: str = typer.Argument(..., help="job name"),
-    payload_json: str = typer.Argument(..., help="the payload, as a JSON object"),
+    job: str = typer.Argument(..., metavar="JOB", help="job name"),
+    payload_json: str = typer.Argument(..., metavar="PAYLOAD", help="the payload, as a JSON object"),
     job_id: str = typer.Option(None, "--id", help="job id (default: derived or a new uuid)"),
     delay: int = typer.Option(0, "--delay", help="delay in seconds"),
     run_at: str = typer.Option(
@@ -350,7 +416,7 @@ def enqueue(
 @app.command()
 @friendly
 def status(
-    job_id: str = typer.Argument(..., help="job id"),
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="job id"),
     wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
 ) -> None:
     """A job's state, attempts, progress, result and last error."""
@@ -384,8 +450,64 @@ def status(
 
 @app.command()
 @friendly
+def jobs(
+    job: str = typer.Argument(..., metavar="JOB", help="job name"),
+    state: str = typer.Option(
+        None, "--state", help="running, retrying, succeeded or dead (default: every state the index holds)"
+    ),
+    limit: int = typer.Option(20, "--limit", help="at most this many per state"),
+    after: str = typer.Option(None, "--after", help="the next page: the cursor a previous page printed"),
+) -> None:
+    """A job's records by state, newest first (needs the job index: the command says how to turn it on)."""
+    from lambdajobs.runtime.errors import InvalidOptionError
+    from lambdajobs.runtime.lifecycle import JobState
+    from lambdajobs.runtime.records import index_off_message, list_jobs, listed_states
+
+    spec = _spec(job)
+    cfg = config()
+    held = listed_states(cfg)
+    if state is not None:
+        names = ("running", "retrying", "succeeded", "dead")
+        if state not in names:
+            raise InvalidOptionError(
+                f"--state {state!r} is not a state a job is listed by; use one of {names}."
+            )
+        wanted = [JobState(state)]
+    else:
+        if not held:
+            _fail(index_off_message(cfg.stack, cfg.job_index_mode(), f"`lambdajobs jobs {spec.name}`"))
+        wanted = held
+    if after and len(wanted) != 1:
+        raise InvalidOptionError("--after pages through one state: pass --state too.")
+    for wanted_state in wanted:
+        page = list_jobs(spec.name, wanted_state, limit=limit, cursor=after, config=cfg)
+        table = _table(
+            "job id", "attempts", "at", "error / result", title=f"{spec.name}: {wanted_state.value}"
+        )
+        for status in page.items:
+            at = status.finished_at or status.started_at or status.updated_at or "-"
+            if status.error:
+                detail = f"{status.error.get('type')}: {status.error.get('message')}"
+            else:
+                detail = "" if status.result is None else json.dumps(status.result)[:200]
+            moved = "" if status.state is wanted_state else f" (now {status.state.value})"
+            table.add_row(status.job_id + moved, str(status.attempts), at, detail)
+        console.print(table)
+        if page.cursor:
+            console.print(
+                f"more: lambdajobs jobs {spec.name} --state {wanted_state.value} --after {page.cursor}",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
+
+
+@app.command()
+@friendly
 def workflow(
-    workflow_id: str = typer.Argument(..., help="workflow id (what .enqueue() returned)"),
+    workflow_id: str = typer.Argument(
+        ..., metavar="WORKFLOW_ID", help="workflow id (what .enqueue() returned)"
+    ),
     wait: float = typer.Option(0, help="wait up to this many seconds for the workflow to end"),
 ) -> None:
     """A workflow's state, progress, and per stage its jobs and members by state."""
@@ -427,7 +549,9 @@ def workflow(
 @dlq_app.command("list")
 @friendly
 def dlq_list(
-    job: str, limit: int = typer.Option(50, help="at most this many"), priority: str = PRIORITY_OPTION
+    job: str = JOB_ARGUMENT,
+    limit: int = typer.Option(50, help="at most this many"),
+    priority: str = PRIORITY_OPTION,
 ) -> None:
     """Failed jobs in a job's DLQ (every priority level's), with their reason, attempts and age."""
     from lambdajobs.ops import peek_dead_letters
@@ -435,21 +559,26 @@ def dlq_list(
     shown = 0
     for label, _, dlq_url in _levels(job, priority):
         letters = peek_dead_letters(dlq_url, limit=limit, config=config())
-        table = _table(
-            "message id", "job id", "error", "reason", "attempts", "age", title=f"{label}: dead letters"
-        )
+        console.print(f"[bold]{escape(label)}: dead letters[/bold] ({len(letters)})", highlight=False)
+        # One line per message, never cut or folded (a message id must stay whole at any width, to be
+        # copied into `dlq show`), then its reason indented.
         for d in sorted(letters, key=lambda d: d.sent_at):
-            table.add_row(
-                d.message_id, d.job_id or "-", d.error_type, d.reason, d.attempts, _age(d.age_seconds())
+            line = Text(d.message_id, style="cyan")
+            line.append(
+                f"  {d.job_id or '-'}  {d.error_type}  attempts {d.attempts}  age {_age(d.age_seconds())}"
             )
-        console.print(table)
+            console.print(line, soft_wrap=True, highlight=False)
+            console.print(Text(f"    {d.reason}"), soft_wrap=True, highlight=False)
         shown += len(letters)
-    console.print(f"{shown} shown")
+    console.print(f"{shown} shown; `lambdajobs dlq show {job} <message id>` shows one", highlight=False)
 
 
 @dlq_app.command("show")
 @friendly
-def dlq_show(job: str, message_id: str) -> None:
+def dlq_show(
+    job: str = JOB_ARGUMENT,
+    message_id: str = typer.Argument(..., metavar="MESSAGE_ID", help="as `dlq list` shows it"),
+) -> None:
     """One failed job: reason, attributes and body."""
     from lambdajobs.ops import peek_dead_letters
 
@@ -479,7 +608,7 @@ def dlq_show(job: str, message_id: str) -> None:
 @dlq_app.command("redrive")
 @friendly
 def dlq_redrive(
-    job: str,
+    job: str = JOB_ARGUMENT,
     error: str = typer.Option(
         None, "--error", help="only failures of this error type, e.g. TransientSendError"
     ),
@@ -525,7 +654,7 @@ def dlq_redrive(
 @dlq_app.command("purge")
 @friendly
 def dlq_purge(
-    job: str,
+    job: str = JOB_ARGUMENT,
     yes: bool = typer.Option(False, "--yes", help="do not ask"),
     priority: str = PRIORITY_OPTION,
 ) -> None:
@@ -562,7 +691,7 @@ def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
 
 @cron_app.command("trigger")
 @friendly
-def cron_trigger(job: str) -> None:
+def cron_trigger(job: str = typer.Argument(..., metavar="JOB", help="a cron job's name")) -> None:
     """Run a scheduled job now: send the envelope its schedule would send, for the current minute."""
     from lambdajobs.local.scheduler import slot_text
 
@@ -576,12 +705,72 @@ def cron_trigger(job: str) -> None:
     console.print(f"{spec.name}@{slot_text(slot)}")
 
 
+# -- board -----------------------------------------------------------------------------------------
+
+
+@app.command()
+@friendly
+def board(
+    host: str = typer.Option("127.0.0.1", help="address to listen on (default: this machine only)"),
+    port: int = typer.Option(8080, help="port to listen on"),
+    read_only: bool = typer.Option(
+        False, "--read-only", help="show everything, change nothing (no redrive, purge or trigger)"
+    ),
+) -> None:
+    """A web page for the stack's jobs, queues, dead letters and schedules (lambdajobs[board])."""
+    import socket
+
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn
+    except ModuleNotFoundError as exc:
+        _fail(f"lambdajobs board needs {exc.name}: pip install 'lambdajobs[board]'")
+    from lambdajobs.board import create_app
+
+    cfg = config()
+    loopback = host in ("127.0.0.1", "localhost", "::1")
+    app_ = create_app(cfg, _all_jobs(), read_only=read_only, allowed_hosts=None if loopback else ["*"])
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:  # as uvicorn binds: with address reuse
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            _fail(f"cannot listen on {host}:{port} ({exc.strerror}); pass another --port.")
+    shown = f"[{host}]" if ":" in host else host
+    where = cfg.endpoint_url or f"AWS{' ' + cfg.region if cfg.region else ''}"
+    console.print(
+        f"lambdajobs board: stack '{cfg.stack}' on {where}, at [bold]http://{shown}:{port}/[/bold]"
+        + (" (read-only)" if read_only else ""),
+        soft_wrap=True,
+        highlight=False,
+    )
+    if not loopback:
+        err.print(
+            f"[yellow]warning:[/yellow] the board has no login: whoever reaches {host}:{port} can "
+            + (
+                "read every job's record." if read_only else "redrive, purge and trigger jobs (--read-only?)."
+            ),
+            soft_wrap=True,
+            highlight=False,
+        )
+    console.print("Ctrl-C stops it.")
+    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+
 def _dev_table(local: Any) -> Table:
+    """A line per queue. `ok`, `retrying` and `dead` count the jobs its event source delivered since
+    the start, each once, by its state now as its record says (`LocalStack.outcomes`): not the records
+    the event source deleted, which include the ones the worker moved to the DLQ itself."""
     table = Table(title=f"lambdajobs dev: stack '{local.stack}' on {local.endpoint}")
-    for column in ("job", "depth", "in flight", "delayed", "DLQ", "ok", "failed", "invocations"):
+    columns = ("job", "depth", "in flight", "delayed", "DLQ", "ok", "retrying", "dead", "invocations")
+    for column in columns:
         table.add_column(column, justify="left" if column == "job" else "right")
     from lambdajobs.ops import queue_health
+    from lambdajobs.runtime.lifecycle import JobState
 
+    outcomes = local.outcomes.counts() if local.outcomes is not None else {}
     for key, mapping in sorted(local.mappings.items()):
         queues = local.provisioned.queues.get(key)  # one line per queue: each priority level has one
         if queues is None:  # the workflow queue, whose continuer sends workflows' next stages
@@ -590,28 +779,34 @@ def _dev_table(local: Any) -> Table:
                 local.provisioned.workflow_queue_url,
                 local.provisioned.workflow_dlq_url,
             )
+            jobs = ["-", "-", "-"]  # its messages are workflow notices, not jobs
         else:
             name = queues.job if queues.level is None else f"{queues.job} ({queues.level})"
             url, dlq = queues.queue_url, queues.dlq_url
+            states = outcomes.get(key, {})
+            jobs = [str(states.get(s, 0)) for s in (JobState.SUCCEEDED, JobState.RETRYING, JobState.DEAD)]
         health = queue_health(name, url, dlq, config=local.config)
-        stats = mapping.stats
         table.add_row(
             name,
             str(health.depth),
             str(health.in_flight),
             str(health.delayed),
             str(health.dlq_depth),
-            str(stats.succeeded),
-            str(stats.failed),
-            str(stats.invocations),
+            *jobs,
+            str(mapping.stats.invocations),
         )
     return table
 
 
 def _port_free(port: int) -> bool:
+    """Whether `lambdajobs dev` can listen on `port`. The probe reuses the address, as the server does
+    (werkzeug sets SO_REUSEADDR): connections of a `dev` just stopped wait out TIME_WAIT (60 s on
+    Linux) on this port, and a probe without it was refused for that long. A socket listening on the
+    port still makes it busy."""
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
@@ -629,8 +824,19 @@ def dev(
     ),
     log_file: Path = typer.Option(Path("build/local/worker.log"), help="where the workers' JSON logs go"),
     refresh_seconds: float = typer.Option(1.0, help="how often the queue lines refresh"),
+    fresh: bool = typer.Option(
+        False,
+        "--fresh",
+        help="start empty instead of restoring the saved state (state.json, next to the log file); "
+        "the old file is kept as state.previous.json",
+    ),
 ) -> None:
-    """Run every job of your jobs package on a local stack: embedded AWS, Lambda-like polling, cron."""
+    """Run every job of your jobs package on a local stack: embedded AWS, Lambda-like polling, cron.
+
+    What the stack holds (queued, delayed and failed messages, job records, the bucket, one-time
+    schedules) is saved next to the log file (build/local/state.json) every 10 s and when it stops,
+    and restored at the next start; --fresh starts empty.
+    """
     from lambdajobs.local.stack import LocalStack
     from lambdajobs.project import require_jobs_module
 
@@ -645,9 +851,14 @@ def dev(
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    local = LocalStack(package, stack=stack, port=port, log_file=log_file)
+    # The state lives next to the worker log: build/local/ (a test's --log-file keeps it in its tmp).
+    local = LocalStack(
+        package, stack=stack, port=port, log_file=log_file, state_dir=log_file.parent, fresh=fresh
+    )
     local.start()
     try:
+        for note in local.state_notes:
+            console.print(note, soft_wrap=True, highlight=False)
         local.start_workers()
         exports = " ".join(f"{k}={v}" for k, v in local.environment().items())
         console.print(f"lambdajobs local stack on [bold]{local.endpoint}[/bold] (stack '{stack}')")
@@ -669,7 +880,10 @@ def dev(
                 live.update(_dev_table(local))
         console.print("\nstopping: no new polls, waiting for in-flight batches...")
     finally:
+        shown = len(local.state_notes)
         local.stop()
+        for note in local.state_notes[shown:]:  # saved (or why not)
+            console.print(note, soft_wrap=True, highlight=False)
     console.print("stopped.")
 
 

@@ -88,7 +88,11 @@ class QueueHealth:
     depth: int
     in_flight: int
     delayed: int
+    #: Every message in the DLQ: visible ones and those someone is looking at (a `dlq list` or a
+    #: redrive hides them for a while; they are still there).
     dlq_depth: int
+    #: Of `dlq_depth`, the ones hidden right now.
+    dlq_in_flight: int = 0
 
 
 def queue_health(job: str, queue_url: str, dlq_url: str, *, config: StackConfig | None = None) -> QueueHealth:
@@ -100,15 +104,18 @@ def queue_health(job: str, queue_url: str, dlq_url: str, *, config: StackConfig 
         "ApproximateNumberOfMessagesDelayed",
     ]
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
-    dlq = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages"])[
-        "Attributes"
-    ]
+    dlq = sqs.get_queue_attributes(
+        QueueUrl=dlq_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    dlq_hidden = int(dlq.get("ApproximateNumberOfMessagesNotVisible", 0))
     return QueueHealth(
         job=job,
         depth=int(attrs.get("ApproximateNumberOfMessages", 0)),
         in_flight=int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
         delayed=int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
-        dlq_depth=int(dlq.get("ApproximateNumberOfMessages", 0)),
+        dlq_depth=int(dlq.get("ApproximateNumberOfMessages", 0)) + dlq_hidden,
+        dlq_in_flight=dlq_hidden,
     )
 
 

@@ -355,3 +355,111 @@ def test_a_notice_in_the_workflow_dlq_is_listed_and_redriven_and_the_workflow_go
     stack.continuer().drain()
     assert stack.runner("summarize").depth() == 1
     assert stack.workflow(wid).callback_job_id == "stuck-flow.1.0"
+
+
+def narrow(stack, *args: str, input: str | None = None):
+    """The CLI in an 80-column terminal."""
+    return CliRunner().invoke(
+        app, ["--stack", stack.stack, "--jobs", JOBS_PACKAGE, *args], input=input, env={"COLUMNS": "80"}
+    )
+
+
+def test_dlq_list_keeps_message_ids_whole_at_80_columns(stack, deliver_runner, sink, clock):
+    kill_messages(deliver_runner, sink, clock, transient=[], invalid=["bad-1", "bad-2"])
+    ids = [m["MessageId"] for m in deliver_runner.dlq_messages()]
+    clock.shift(1)
+    listed = narrow(stack, "dlq", "list", "deliver")
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    for message_id in ids:  # each on one line, whole, first on it: a double-click copies it
+        assert [line for line in lines if line.startswith(message_id)], listed.output
+    assert listed.output.count("invalid recipient address") == 2
+    clock.shift(1)
+    # AND the copied id is what `dlq show` takes
+    assert narrow(stack, "dlq", "show", "deliver", ids[0]).exit_code == 0
+
+
+def test_queues_counts_dlq_messages_in_flight_and_jobs_done_in_the_last_hour(sink, clock):
+    from lambdajobs.testing import TestStack
+
+    with TestStack(JOBS_PACKAGE, stack="counted", job_index="finished") as stack:
+        runner = stack.runner("deliver")
+        for to in ("a@example.com", "b@example.com", "bad-1", "bad-2"):
+            enqueue("deliver", Message(to=to, subject="s", body="b"))
+        runner.drain()
+        # someone is looking at the DLQ: its messages are hidden, still there
+        aws.client("sqs").receive_message(QueueUrl=runner.queues.dlq_url, MaxNumberOfMessages=10)
+        shown = CliRunner().invoke(
+            app, ["--stack", "counted", "--jobs", JOBS_PACKAGE, "queues"], env={"COLUMNS": "200"}
+        )
+        assert shown.exit_code == 0, shown.output
+        [row] = [line.split() for line in shown.output.splitlines() if line.strip().startswith("deliver")]
+        # job, waiting, in flight, delayed, DLQ ("2 (2 hidden)"), ok 1h, dead 1h, oldest, health
+        assert row[:5] == ["deliver", "0", "0", "0", "2"] and "(2 hidden)" in " ".join(row)
+        assert row[-4:-2] == ["2", "2"] and row[-1] == "failing"
+
+
+def test_queues_without_a_count_source_says_how_to_get_one(stack, monkeypatch):
+    import lambdajobs.ops as ops
+
+    monkeypatch.setattr(ops, "job_counts", lambda *a, **k: None)  # the local stack without the index
+    shown = narrow(stack, "queues")
+    assert shown.exit_code == 0 and "job_index='finished'" in shown.output
+
+
+def test_jobs_lists_records_by_state_newest_first_and_pages(sink):
+    from lambdajobs.testing import TestStack
+
+    with TestStack(JOBS_PACKAGE, stack="listed", job_index="finished") as stack:
+        runner = stack.runner("deliver")
+        for i in range(3):
+            enqueue("deliver", Message(to=f"u{i}@example.com", subject="s", body="b"), job_id=f"ok-{i}")
+            runner.drain()
+        enqueue("deliver", Message(to="bad", subject="s", body="b"), job_id="dead-1")
+        runner.drain()
+
+        def run(*args: str):
+            return CliRunner().invoke(
+                app, ["--stack", "listed", "--jobs", JOBS_PACKAGE, "jobs", *args], env={"COLUMNS": "200"}
+            )
+
+        every = run("deliver")
+        assert every.exit_code == 0, every.output
+        assert "deliver: retrying" in every.output and "deliver: dead" in every.output
+        assert "dead-1" in every.output and "PermanentError" in every.output
+        first = run("deliver", "--state", "succeeded", "--limit", "2")
+        assert first.output.index("ok-2") < first.output.index("ok-1") and "ok-0" not in first.output
+        [more] = [line for line in first.output.splitlines() if line.startswith("more: ")]
+        rest = run(*more.split()[3:])  # the command it printed, as typed
+        assert rest.exit_code == 0 and "ok-0" in rest.output and "ok-2" not in rest.output
+        running = run("deliver", "--state", "running")
+        assert "job_index='all'" in one_line_error(running)
+
+
+def test_jobs_with_the_index_off_says_how_to_turn_it_on(cli):
+    line = one_line_error(cli("jobs", "deliver"))
+    assert "job index" in line and "job_index='finished'" in line and "write unit" in line
+    assert "not a state" in one_line_error(cli("jobs", "deliver", "--state", "happy"))
+
+
+def test_help_texts_have_no_artefacts():
+    from lambdajobs.cli import help_text
+
+    # a docstring's first paragraph is one line in the command list; brackets are shown as written
+    assert help_text("One thing\n    and another.\n\n    More.") == "One thing and another.\n\nMore."
+    group_names = {"dlq", "cron"}
+    pages = [[], *([name] for name in group_names)]
+    for command in app.registered_commands:
+        pages.append([command.name or command.callback.__name__])
+    for group in app.registered_groups:
+        pages += [
+            [group.name, c.name or c.callback.__name__] for c in group.typer_instance.registered_commands
+        ]
+    for page in pages:
+        shown = CliRunner().invoke(app, [*page, "--help"], env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, (page, shown.output)
+        assert "<bool>" not in shown.output, page  # flags take no value
+        assert "Usage: lambdajobs" in shown.output, page
+        assert "default:  " not in shown.output, page  # nothing eaten as markup
+    root = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"}).output
+    assert "[tool.lambdajobs]" in root and "lambdajobs[board]" in root
