@@ -11,17 +11,23 @@ to the worker, the emulator and the scheduler, and the worker binds it while a j
 own `enqueue` or `ctx.client("s3")` reaches this stack; while the stack runs it is also the process's
 fallback configuration (`set_process_default`), for threads a job starts itself. `environment()` is
 what another shell exports to reach it.
+
+A stack starts empty unless it is given a `state_dir` (`lambdajobs dev` gives it build/local/): then
+it restores what it held when it last stopped and saves it again as it runs and when it stops (see
+`lambdajobs.local.persist`). Tests and `make demo` give none: they always start fresh.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lambdajobs.local import atomic
+from lambdajobs.local import atomic, persist
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.outcomes import JobOutcomes
 from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
@@ -42,6 +48,9 @@ REGION = "us-east-1"
 #: The key of the continuer's event source in `LocalStack.mappings`.
 WORKFLOWS = "(workflows)"
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+#: How often a stack with a `state_dir` saves while it runs: what a crash (kill -9) can lose at most.
+SAVE_EVERY_SECONDS = 10.0
+log = logging.getLogger("lambdajobs.local")
 
 
 def route_worker_logs(path: Path) -> None:
@@ -64,6 +73,13 @@ class LocalStack:
         ...     job_id = enqueue("send_email", {...}, config=local.config)
 
     `jobs` names the jobs package (loaded here); `specs` gives the jobs directly instead (tests).
+
+    `state_dir` keeps the stack's state across restarts in `<state_dir>/state.json`: queued messages,
+    the job table, the bucket and pending one-time schedules are restored by `start()` (unless
+    `fresh`: then the old file is kept as `state.previous.json` and the stack starts empty), saved
+    every `save_every_seconds` while it runs and by `stop()` after the in-flight batches finish.
+    Without it (the default) the stack starts empty and keeps nothing. What `start()` and `stop()` say
+    about the state (restored, set aside, not restored, saved) is in `state_notes`, one line each.
     """
 
     def __init__(
@@ -76,12 +92,26 @@ class LocalStack:
         log_file: Path | None = None,
         wait_seconds: int = 1,
         job_index: str | None = None,
+        state_dir: Path | None = None,
+        fresh: bool = False,
+        save_every_seconds: float = SAVE_EVERY_SECONDS,
     ) -> None:
         self.jobs = jobs
         #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
         self.job_index = job_index
         self._specs = specs
         self.stack, self.port, self.log_file, self.wait_seconds = stack, port, log_file, wait_seconds
+        self.state_file = persist.StateFile(state_dir, stack) if state_dir is not None else None
+        self.fresh, self.save_every_seconds = fresh, save_every_seconds
+        self.state_notes: list[str] = []
+        #: What the state file held when it was restored (None: nothing restored).
+        self.restored: persist.Counts | None = None
+        self._capture: persist.Capture | None = None
+        self._save_lock = threading.Lock()
+        self._saver: threading.Thread | None = None
+        self._saver_stop = threading.Event()
+        #: The state now of every job this stack's workers delivered (the live line's counts).
+        self.outcomes: JobOutcomes | None = None
         self.server: Any = None
         self.endpoint = ""
         self.provisioned: Provisioned | None = None
@@ -139,9 +169,63 @@ class LocalStack:
         # Threads a job starts itself see no bound configuration: they fall back to this stack, never
         # to real AWS.
         self._previous_default = set_process_default(self.config)
+        self.outcomes = JobOutcomes(self.config)
         if self.log_file:
             route_worker_logs(self.log_file)
+        if self.state_file is not None:
+            self._restore()
+            self._start_saving()
         return self
+
+    # -- state across restarts (state_dir) ----------------------------------------------------------
+
+    def _restore(self) -> None:
+        assert self.state_file is not None and self.provisioned is not None
+        self._capture = persist.Capture(self.config, self.provisioned, REGION)
+        if self.fresh:
+            self.state_notes.append(self.state_file.move_to_previous())
+            return
+        state, note = self.state_file.load()
+        if state is None:
+            self.state_notes.append(note or "Starting empty.")
+            return
+        try:
+            restored = persist.restore(
+                state, config=self.config, provisioned=self.provisioned, region=REGION, file=self.state_file
+            )
+        except Exception as exc:  # a bug or a moto change must not cost the saved state: keep it
+            why = f"restoring it failed: {type(exc).__name__}: {exc}"
+            self.state_notes.append(self.state_file.set_aside(why))
+            return
+        self.restored = restored.counts
+        saved_at = state.get("saved_at")
+        self.state_notes.append(
+            f"Restored {restored.counts.describe(restored=True)} from {self.state_file.path} "
+            f"(saved {saved_at})."
+        )
+        self.state_notes.extend(restored.notes)
+
+    def _start_saving(self) -> None:
+        if self.save_every_seconds <= 0:
+            return
+        self._saver_stop.clear()
+        self._saver = threading.Thread(target=self._save_periodically, name="state-saver", daemon=True)
+        self._saver.start()
+
+    def _save_periodically(self) -> None:
+        while not self._saver_stop.wait(self.save_every_seconds):
+            try:
+                self.save()
+            except Exception:  # try again at the next tick; the save on stop says so if it fails too
+                log.exception("local stack: saving the state failed; trying again")
+
+    def save(self) -> persist.Counts:
+        """Write the stack's state to its state file now (queues, table, bucket, one-time schedules)."""
+        assert self.state_file is not None and self._capture is not None, "a started stack with a state_dir"
+        with self._save_lock:
+            state, counts = self._capture()
+            self.state_file.write(state)
+            return counts
 
     def start_workers(self, *, scheduler: bool = True) -> None:
         from lambdajobs.runtime.handler import make_handler
@@ -150,10 +234,12 @@ class LocalStack:
         assert self.provisioned is not None, "start() first"
         # One worker serves every job (it finds the job from the queue), as the deployed handler
         # would with LAMBDAJOBS_JOB set; no EMF lines in a terminal.
-        handler = make_handler(Worker(config=self.config, emit_metrics=False))
+        worker = Worker(config=self.config, emit_metrics=False)
+        handler = make_handler(worker)
         for spec in self.specs:
             for queues in self.provisioned.levels(spec.name):  # one event source per priority level
-                self.mappings[queues.key] = self._mapping(spec, queues, handler)
+                observed = self._observed(queues.key, spec, worker, handler)
+                self.mappings[queues.key] = self._mapping(spec, queues, observed)
                 self.mappings[queues.key].start()
         self.mappings[WORKFLOWS] = self._continuer_mapping()
         self.mappings[WORKFLOWS].start()
@@ -165,6 +251,19 @@ class LocalStack:
         )
         if scheduler:
             self.scheduler.start()
+
+    def _observed(self, key: str, spec: JobSpec, worker: Any, handler: Any) -> Any:
+        """`handler`, noting in `outcomes` the job id of every record it is given."""
+        from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+        def handler_observed(event: dict[str, Any], context: Any) -> Any:
+            if self.outcomes is not None:
+                # the job id as the worker reads it (envelope id, idempotency key, else message id)
+                records = [SQSRecord(r) for r in event.get("Records", [])]
+                self.outcomes.received(key, [worker._job_id_of(spec, r) for r in records])
+            return handler(event, context)
+
+        return handler_observed
 
     def _mapping(self, spec: JobSpec, queues: JobQueues, handler: Any) -> EventSourceMapping:
         return EventSourceMapping(
@@ -218,7 +317,23 @@ class LocalStack:
             mapping.stop()
 
     def stop(self) -> None:
+        """Stop the workers (in-flight batches finish first), save the state (with a `state_dir`),
+        stop the server."""
         self.stop_workers()
+        if self._saver is not None:
+            self._saver_stop.set()
+            self._saver.join()
+            self._saver = None
+        if self.server and self.state_file is not None and self._capture is not None:
+            try:
+                counts = self.save()
+            except Exception as exc:  # say it: what the stack held is not on disk
+                self.state_notes.append(
+                    f"Could not save the state to {self.state_file.path} ({type(exc).__name__}: {exc}): "
+                    "what the stack held since its last periodic save is lost."
+                )
+            else:
+                self.state_notes.append(f"Saved {counts.describe()} to {self.state_file.path}.")
         if self.server:
             self.server.stop()
             self.server = None
