@@ -194,10 +194,14 @@ def test_operators_reach_the_high_queue_and_its_dlq_each_once(template, stack):
     assert dlq_actions == [
         {
             "sqs:GetQueueAttributes",
+            "sqs:GetQueueUrl",
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:DeleteMessage",
             "sqs:PurgeQueue",
+            # the board's "redrive all": SQS's own move task
+            "sqs:StartMessageMoveTask",
+            "sqs:ListMessageMoveTasks",
         }
     ]
 

@@ -216,3 +216,19 @@ def test_a_job_that_enqueues_can_schedule_them_for_later(template, stack):
     # a job that enqueues nothing gets none of it
     other = props(template, stack, stack.workers["send_email"].function)["Environment"]["Variables"]
     assert ENV_SCHEDULER_GROUP not in other
+
+
+def test_operators_query_the_job_index_only(template, stack):
+    statements = props(template, stack, stack.operator_policy)["PolicyDocument"]["Statement"]
+
+    def having(action: str) -> list[dict]:
+        return [
+            s
+            for s in statements
+            if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        ]
+
+    [query] = having("dynamodb:Query")
+    assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_INDEX}"
+    [listing] = having("scheduler:ListSchedules")
+    assert listing["Resource"] == "*"  # ListSchedules has no resource-level permission

@@ -427,14 +427,18 @@ class LambdaJobs(Construct):
             statements=[
                 # health; redrive, cron trigger and enqueue send to the job queues
                 iam.PolicyStatement(actions=["sqs:GetQueueAttributes", "sqs:SendMessage"], resources=queues),
-                # health, and the dead-letter commands (the Scheduler DLQ's too: runs it could not deliver)
+                # health, and the dead-letter commands (the Scheduler DLQ's too: runs it could not deliver);
+                # the board's "redrive all" is SQS's own move task, and it finds the Scheduler DLQ by name
                 iam.PolicyStatement(
                     actions=[
                         "sqs:GetQueueAttributes",
+                        "sqs:GetQueueUrl",
                         "sqs:ReceiveMessage",
                         "sqs:ChangeMessageVisibility",
                         "sqs:DeleteMessage",
                         "sqs:PurgeQueue",
+                        "sqs:StartMessageMoveTask",
+                        "sqs:ListMessageMoveTasks",
                     ],
                     resources=[*dlqs, self.scheduler_dlq.queue_arn],
                 ),
@@ -453,6 +457,8 @@ class LambdaJobs(Construct):
                 iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
                 # lambdajobs enqueue --run-at
                 *self._scheduling_statements(),
+                # the board's pending one-time schedules (ListSchedules has no resource-level permission)
+                iam.PolicyStatement(actions=["scheduler:ListSchedules"], resources=["*"]),
             ],
         )
 
