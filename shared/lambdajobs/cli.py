@@ -718,6 +718,7 @@ def board(
     ),
 ) -> None:
     """A web page for the stack's jobs, queues, dead letters and schedules (lambdajobs[board])."""
+    import contextlib
     import socket
 
     try:
@@ -756,7 +757,20 @@ def board(
             highlight=False,
         )
     console.print("Ctrl-C stops it.")
-    uvicorn.run(app_, host=host, port=port, log_level="warning")
+
+    class Stopped(Exception):
+        pass
+
+    def stop(*_: Any) -> None:
+        raise Stopped
+
+    # uvicorn takes SIGINT and SIGTERM while it serves, stops gracefully, then raises the signal
+    # again for the handler it found: this one, so a stop is a clean exit, not a traceback or -15.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    with contextlib.suppress(Stopped):
+        uvicorn.run(app_, host=host, port=port, log_level="warning")
+    console.print("stopped.")
 
 
 def _dev_table(local: Any) -> Table:

@@ -1,13 +1,7 @@
 """The board in a real browser: one local stack (moto server, emulated event sources) per module,
-with test-only jobs, the board served from a thread, and Debian's headless Chromium driven by
-Playwright (its own browser downloads are never used: `executable_path` is the system's).
-
-Jobs, declared in an isolated registry so no other test sees them:
-- `board_mail` (priorities high/normal, `pii_fields=("to",)`, `uses=("job_stats",)`: the stack's job
-  index is on): fails permanently, naming the address in its error, when the subject is "bounce";
-- `board_signup` (`pii_fields=("email",)`): fails permanently while its address is in `BROKEN`;
-- `board_flaky`: always fails permanently (the DLQ the purge tests empty);
-- `board_digest`: a cron job (the schedules page, "trigger now").
+with the test-only jobs of `tests.browser.board_jobs`, the board served from a thread, and Debian's
+headless Chromium driven by Playwright (its own browser downloads are never used:
+`executable_path` is the system's).
 """
 
 from __future__ import annotations
@@ -19,15 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
-from lambdajobs import PermanentError
 from lambdajobs.local.stack import LocalStack
-from lambdajobs.runtime.spec import cron, isolated_registry, job
+from lambdajobs.runtime.spec import isolated_registry, load_jobs
 from tests.browser.board_server import BoardServer
 from tests.conftest import FAKE_AWS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
+JOBS = "tests.browser.board_jobs"
 SCREENSHOTS = ROOT / "build" / "reports" / "board"
 CHROMIUM = os.environ.get("LAMBDAJOBS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -40,54 +33,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-#: Addresses `board_signup` refuses (a test puts one in, then takes it out to redrive).
-BROKEN: set[str] = set()
-
-
-class Mail(BaseModel):
-    to: str
-    subject: str
-
-
-class Signup(BaseModel):
-    email: str
-    plan: str = "free"
-
-
-class Nothing(BaseModel):
-    n: int = 0
-
-
-def board_mail(payload: Mail) -> dict[str, str]:
-    if payload.subject == "bounce":
-        # names the address on purpose: the worker must mask it in the record and the DLQ reason
-        raise PermanentError(f"mailbox {payload.to} is full")
-    return {"sent": payload.subject}
-
-
-def board_signup(payload: Signup) -> dict[str, str]:
-    if payload.email in BROKEN:
-        raise PermanentError(f"cannot reach {payload.email}")
-    return {"welcomed": payload.plan}
-
-
-def board_flaky(payload: Nothing) -> None:
-    raise PermanentError("this job never works")
-
-
-def board_digest(payload: Nothing) -> dict[str, int]:
-    return {"sent": payload.n}
-
-
-def _specs() -> list[Any]:
-    return [
-        job(name="board_mail", pii_fields=("to",), priorities=("high", "normal"), uses=("job_stats",))(
-            board_mail
-        ).spec,
-        job(name="board_signup", pii_fields=("email",))(board_signup).spec,
-        job(name="board_flaky", max_attempts=2)(board_flaky).spec,
-        cron("cron(0 9 * * ? *)", timezone="America/New_York", name="board_digest")(board_digest).spec,
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +44,10 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             env.setenv(key, value)
         for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
             env.delenv(key, raising=False)
-        with isolated_registry():
+        with isolated_registry():  # the jobs are declared here only: no other test sees them
             log = tmp_path_factory.mktemp("board") / "worker.log"
-            with LocalStack(specs=_specs(), stack="board", log_file=log) as stack:
+            specs = load_jobs(JOBS)
+            with LocalStack(JOBS, specs=specs, stack="board", log_file=log) as stack:
                 stack.start_workers()
                 yield stack
 

@@ -15,10 +15,16 @@ from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status, wait_for
-from tests.browser import conftest
 from tests.browser.board_server import BoardServer
 
 PII = "grace.hopper@navy.example"
+
+
+def broken() -> set[str]:
+    """The addresses board_signup refuses (its module is loaded by the `local` fixture)."""
+    from tests.browser import board_jobs
+
+    return board_jobs.BROKEN
 
 
 def send(local: LocalStack, job: str, payload: dict[str, Any], job_id: str, **options: Any) -> str:
@@ -101,11 +107,11 @@ def test_the_overview_shows_the_counts_of_a_known_workload(page, workload, scree
 
 def test_a_dead_jobs_page_shows_its_reason_with_the_pii_value_masked(local, page, screenshots):
     # GIVEN a signup that died with its address (a PII field) in its error and its payload
-    conftest.BROKEN.add(PII)
+    broken().add(PII)
     try:
         [status] = finished(local, send(local, "board_signup", {"email": PII}, "signup-1"))
     finally:
-        conftest.BROKEN.discard(PII)
+        broken().discard(PII)
     assert status.state == "dead"
     # WHEN its page opens
     page.goto("/jobs/board_signup/signup-1")
@@ -122,10 +128,10 @@ def test_a_dead_jobs_page_shows_its_reason_with_the_pii_value_masked(local, page
 def test_redriving_a_dead_job_from_its_page_makes_it_succeed(local, page, screenshots):
     # GIVEN a signup that died while its address was refused, and is accepted again now
     address = "ada.lovelace@analytical.example"
-    conftest.BROKEN.add(address)
+    broken().add(address)
     [status] = finished(local, send(local, "board_signup", {"email": address}, "signup-2"))
     assert status.state == "dead"
-    conftest.BROKEN.discard(address)
+    broken().discard(address)
     page.goto("/jobs/board_signup/signup-2")
     expect(page.locator("[data-state]")).to_have_attribute("data-state", "dead")
     # WHEN the operator redrives it from its page
@@ -144,13 +150,13 @@ def test_redriving_a_dead_job_from_its_page_makes_it_succeed(local, page, screen
 def test_the_dead_letters_page_masks_bodies_and_redrives_a_selection(local, page, screenshots):
     # GIVEN two signups dead in their DLQ; one address is accepted again
     keep, fixed = "keep.me.out@example.org", "fixed.now@example.org"
-    conftest.BROKEN.update({keep, fixed})
+    broken().update({keep, fixed})
     finished(
         local,
         send(local, "board_signup", {"email": keep}, "signup-keep"),
         send(local, "board_signup", {"email": fixed}, "signup-fixed"),
     )
-    conftest.BROKEN.discard(fixed)
+    broken().discard(fixed)
     try:
         # WHEN the DLQ's page lists them
         page.goto("/dead-letters")
@@ -179,7 +185,7 @@ def test_the_dead_letters_page_masks_bodies_and_redrives_a_selection(local, page
         left = dead_job_ids(local, "board_signup")
         assert "signup-keep" in left and "signup-fixed" not in left, left
     finally:
-        conftest.BROKEN.discard(keep)
+        broken().discard(keep)
 
 
 def test_purge_asks_first_naming_the_count_and_cancelling_deletes_nothing(local, page, screenshots):
@@ -284,3 +290,109 @@ def test_a_read_only_board_shows_no_actions_and_refuses_them(local, browser):
             assert response.status == 403 and "read-only" in response.text()
         context.close()
     assert dlq_depth(local, "board_flaky") == depth
+
+
+def test_a_missing_stack_is_one_line_in_the_page_not_a_traceback(local, browser):
+    from lambdajobs.board import create_app
+    from lambdajobs.runtime.config import StackConfig
+
+    # GIVEN a board pointed at a stack that is not deployed at that endpoint
+    config = StackConfig(
+        stack="missing",
+        region=local.config.region,
+        endpoint_url=local.endpoint,
+        access_key_id="local",
+        secret_access_key="local",
+    )
+    with BoardServer(create_app(config, local.specs)) as server:
+        context = browser.new_context(base_url=server.url)
+        page = context.new_page()
+        for path in ("/", "/dead-letters", "/jobs/board_mail", "/jobs/board_mail/mail-1"):
+            # WHEN a page opens THEN it says so in one line, and names the fix
+            response = page.goto(path)
+            assert response is not None and response.status == 502, path
+            error = page.locator("p.error")
+            expect(error).to_have_count(1)
+            expect(error).to_contain_text("stack 'missing' not found")
+            assert "Traceback" not in page.content()
+        context.close()
+
+
+def test_with_the_job_index_off_the_jobs_page_says_how_to_turn_it_on(local, page, board):
+    from lambdajobs.board import create_app
+
+    # GIVEN the same stack read as one whose job index is off
+    with BoardServer(create_app(local.config.with_resources(job_index="off"), local.specs)) as server:
+        # WHEN a job's records by state are asked for
+        page.goto(f"{server.url}/jobs/board_mail?state=dead")
+        # THEN the page says how to turn the index on, and a job is still found by its id
+        expect(page.locator("p.info")).to_contain_text("needs the job index, which is off")
+        expect(page.locator("p.info")).to_contain_text("job_index='finished'")
+        page.goto(f"{server.url}/jobs/board_mail/mail-vip")
+        expect(page.locator("[data-state]")).to_have_attribute("data-state", "succeeded")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_lambdajobs_board_serves_the_stack_the_cli_options_name(local, browser):
+    import os
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.browser.conftest import ROOT
+    from tests.dev_process import running_dev
+
+    # GIVEN the local stack's variables, as `lambdajobs dev` prints them (endpoint, stack, jobs)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | local.environment()
+    port = _free_port()
+    command = [sys.executable, "-m", "lambdajobs.cli", "board", "--port", str(port), "--read-only"]
+    # WHEN `lambdajobs board --read-only` starts
+    with running_dev(command, ROOT, env) as board:
+        url = f"http://127.0.0.1:{port}"
+        assert f"stack 'board' on {local.endpoint}, at {url}/ (read-only)" in board.output, board.output
+        assert wait_until(lambda: _answers(url), 20), board.output
+        context = browser.new_context(base_url=url)
+        page = context.new_page()
+        # THEN it shows that stack's jobs, read-only
+        page.goto("/")
+        expect(page.locator('tr[data-queue="board_flaky"] td.name')).to_have_text("board_flaky")
+        expect(page.locator(".badge")).to_have_text("read-only")
+        # AND it answers only to loopback names (a rebound DNS name is refused)
+        request = urllib.request.Request(f"{url}/", headers={"Host": f"attacker.example:{port}"})
+        try:
+            urllib.request.urlopen(request, timeout=5)
+            raise AssertionError("a foreign Host header was served")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 400
+        context.close()
+        assert board.stop() == 0, board.output
+        assert "stopped." in board.output
+    # AND without its extra it says in one line how to install it
+    hide = "import sys; sys.modules['uvicorn'] = None; sys.argv = ['lambdajobs', 'board']; "
+    out = subprocess.run(
+        [sys.executable, "-c", hide + "from lambdajobs.cli import main; main()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert out.stderr.strip() == "error: lambdajobs board needs uvicorn: pip install 'lambdajobs[board]'"
+
+
+def _answers(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url + "/static/board.css", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

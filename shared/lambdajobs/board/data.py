@@ -260,7 +260,13 @@ class BoardData:
         return found
 
     def job_queues(self, spec: JobSpec) -> list[Queue]:
-        """A job's queues, highest priority first (one when it has no priorities): the manifest's."""
+        """A job's queues, highest priority first (one when it has no priorities): the manifest's.
+
+        Raises:
+            StackNotFoundError: no such stack (said before "no queue for job", as the CLI does).
+            QueueNotFoundError: the stack has no queue for the job (deployed without it).
+        """
+        self.config.stack_entry()
         found = []
         for level in spec.levels:
             address = self.config.queue(spec.name, level)
@@ -395,7 +401,12 @@ class BoardData:
         )
 
     def overview(self) -> tuple[list[JobRows], QueueRow | None]:
-        """Every job's lines, and the workflow queue's line (None: the stack has none)."""
+        """Every job's lines, and the workflow queue's line (None: the stack has none).
+
+        Raises:
+            StackNotFoundError: the stack is not there (one line for the page, not one per job).
+        """
+        self.config.stack_entry()
         jobs = [self.job_rows(spec) for spec in self.specs]
         workflows = self.workflow_queue()
         return jobs, self._row(workflows) if workflows is not None else None

@@ -1,0 +1,59 @@
+"""The board tests' jobs, a jobs package of their own (the board's CLI test names it with --jobs).
+
+Import it only through `load_jobs` inside `isolated_registry` (the `local` fixture does): its `@job`
+declarations must not land in the process registry other tests read.
+
+- `board_mail` (priorities high/normal, `pii_fields=("to",)`, `uses=("job_stats",)`: the stack's job
+  index is on): fails permanently, naming the address in its error, when the subject is "bounce";
+- `board_signup` (`pii_fields=("email",)`): fails permanently while its address is in `BROKEN`;
+- `board_flaky`: always fails permanently (the DLQ the purge tests empty);
+- `board_digest`: a cron job (the schedules page, "trigger now").
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from lambdajobs import PermanentError, cron, job
+
+#: Addresses `board_signup` refuses (a test puts one in, then takes it out to redrive).
+BROKEN: set[str] = set()
+
+
+class Mail(BaseModel):
+    to: str
+    subject: str
+
+
+class Signup(BaseModel):
+    email: str
+    plan: str = "free"
+
+
+class Nothing(BaseModel):
+    n: int = 0
+
+
+@job(pii_fields=("to",), priorities=("high", "normal"), uses=("job_stats",))
+def board_mail(payload: Mail) -> dict[str, str]:
+    if payload.subject == "bounce":
+        # names the address on purpose: the worker must mask it in the record and the DLQ reason
+        raise PermanentError(f"mailbox {payload.to} is full")
+    return {"sent": payload.subject}
+
+
+@job(pii_fields=("email",))
+def board_signup(payload: Signup) -> dict[str, str]:
+    if payload.email in BROKEN:
+        raise PermanentError(f"cannot reach {payload.email}")
+    return {"welcomed": payload.plan}
+
+
+@job(max_attempts=2)
+def board_flaky(payload: Nothing) -> None:
+    raise PermanentError("this job never works")
+
+
+@cron("cron(0 9 * * ? *)", timezone="America/New_York")
+def board_digest(payload: Nothing) -> dict[str, int]:
+    return {"sent": payload.n}

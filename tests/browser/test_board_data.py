@@ -1,0 +1,163 @@
+"""The board's own data rules, without a browser or a server: PII masking of dead letters, and the
+redrive path on AWS (SQS's StartMessageMoveTask, which moto lacks: botocore's Stubber answers)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from pydantic import BaseModel
+
+from lambdajobs.board.data import BoardData, Queue, mask_envelope
+from lambdajobs.ops import DeadLetter
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import QueueAddress, StackConfig, clear_manifest_cache
+from lambdajobs.runtime.pii import MASK
+from lambdajobs.runtime.spec import isolated_registry, job
+
+ACCOUNT = "123456789012"
+QUEUE = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/prod-invoice"
+DLQ = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/prod-invoice-dlq"
+QUEUE_ARN = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:prod-invoice"
+DLQ_ARN = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:prod-invoice-dlq"
+
+
+class Customer(BaseModel):
+    email: str
+    phone: str
+
+
+class Invoice(BaseModel):
+    order_id: str
+    customer: Customer
+    note: str = ""
+
+
+def invoice(payload: Invoice) -> None:
+    return None
+
+
+@pytest.fixture
+def spec():
+    with isolated_registry():
+        yield job(name="invoice", pii_fields=("customer.email", "customer.phone"))(invoice).spec
+
+
+def test_a_dead_letters_pii_fields_are_erased_and_their_values_masked_everywhere():
+    # GIVEN an envelope whose payload holds PII in nested fields, one value too short to search for
+    # elsewhere ("ab"), and the address repeated in the job id and a free-text field
+    envelope = {
+        "v": 1,
+        "job": "invoice",
+        "id": "invoice-for-ada@example.com",
+        "payload": {
+            "order_id": "42",
+            "customer": {"email": "ada@example.com", "phone": "ab"},
+            "note": "call ada@example.com first",
+        },
+    }
+    # WHEN it is masked with the job's pii_fields
+    masked = mask_envelope(envelope, ("customer.email", "customer.phone"))
+    # THEN both fields are erased, the address is masked wherever else it appears, the rest stays
+    assert masked["payload"]["customer"] == {"email": MASK, "phone": MASK}
+    assert masked["payload"]["note"] == f"call {MASK} first"
+    assert masked["id"] == f"invoice-for-{MASK}"
+    assert masked["payload"]["order_id"] == "42"
+    assert "ada@example.com" not in json.dumps(masked)
+    # AND the original is untouched (the board never changes a message)
+    assert envelope["payload"]["customer"]["email"] == "ada@example.com"
+
+
+def test_a_body_that_is_not_json_is_not_shown_for_a_job_with_pii_fields(spec):
+    # GIVEN a dead letter of a job with pii_fields whose body is not JSON (no field can be found)
+    data = BoardData(StackConfig(stack="prod", jobs=None), [spec])
+    queue = Queue(key="invoice", label="invoice", dlq_url=DLQ, url=QUEUE, job="invoice")
+    letter = DeadLetter("m-1", "r-1", "ada@example.com, not json", {}, datetime.now(UTC), 1)
+    # WHEN the board shows it THEN the body is withheld, and says why
+    shown = data._letter(queue, letter)
+    assert shown.body == "" and "may hold personal data" in (shown.body_note or "")
+
+
+@pytest.fixture
+def deployed(spec):
+    """A deployed stack's configuration (no endpoint: AWS itself), its queues known, and a stubbed
+    SQS client in place of the real one."""
+    config = StackConfig(
+        stack="prod",
+        region="eu-west-1",
+        queues={"invoice": QueueAddress(url=QUEUE, arn=QUEUE_ARN, dlq_url=DLQ)},
+    )
+    clients = {
+        name: boto3.client(name, region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+        for name in ("sqs", "ssm")
+    }
+    for name, client in clients.items():
+        aws.set_client(name, client, config.connection)
+    clear_manifest_cache()
+    with Stubber(clients["ssm"]) as ssm, Stubber(clients["sqs"]) as stub:
+        # the stack's manifest, read once (the board checks the stack is there first)
+        manifest = {"table": "prod-jobs", "workflow_dlq_url": "", "one_time_group": "prod-once"}
+        ssm.add_response(
+            "get_parameter",
+            {"Parameter": {"Name": "/lambdajobs/prod/stack", "Value": json.dumps(manifest)}},
+            {"Name": "/lambdajobs/prod/stack"},
+        )
+        yield BoardData(config, [spec]), stub
+    aws.reset_clients()
+    clear_manifest_cache()
+
+
+def test_redrive_all_on_aws_starts_sqs_native_message_move_task(deployed):
+    data, stub = deployed
+    # GIVEN a job's DLQ on AWS holding 7 messages
+    stub.add_response(
+        "get_queue_attributes",
+        {"Attributes": {"QueueArn": DLQ_ARN}},
+        {"QueueUrl": DLQ, "AttributeNames": ["QueueArn"]},
+    )
+    stub.add_response(
+        "get_queue_attributes",
+        {"Attributes": {"QueueArn": QUEUE_ARN}},
+        {"QueueUrl": QUEUE, "AttributeNames": ["QueueArn"]},
+    )
+    stub.add_response(
+        "get_queue_attributes",
+        {"Attributes": {"ApproximateNumberOfMessages": "7"}},
+        {
+            "QueueUrl": DLQ,
+            "AttributeNames": [
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        },
+    )
+    # THEN "redrive all" asks SQS to move the DLQ to the job's queue itself
+    stub.add_response(
+        "start_message_move_task",
+        {"TaskHandle": "handle-1"},
+        {"SourceArn": DLQ_ARN, "DestinationArn": QUEUE_ARN},
+    )
+    # WHEN the operator redrives all of it
+    line = data.redrive(data.queue("invoice"))
+    stub.assert_no_pending_responses()
+    assert line == (
+        "started moving the DLQ of invoice back to its queue (about 7 messages; SQS moves them in the "
+        "background)"
+    )
+
+
+def test_redriving_a_selection_on_aws_moves_only_those_messages_itself(deployed):
+    data, stub = deployed
+    # GIVEN a DLQ on AWS that holds none of the selected messages any more
+    for _ in range(2):  # two empty receives: nothing there
+        stub.add_response("receive_message", {"Messages": []})
+    # WHEN a selection is redriven THEN no move task starts (it cannot filter): ops.redrive looks
+    # for the messages and moves what it finds (nothing)
+    assert data.redrive(data.queue("invoice"), ["m-1"]) == (
+        "moved 0 messages from the DLQ of invoice back to its queue"
+    )
+    stub.assert_no_pending_responses()
