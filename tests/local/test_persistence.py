@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -22,6 +24,7 @@ from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import wait_until
 from lambdajobs.runtime import Backoff, JobContext
 from lambdajobs.runtime.config import using
+from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.producer import enqueue, enqueue_many
 from lambdajobs.runtime.records import get_statuses
 from lambdajobs.runtime.spec import isolated_registry, job
@@ -141,11 +144,24 @@ def _drained(local: LocalStack) -> bool:
     return health.depth == 0 and health.in_flight == 0 and health.delayed == 0
 
 
+def saved_state(stack: str, queues: dict[str, list[str]]) -> dict[str, Any]:
+    """A state file as a stack of version 1 writes it, with these message bodies queued."""
+    return {
+        "format": persist.FORMAT,
+        "version": persist.VERSION,
+        "stack": stack,
+        "saved_at": "2026-01-01T00:00:00Z",
+        "queues": {
+            name: [{"id": str(uuid.uuid4()), "body": body} for body in bodies]
+            for name, bodies in queues.items()
+        },
+    }
+
+
 def test_a_fresh_start_is_empty_and_keeps_the_previous_state_aside(specs, tmp_path):
     # GIVEN a saved state with a queued job
-    with stack(specs, tmp_path) as first, using(first.config):
-        enqueue("counted", Item(n=1), job_id="queued")
-    saved = json.loads((tmp_path / persist.STATE_FILE).read_text())
+    saved = saved_state("keep", {"keep-counted": [encode("counted", {"n": 1}, "queued")]})
+    (tmp_path / persist.STATE_FILE).write_text(json.dumps(saved))
     # WHEN the stack starts fresh
     with stack(specs, tmp_path, fresh=True) as fresh:
         # THEN it is empty, says so, and the previous state is kept, not deleted
@@ -155,7 +171,7 @@ def test_a_fresh_start_is_empty_and_keeps_the_previous_state_aside(specs, tmp_pa
             fresh.state_notes[0]
             == f"Starting empty (fresh start); the state saved before is kept in {previous}."
         )
-    assert json.loads((tmp_path / persist.PREVIOUS_FILE).read_text()) == saved
+    assert json.loads(previous.read_text()) == saved
 
 
 def test_a_corrupt_state_file_is_set_aside_with_one_line_and_the_stack_starts_empty(specs, tmp_path):
@@ -192,11 +208,11 @@ def test_a_state_of_another_stack_or_version_is_set_aside(tmp_path, header, why)
 
 def test_messages_whose_queue_is_gone_are_not_restored_silently(specs, tmp_path):
     # GIVEN a saved state with a message of a job the package no longer declares
-    with isolated_registry(keep=True):
-        gone = job(name="gone")(counted).spec
-        with stack([*specs, gone], tmp_path) as first, using(first.config):
-            enqueue("gone", Item(n=1), job_id="orphan")
-            enqueue("counted", Item(n=2), job_id="kept")
+    queues = {
+        "keep-gone": [encode("gone", {"n": 1}, "orphan")],
+        "keep-counted": [encode("counted", {"n": 2}, "kept")],
+    }
+    (tmp_path / persist.STATE_FILE).write_text(json.dumps(saved_state("keep", queues)))
     # WHEN the stack starts without it
     with stack(specs, tmp_path) as local:
         # THEN the rest is restored, and one line says what was not and where it is kept
