@@ -16,14 +16,23 @@ CDK := PATH="$(VENV_PATH)" $(CDK_CLI)
 
 install: $(STAMP) $(CLI_STAMP)
 
+# The first run installs everything into $(VENV) and says what it is doing: pip's own lines show each
+# package as it comes (a first `make demo` printed nothing for minutes with --quiet, issue 14).
 $(STAMP): pyproject.toml
+	@echo "==> [1/3] Creating the virtualenv $(VENV) with $(PYTHON) (once; again only when pyproject.toml changes)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "==> [2/3] Upgrading pip in $(VENV)"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	@echo "==> [3/3] Installing lambdajobs and its dev extras (CDK with a Node.js for it, moto, the CLI and"
+	@echo "    the board, pytest and Playwright, ruff, mypy): about 1.3 GB installed, a few minutes on a first"
+	@echo "    run; later runs skip this step."
+	$(PY) -m pip install -e '.[dev]'
 	touch $(STAMP)
+	@echo "==> Installed into $(VENV)."
 
 $(CLI_STAMP): $(STAMP)
-	PATH="$(VENV_PATH)" $(VENV)/bin/npm install --silent --no-audit --no-fund --prefix $(VENV)/cdk-cli aws-cdk@$(CDK_CLI_VERSION)
+	@echo "==> Installing the CDK CLI $(CDK_CLI_VERSION) from npm into $(VENV)/cdk-cli (once)"
+	PATH="$(VENV_PATH)" $(VENV)/bin/npm install --no-audit --no-fund --prefix $(VENV)/cdk-cli aws-cdk@$(CDK_CLI_VERSION)
 	touch $(CLI_STAMP)
 
 test: $(STAMP) $(CLI_STAMP)
