@@ -222,3 +222,26 @@ def test_messages_whose_queue_is_gone_are_not_restored_silently(specs, tmp_path)
         assert restored.startswith("Restored 1 message, ")
         assert missing == f"Not restored: 1 message (no queue keep-gone now); kept in {kept}."
     assert "orphan" in json.loads(kept.read_text())["queues"]["keep-gone"][0]["body"]
+
+
+def test_a_running_stack_saves_periodically_so_a_crash_loses_little(specs, tmp_path):
+    # GIVEN a stack that saves every 0.2 s
+    with stack(specs, tmp_path, save_every_seconds=0.2) as local:
+        state_file = tmp_path / persist.STATE_FILE
+        # WHEN a job is queued and nothing stops the stack (a crash would not)
+        with using(local.config):
+            enqueue("counted", Item(n=1), job_id="before-the-crash")
+
+        def queued() -> list[str]:
+            try:
+                saved = json.loads(state_file.read_text())
+            except (OSError, ValueError):
+                return []
+            return [m["body"] for m in saved.get("queues", {}).get("keep-counted", [])]
+
+        # THEN the state file holds it within a save or two
+        assert wait_until(lambda: any("before-the-crash" in body for body in queued()), 5, 0.05)
+        # and an idle stack does not rewrite it
+        written = state_file.stat().st_mtime_ns
+        time.sleep(0.5)
+        assert state_file.stat().st_mtime_ns == written

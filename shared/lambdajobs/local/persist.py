@@ -20,8 +20,9 @@ build/local/). What it keeps:
   catch up either).
 
 When (see `LocalStack`): restored after provisioning, before any worker polls; saved on a clean stop
-after the in-flight batches have finished, and every few seconds while the stack runs, so that a
-crash (kill -9, a power cut) loses at most that interval. A save while batches run is a crash's view
+after the in-flight batches have finished, and every 10 s while the stack runs (`LocalStack`'s
+`save_every_seconds`; a save that would write what the file holds does not), so that a crash
+(kill -9, a power cut) loses at most that interval. A save while batches run is a crash's view
 of the stack: it reads the schedules, then the queues (all at once, under the SQS lock), then the
 table, so anything that moves from one to the next in between is read twice, never missed (a job id
 restored twice runs once: the job record deduplicates it). A job whose run finished after that save
@@ -139,6 +140,7 @@ class StateFile:
     def __init__(self, directory: Path, stack: str) -> None:
         self.directory, self.stack = Path(directory), stack
         self.path = self.directory / STATE_FILE
+        self._written = ""  # what the last write held, but for its time
 
     def load(self) -> tuple[dict[str, Any] | None, str | None]:
         """(the saved state, None), or (None, the one line to show): no file, or a file set aside."""
@@ -159,8 +161,15 @@ class StateFile:
             return None, self.set_aside(f"stack {state.get('stack')!r} wrote it, not {self.stack!r}")
         return state, None
 
-    def write(self, state: dict[str, Any]) -> None:
+    def write(self, state: dict[str, Any]) -> bool:
+        """Write the state, unless the file already holds it (but for its time): an idle stack's
+        periodic saves do not rewrite the file. Whether it wrote."""
+        unchanged = json.dumps({k: v for k, v in state.items() if k != "saved_at"}, sort_keys=True)
+        if unchanged == self._written and self.path.exists():
+            return False
         self._write(self.path, state)
+        self._written = unchanged
+        return True
 
     def _write(self, path: Path, state: dict[str, Any]) -> None:
         """Write `path` whole or not at all: a crash mid-write leaves the previous file."""
