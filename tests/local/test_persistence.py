@@ -8,6 +8,7 @@ twice, or restored after it ran, counts two."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -245,3 +246,18 @@ def test_a_running_stack_saves_periodically_so_a_crash_loses_little(specs, tmp_p
         written = state_file.stat().st_mtime_ns
         time.sleep(0.5)
         assert state_file.stat().st_mtime_ns == written
+
+
+def test_a_second_stack_on_the_same_state_folder_is_refused_with_one_line(specs, tmp_path):
+    # GIVEN a running stack keeping its state in a folder
+    with stack(specs, tmp_path):
+        # WHEN a second one starts on that folder THEN it is refused (both would run the same jobs)
+        with pytest.raises(persist.StateInUseError) as refused:
+            stack(specs, tmp_path).start()
+        assert str(refused.value) == (
+            f"another local stack (pid {os.getpid()}) keeps its state in {tmp_path}: stop it, or give "
+            "this one another folder (lambdajobs dev: a --log-file elsewhere)."
+        )
+    # and once the first has stopped, the folder is free again
+    with stack(specs, tmp_path) as again:
+        assert again.state_notes[0].startswith("Restored 0 messages")

@@ -29,6 +29,10 @@ restored twice runs once: the job record deduplicates it). A job whose run finis
 and before a crash runs again after the restart, unless its success was saved: at least once, as on
 Lambda.
 
+One stack at a time: a stack holds `state.lock` in the folder while it runs, and a second stack on
+the same folder (a second `lambdajobs dev --port 0` in the same project) is refused with one line,
+instead of both restoring the same jobs and running them twice.
+
 Never fatal, never silent: a file that cannot be read, or that another stack or another format
 version wrote, is set aside (renamed, not deleted) with one line saying so, and the stack starts
 empty. Whatever cannot be put back (its queue or table is gone: a job removed from the package) is
@@ -51,6 +55,7 @@ from urllib.parse import urlparse
 from lambdajobs.local import atomic
 from lambdajobs.local.provision import Provisioned
 from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.errors import LambdaJobsError
 
 FORMAT = "lambdajobs-local-state"
 #: The file format version. A file of another version is set aside, not read.
@@ -68,7 +73,12 @@ SCHEDULE_FIELDS = (
     "State",
     "Target",
 )
+LOCK_FILE = "state.lock"
 BATCH_WRITE_ITEMS = 25  # DynamoDB BatchWriteItem: at most 25 requests
+
+
+class StateInUseError(LambdaJobsError):
+    """Another running local stack keeps its state in the same folder."""
 
 
 @dataclass
@@ -141,6 +151,39 @@ class StateFile:
         self.directory, self.stack = Path(directory), stack
         self.path = self.directory / STATE_FILE
         self._written = ""  # what the last write held, but for its time
+        self._lock: Any = None
+
+    def lock(self) -> None:
+        """Hold the folder's lock while the stack runs (released by `unlock`, or when the process ends).
+
+        Raises:
+            StateInUseError: another running stack holds it.
+        """
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): one stack per folder is then up to the user
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        handle = (self.directory / LOCK_FILE).open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise StateInUseError(
+                f"another local stack (pid {holder}) keeps its state in {self.directory}: stop it, or give "
+                "this one another folder (lambdajobs dev: a --log-file elsewhere)."
+            ) from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._lock = handle
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
 
     def load(self) -> tuple[dict[str, Any] | None, str | None]:
         """(the saved state, None), or (None, the one line to show): no file, or a file set aside."""

@@ -140,9 +140,23 @@ class LocalStack:
         return env
 
     def start(self) -> LocalStack:
+        """Start the server, provision, restore the saved state (with a `state_dir`).
+
+        Raises:
+            StateInUseError: another running stack keeps its state in `state_dir`.
+        """
+        specs = self.specs  # load the jobs first: a bad declaration fails before the server starts
+        if self.state_file is not None:
+            self.state_file.lock()  # before the server starts: a second stack on the folder is refused
+        try:
+            return self._start(specs)
+        except BaseException:
+            self.stop()  # what did start stops; the lock is released
+            raise
+
+    def _start(self, specs: list[JobSpec]) -> LocalStack:
         from moto.server import ThreadedMotoServer
 
-        specs = self.specs  # load the jobs first: a bad declaration fails before the server starts
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request from the server
         # The server answers each request on its own thread and moto's conditional writes are
         # check-then-write without a lock: make each DynamoDB and SQS request atomic (issue 11).
@@ -334,10 +348,13 @@ class LocalStack:
                 )
             else:
                 self.state_notes.append(f"Saved {counts.describe()} to {self.state_file.path}.")
+        if self.state_file is not None:
+            self.state_file.unlock()
         if self.server:
             self.server.stop()
             self.server = None
-            set_process_default(self._previous_default)
+            if self.provisioned is not None:  # start() got as far as making this stack the default
+                set_process_default(self._previous_default)
         if self._atomic:
             atomic.uninstall()
             self._atomic = False
