@@ -90,7 +90,7 @@ def test_the_overview_shows_the_counts_of_a_known_workload(page, workload, scree
     expect(mail.locator("svg")).to_have_attribute("aria-label", "5 succeeded, 2 failed in the last hour")
     assert mail.locator("svg rect.ok").count() >= 1 and mail.locator("svg rect.failed").count() >= 1
     # AND the cron job's next fire time is shown
-    expect(page.locator('tr[data-queue="board_digest"] td.when')).to_contain_text("EST")
+    expect(page.locator('tr[data-queue="board_digest"] td.fire')).to_contain_text("EST")
     shot(page, screenshots, "overview")
 
     # WHEN the job's dead records are listed (the job index is on: board_mail uses job_stats)

@@ -10,7 +10,7 @@ from typing import Any
 #: What a cell shows for nothing (an en dash).
 NOTHING = "\u2013"
 #: The activity chart: one bar per minute, this many pixels wide (1 px gap), this tall.
-BAR_WIDTH = 3
+BAR_WIDTH = 2
 CHART_HEIGHT = 32
 
 
@@ -74,6 +74,7 @@ class Chart:
     succeeded: int
     failed: int
     peak: int
+    bar_width: int = BAR_WIDTH
 
 
 def chart(minutes: list[Any] | None) -> Chart | None:
