@@ -11,6 +11,7 @@ import pytest
 from botocore.stub import Stubber
 from pydantic import BaseModel
 
+from lambdajobs.board.app import LoopbackHosts
 from lambdajobs.board.data import BoardData, Queue, mask_envelope
 from lambdajobs.ops import DeadLetter
 from lambdajobs.runtime import aws
@@ -161,3 +162,17 @@ def test_redriving_a_selection_on_aws_moves_only_those_messages_itself(deployed)
         "moved 0 messages from the DLQ of invoice back to its queue"
     )
     stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("header", "host"),
+    [
+        ("127.0.0.1:8080", "127.0.0.1"),
+        ("localhost", "localhost"),
+        ("[::1]:8080", "[::1]"),
+        ("attacker.example:8080", "attacker.example"),
+    ],
+)
+def test_the_board_reads_the_host_a_request_names(header, host):
+    # the name checked against the loopback names (a DNS-rebinding page sends its own)
+    assert LoopbackHosts.host_of(header) == host

@@ -29,23 +29,27 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lambdajobs.board import render
-from lambdajobs.board.data import BoardData, UnknownQueueError, describe_error
+from lambdajobs.board.data import BoardData, describe_error
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.errors import JobIndexOffError, UnknownJobError
+from lambdajobs.runtime.errors import (
+    JobIndexOffError,
+    QueueNotFoundError,
+    StackNotFoundError,
+    UnknownJobError,
+)
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.spec import JobSpec, load_jobs
 
 HERE = Path(__file__).parent
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 #: How often the live parts of a page are fetched again.
 POLL_SECONDS = 5
 JOB_POLL_SECONDS = 2
@@ -89,6 +93,33 @@ class SecurityHeaders:
         await self.app(scope, receive, sending)
 
 
+class LoopbackHosts:
+    """Serves only requests whose Host header names one of `allowed` (any port; "*": any host).
+    A page on another site that rebinds its DNS name to 127.0.0.1 sends its own name: refused (400).
+    (Starlette's TrustedHostMiddleware cannot read an IPv6 literal such as `[::1]:8080`.)"""
+
+    def __init__(self, app: ASGIApp, allowed: list[str]) -> None:
+        self.app = app
+        self.allowed = {name.lower() for name in allowed}
+
+    @staticmethod
+    def host_of(header: str) -> str:
+        if header.startswith("["):  # an IPv6 literal, with its brackets
+            return header.split("]", 1)[0] + "]"
+        return header.rsplit(":", 1)[0] if ":" in header else header
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or "*" in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if self.host_of(header).lower() in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        response = PlainTextResponse("Invalid host header", status_code=400)
+        await response(scope, receive, send)
+
+
 class Csrf:
     """One token per board process, derived from a random secret: every form carries it in a hidden
     field. Another site's page cannot read it (the same-origin policy), so it cannot forge a POST."""
@@ -125,7 +156,7 @@ def _now_iso() -> str:
 
 
 class Board:
-    """The app's state and its handlers."""
+    """The app's state, and what answers each route."""
 
     def __init__(self, data: BoardData, *, read_only: bool, csrf: Csrf, where: str) -> None:
         self.data = data
@@ -190,9 +221,9 @@ class Board:
         """Run `build` (blocking AWS calls) on a worker thread; an error becomes one line."""
         try:
             return await run_in_threadpool(build), 200
-        except (UnknownJobError, UnknownQueueError) as exc:
-            return {"error": describe_error(exc)}, 404
         except Exception as exc:
+            if _not_found(exc):
+                return {"error": describe_error(exc)}, 404
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 logger.exception("board: a page failed")
             return {"error": describe_error(exc)}, 502
@@ -217,9 +248,9 @@ class Board:
         """Run an action (blocking) and go back to `back` with its one-line outcome."""
         try:
             line = await run_in_threadpool(do)
-        except (UnknownJobError, UnknownQueueError) as exc:
-            return self.refused(request, describe_error(exc), status=404)
         except Exception as exc:
+            if _not_found(exc):
+                return self.refused(request, describe_error(exc), status=404)
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 logger.exception("board: an action failed")
             line = f"error: {describe_error(exc)}"
@@ -421,9 +452,9 @@ class Board:
         job = request.path_params["job"]
         try:
             sent = await run_in_threadpool(self.data.trigger_now, job)
-        except (UnknownJobError, UnknownQueueError) as exc:
-            return self.refused(request, describe_error(exc), status=404)
         except Exception as exc:
+            if _not_found(exc):
+                return self.refused(request, describe_error(exc), status=404)
             line = f"error: {describe_error(exc)}"
             return RedirectResponse(_with_query("/schedules", notice=line), status_code=303)
         line = f"sent {sent}: it runs as soon as a worker takes it"
@@ -435,6 +466,11 @@ class Board:
     async def failed(self, request: Request, exc: Exception) -> Response:
         logger.error("board: %s %s failed: %s", request.method, request.url.path, describe_error(exc))
         return HTMLResponse(f"<p>error: {html.escape(describe_error(exc))}</p>", status_code=500)
+
+
+def _not_found(exc: Exception) -> bool:
+    """An unknown job or queue (404), not a stack that is missing or AWS refusing (502)."""
+    return isinstance(exc, UnknownJobError | QueueNotFoundError) and not isinstance(exc, StackNotFoundError)
 
 
 def _first(form: dict[str, list[str]], name: str) -> str | None:
@@ -503,7 +539,7 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts or list(LOOPBACK_HOSTS)),
+            Middleware(LoopbackHosts, allowed=allowed_hosts or list(LOOPBACK_HOSTS)),
         ],
         exception_handlers={404: board.not_found, 405: board.not_found, Exception: board.failed},
     )

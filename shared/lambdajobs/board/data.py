@@ -32,6 +32,7 @@ from lambdajobs.runtime.errors import (
     ConfigurationError,
     JobIndexOffError,
     LambdaJobsError,
+    QueueNotFoundError,
     UnknownJobError,
 )
 from lambdajobs.runtime.lifecycle import JobState
@@ -52,10 +53,6 @@ MAX_BODY_CHARS = 20_000
 #: What EventBridge Scheduler writes on a message it could not deliver (its DLQ).
 SCHEDULER_ERROR_ATTRIBUTES = ("ERROR_CODE", "ERROR_MESSAGE")
 _AT = re.compile(r"^at\((\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\)$")
-
-
-class UnknownQueueError(LambdaJobsError, LookupError):
-    """The board names no queue by that key."""
 
 
 @dataclass(frozen=True)
@@ -318,7 +315,7 @@ class BoardData:
         """A queue by its URL key (`job`, `job@level`, `_workflows`, `_scheduler`).
 
         Raises:
-            UnknownQueueError: no such queue in this stack.
+            QueueNotFoundError: no such queue in this stack.
         """
         if key == WORKFLOWS_KEY:
             found = self.workflow_queue()
@@ -328,7 +325,7 @@ class BoardData:
             job = key.split("@", 1)[0]
             found = next((q for q in self.job_queues(self.spec(job)) if q.key == key), None)
         if found is None:
-            raise UnknownQueueError(f"no queue '{key}' in stack '{self.config.stack}'.")
+            raise QueueNotFoundError(f"no queue '{key}' in stack '{self.config.stack}'.")
         return found
 
     def depth(self, url: str) -> int:
