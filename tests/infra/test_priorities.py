@@ -194,7 +194,6 @@ def test_operators_reach_the_high_queue_and_its_dlq_each_once(template, stack):
     assert dlq_actions == [
         {
             "sqs:GetQueueAttributes",
-            "sqs:GetQueueUrl",
             "sqs:ReceiveMessage",
             "sqs:ChangeMessageVisibility",
             "sqs:DeleteMessage",

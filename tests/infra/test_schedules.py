@@ -157,7 +157,16 @@ def test_stack_manifest_tells_producers_how_to_schedule(template, stack):
         if p["Properties"]["Name"] == stack_manifest_parameter(stack.stack_name)
     ]
     text = json.dumps(param["Value"])
-    for key in ("table", "bucket", "scheduler_role_arn", "cron_group", "one_time_group", "scheduler_dlq_arn"):
+    for key in (
+        "table",
+        "bucket",
+        "scheduler_role_arn",
+        "cron_group",
+        "one_time_group",
+        "scheduler_dlq_arn",
+        "scheduler_dlq_url",  # the board lists it without sqs:GetQueueUrl
+        "job_index",
+    ):
         assert f'\\"{key}\\"' in text
     assert ref_ids(param["Value"]) >= {
         logical_id(stack, stack.scheduler_role),
@@ -232,3 +241,6 @@ def test_operators_query_the_job_index_only(template, stack):
     assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_INDEX}"
     [listing] = having("scheduler:ListSchedules")
     assert listing["Resource"] == "*"  # ListSchedules has no resource-level permission
+    # counts and runs per minute from the worker's metrics, when the job index is off (ops.job_counts)
+    [metrics] = having("cloudwatch:GetMetricData")
+    assert metrics["Resource"] == "*" and "cloudwatch:GetMetricStatistics" in metrics["Action"]

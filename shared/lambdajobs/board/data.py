@@ -297,13 +297,10 @@ class BoardData:
 
     def scheduler_dlq(self) -> Queue | None:
         """Where EventBridge Scheduler puts what it could not deliver (cron runs, `run_at` jobs)."""
-        try:
-            _, _, arn = self.config.scheduler_settings()
-        except KeyError:  # a stack deployed before one-time schedules
+        url = self.config.stack_entry().get("scheduler_dlq_url")  # the stack's manifest names it
+        if not url:  # a stack deployed before the manifest did
             return None
-        name, account = arn.rsplit(":", 1)[-1], arn.split(":")[4]
-        url = self.config.client("sqs").get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)
-        return Queue(key=SCHEDULER_KEY, label="scheduler", dlq_url=url["QueueUrl"], kind="scheduler")
+        return Queue(key=SCHEDULER_KEY, label="scheduler", dlq_url=str(url), kind="scheduler")
 
     def dead_letter_queues(self) -> list[Queue]:
         """Every DLQ of the stack: each job's (every level's), the workflow queue's, the Scheduler's."""

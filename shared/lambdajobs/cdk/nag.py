@@ -103,8 +103,9 @@ def suppress(stack: LambdaJobs) -> None:
                 id="AwsSolutions-IAM5",
                 reason="operators read the manifest entry of any job of this stack (one parameter per job "
                 "under the stack's path), schedule jobs for later (one-time schedules named per job id, in "
-                "the stack's one-time group only), and cloudwatch:GetMetricStatistics (the age of a queue's "
-                "oldest message) supports no resource-level permission.",
+                "the stack's one-time group only); cloudwatch:GetMetricStatistics and GetMetricData (the "
+                "age of a queue's oldest message, a job's counts) and scheduler:ListSchedules (the board's "
+                "pending runs) support no resource-level permission.",
                 applies_to=[
                     manifest_entries,
                     one_time_schedules,

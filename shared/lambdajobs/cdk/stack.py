@@ -315,6 +315,7 @@ class LambdaJobs(Construct):
                     "cron_group": cron_group_name,
                     "one_time_group": once_group_name,
                     "scheduler_dlq_arn": self.scheduler_dlq.queue_arn,
+                    "scheduler_dlq_url": self.scheduler_dlq.queue_url,
                     "workflow_queue_url": self.workflows.queue.queue_url,
                     "workflow_dlq_url": self.workflows.dead_letter_queue.queue_url,
                     "job_index": self.job_index,
@@ -428,11 +429,10 @@ class LambdaJobs(Construct):
                 # health; redrive, cron trigger and enqueue send to the job queues
                 iam.PolicyStatement(actions=["sqs:GetQueueAttributes", "sqs:SendMessage"], resources=queues),
                 # health, and the dead-letter commands (the Scheduler DLQ's too: runs it could not deliver);
-                # the board's "redrive all" is SQS's own move task, and it finds the Scheduler DLQ by name
+                # the board's "redrive all" is SQS's own move task
                 iam.PolicyStatement(
                     actions=[
                         "sqs:GetQueueAttributes",
-                        "sqs:GetQueueUrl",
                         "sqs:ReceiveMessage",
                         "sqs:ChangeMessageVisibility",
                         "sqs:DeleteMessage",
@@ -453,8 +453,11 @@ class LambdaJobs(Construct):
                     if self.job_index != "off"
                     else []
                 ),
-                # GetMetricStatistics has no resource-level permissions: "*" is the only resource
-                iam.PolicyStatement(actions=["cloudwatch:GetMetricStatistics"], resources=["*"]),
+                # the oldest message's age; a job's finished counts and runs per minute without the job
+                # index (queues, the board). Neither has resource-level permissions: "*" is the only one
+                iam.PolicyStatement(
+                    actions=["cloudwatch:GetMetricStatistics", "cloudwatch:GetMetricData"], resources=["*"]
+                ),
                 # lambdajobs enqueue --run-at
                 *self._scheduling_statements(),
                 # the board's pending one-time schedules (ListSchedules has no resource-level permission)

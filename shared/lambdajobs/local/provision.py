@@ -136,6 +136,7 @@ class Provisioned:
             "cron_group": self.cron_group,
             "one_time_group": self.one_time_group,
             "scheduler_dlq_arn": self.scheduler_dlq_arn,
+            "scheduler_dlq_url": self.scheduler_dlq_url,
             "workflow_queue_url": self.workflow_queue_url,
             "workflow_dlq_url": self.workflow_dlq_url,
             "job_index": self.job_index,

@@ -60,7 +60,9 @@ def client(service: str, connection: Connection = DEFAULT) -> Any:
                 aws_access_key_id=connection.access_key_id,
                 aws_secret_access_key=connection.secret_access_key,
                 aws_session_token=connection.session_token,
-                config=Config(retries={"mode": "standard", "max_attempts": 5}),
+                # one client is shared by every thread of a process (the local stack's pollers, the
+                # board): a pool above urllib3's default 10 keeps them from opening and dropping sockets
+                config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=32),
             )
         return _clients[key]
 
