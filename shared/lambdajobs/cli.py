@@ -156,40 +156,18 @@ def friendly(command: F) -> F:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import (
-            BotoCoreError,
-            ClientError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            NoRegionError,
-            PartialCredentialsError,
-        )
-
-        from lambdajobs.runtime.errors import LambdaJobsError, StackNotFoundError
+        from lambdajobs.ops import describe_error
 
         try:
             return command(*args, **kwargs)
         except typer.Exit:
             raise
-        except StackNotFoundError as exc:
-            _fail(f"{exc} (pass --stack, --region or --profile to point elsewhere)")
-        except (NoCredentialsError, PartialCredentialsError):
-            _fail("no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`.")
-        except NoRegionError:
-            _fail("no AWS region: pass --region or set AWS_REGION.")
-        except EndpointConnectionError as exc:
-            _fail(
-                f"cannot reach AWS at {exc.kwargs.get('endpoint_url')}: "
-                f"is the endpoint (or `lambdajobs dev`) up?"
-            )
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            _fail(f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}")
-        except (LambdaJobsError, ValueError, BotoCoreError) as exc:
-            _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted.", 130)
         except Exception as exc:  # an operator gets one line; LAMBDAJOBS_DEBUG=1 shows the traceback
+            line = describe_error(exc)
+            if line is not None:
+                _fail(line)
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 raise
             _fail(f"{type(exc).__name__}: {exc} (LAMBDAJOBS_DEBUG=1 shows the traceback)")
@@ -257,15 +235,9 @@ PRIORITY_OPTION = typer.Option(
 
 
 def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+    from lambdajobs.ops import age_text
+
+    return age_text(seconds)
 
 
 def parse_duration(text: str) -> timedelta:

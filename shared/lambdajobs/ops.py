@@ -25,6 +25,54 @@ from lambdajobs.runtime.settings import (
 PEEK_VISIBILITY_SECONDS = 30
 
 
+def age_text(seconds: float | None, nothing: str = "-") -> str:
+    """90 -> '90s', 5400 -> '90m', 36000 -> '10.0h', 3 days -> '3.0d' (the CLI's and the board's)."""
+    if seconds is None:
+        return nothing
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def describe_error(
+    exc: BaseException, *, elsewhere: str = "pass --stack, --region or --profile"
+) -> str | None:
+    """One line for an error an operator can cause or meet (the CLI and the board say the same), or
+    None for one that is not theirs (a bug: the caller decides). `elsewhere`: how to point at another
+    stack, for a stack that is not there."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+    )
+
+    from lambdajobs.runtime.errors import LambdaJobsError, StackNotFoundError
+
+    if isinstance(exc, StackNotFoundError):
+        return f"{exc} ({elsewhere} to point elsewhere)"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return "no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`."
+    if isinstance(exc, NoRegionError):
+        return "no AWS region: pass --region or set AWS_REGION."
+    if isinstance(exc, EndpointConnectionError):
+        return (
+            f"cannot reach AWS at {exc.kwargs.get('endpoint_url')}: is the endpoint (or `lambdajobs dev`) up?"
+        )
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
+    if isinstance(exc, LambdaJobsError | ValueError | BotoCoreError):
+        return str(exc)
+    return None
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     message_id: str

@@ -31,7 +31,6 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import (
     ConfigurationError,
     JobIndexOffError,
-    LambdaJobsError,
     QueueNotFoundError,
     UnknownJobError,
 )
@@ -133,34 +132,9 @@ class OneTime:
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for an error an operator can cause or meet (the CLI's wording)."""
-    from botocore.exceptions import (
-        BotoCoreError,
-        ClientError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        NoRegionError,
-        PartialCredentialsError,
-    )
-
-    from lambdajobs.runtime.errors import StackNotFoundError
-
-    if isinstance(exc, StackNotFoundError):
-        return f"{exc} (start the board with --stack, --region or --profile to point elsewhere)"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return "no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`."
-    if isinstance(exc, NoRegionError):
-        return "no AWS region: pass --region or set AWS_REGION."
-    if isinstance(exc, EndpointConnectionError):
-        return (
-            f"cannot reach AWS at {exc.kwargs.get('endpoint_url')}: is the endpoint (or `lambdajobs dev`) up?"
-        )
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
-    if isinstance(exc, LambdaJobsError | ValueError | BotoCoreError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+    """One line for an error an operator can cause or meet (the CLI's wording, `ops.describe_error`)."""
+    line = ops.describe_error(exc, elsewhere="start the board with --stack, --region or --profile")
+    return line if line is not None else f"{type(exc).__name__}: {exc}"
 
 
 class _Cache:

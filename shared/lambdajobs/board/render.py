@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from lambdajobs.ops import age_text
+
 #: What a cell shows for nothing (an en dash).
 NOTHING = "\u2013"
 #: The activity chart: one bar per minute, this many pixels wide (1 px gap), this tall.
@@ -16,15 +18,7 @@ CHART_HEIGHT = 32
 
 def age(seconds: float | None) -> str:
     """90 -> '90s', 5400 -> '90m', 36000 -> '10.0h', as `lambdajobs queues` writes ages."""
-    if seconds is None:
-        return NOTHING
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+    return age_text(seconds, NOTHING)
 
 
 def since(moment: datetime | None) -> str:
