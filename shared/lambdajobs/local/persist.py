@@ -55,7 +55,7 @@ from urllib.parse import urlparse
 from lambdajobs.local import atomic
 from lambdajobs.local.provision import Provisioned
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.errors import LambdaJobsError
+from lambdajobs.runtime.errors import StateInUseError
 
 FORMAT = "lambdajobs-local-state"
 #: The file format version. A file of another version is set aside, not read.
@@ -75,10 +75,6 @@ SCHEDULE_FIELDS = (
 )
 LOCK_FILE = "state.lock"
 BATCH_WRITE_ITEMS = 25  # DynamoDB BatchWriteItem: at most 25 requests
-
-
-class StateInUseError(LambdaJobsError):
-    """Another running local stack keeps its state in the same folder."""
 
 
 @dataclass

@@ -86,6 +86,10 @@ class JobIndexOffError(LambdaJobsError):
     (off by default: it costs write units per job). The message says how to turn it on."""
 
 
+class StateInUseError(LambdaJobsError):
+    """Another running local stack (`lambdajobs dev`) keeps its state in the same folder."""
+
+
 class NotStartedError(LambdaJobsError):
     """A record was not run (too close to the deadline, its lock held, or its bookkeeping failed) and
     could not be handed back as a copy; it comes back after its delay, and that receive counts."""
@@ -149,6 +153,7 @@ __all__ = [
     "ScheduleConflictError",
     "ScheduleError",
     "StackNotFoundError",
+    "StateInUseError",
     "UnknownJobError",
     "UnknownPriorityError",
     "WaitTimeoutError",
