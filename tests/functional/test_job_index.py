@@ -3,7 +3,6 @@ mode writes to it (the write units a job costs), and what a reader hears when it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,16 +14,7 @@ from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import count_finished, list_jobs, listed_states
 from lambdajobs.runtime.spec import job_index_mode
 from lambdajobs.testing import TestStack
-from tests.functional.conftest import JOBS_PACKAGE, RecordingSink
-from tests.jobs import messages
-
-
-@pytest.fixture
-def sink() -> Iterator[RecordingSink]:
-    recording = RecordingSink()
-    previous = messages.set_sink(recording)
-    yield recording
-    messages.set_sink(previous)
+from tests.functional.conftest import JOBS_PACKAGE
 
 
 def indexed_stack(mode: str | None) -> TestStack:

@@ -557,6 +557,25 @@ def list_jobs(
     return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
 
 
+def _index_range(
+    store: JobRecordStore, job: str, state: JobState, since: datetime, until: datetime, **extra: Any
+) -> Any:
+    """The pages of a Query on the job index: `job`'s records that entered `state` in [since, until]."""
+    paginator = store.client.get_paginator("query")
+    return paginator.paginate(
+        TableName=store.table,
+        IndexName=JOB_INDEX,
+        KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
+        ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
+        ExpressionAttributeValues={
+            ":ix": {"S": lifecycle.index_key(job, state)},
+            ":since": {"S": _iso(since.astimezone(UTC))},
+            ":until": {"S": _iso(until.astimezone(UTC))},
+        },
+        **extra,
+    )
+
+
 def entered_at(
     job: str,
     state: JobState | str,
@@ -567,7 +586,7 @@ def entered_at(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> list[datetime]:
-    """When `job`'s records now in `state` entered it, within [since, until), newest first, at most
+    """When `job`'s records now in `state` entered it, within [since, until], newest first, at most
     `limit`: the job index's sort keys alone (a per-minute chart reads no record).
 
     Raises:
@@ -576,19 +595,8 @@ def entered_at(
     found_store = _store(config, store)
     wanted = JobState(state)
     _require(found_store, wanted, f"the times of {wanted.value} jobs")
-    paginator = found_store.client.get_paginator("query")
-    pages = paginator.paginate(
-        TableName=found_store.table,
-        IndexName=JOB_INDEX,
-        KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
-        ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
-        ExpressionAttributeValues={
-            ":ix": {"S": lifecycle.index_key(job, wanted)},
-            ":since": {"S": _iso(since.astimezone(UTC))},
-            ":until": {"S": _iso(until.astimezone(UTC))},
-        },
-        ProjectionExpression="#at",
-        ScanIndexForward=False,
+    pages = _index_range(
+        found_store, job, wanted, since, until, ProjectionExpression="#at", ScanIndexForward=False
     )
     found: list[datetime] = []
     for page in pages:
@@ -607,7 +615,7 @@ def count_finished(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> dict[str, int]:
-    """How many jobs named `job` finished (succeeded or dead) in [since, until): a counting Query on
+    """How many jobs named `job` finished (succeeded or dead) in [since, until]: a counting Query on
     the job index per state (no table scan; a job retried since it died counts where it is now).
 
     Raises:
@@ -617,18 +625,6 @@ def count_finished(
     counts = {JobState.SUCCEEDED.value: 0, JobState.DEAD.value: 0}
     for state in (JobState.SUCCEEDED, JobState.DEAD):
         _require(found_store, state, "counting finished jobs")
-        paginator = found_store.client.get_paginator("query")
-        pages = paginator.paginate(
-            TableName=found_store.table,
-            IndexName=JOB_INDEX,
-            KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
-            ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
-            ExpressionAttributeValues={
-                ":ix": {"S": lifecycle.index_key(job, state)},
-                ":since": {"S": _iso(since.astimezone(UTC))},
-                ":until": {"S": _iso(until.astimezone(UTC))},
-            },
-            Select="COUNT",
-        )
+        pages = _index_range(found_store, job, state, since, until, Select="COUNT")
         counts[state.value] = sum(int(page.get("Count", 0)) for page in pages)
     return counts
