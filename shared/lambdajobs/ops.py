@@ -255,37 +255,41 @@ class Minute:
     failed: int
 
 
-def activity(job: str, *, minutes: int = 60, config: StackConfig | None = None) -> list[Minute]:
+def activity(
+    job: str, *, minutes: int = 60, source: str | None = None, config: StackConfig | None = None
+) -> list[Minute]:
     """`job`'s succeeded and failed runs per minute over the last `minutes`, oldest first (one entry
     per minute), or [] when there is no source.
 
-    From the job records on the job index when the stack has it (succeeded; retrying and dead count
-    as failed, at the time they entered that state; the index's keys alone are read). Else, on AWS,
-    from the worker's CloudWatch metrics (JobSucceeded; JobFailed: every failed attempt). The local
-    stack without the index has no source."""
+    `source` "metrics" (the default on AWS): the worker's CloudWatch metrics, JobSucceeded and
+    JobFailed (every failed attempt). "records" (the default with an endpoint, the local stack, which
+    has no CloudWatch metrics): the job records on the job index, by the time they entered their
+    state now (succeeded; retrying and dead count as failed); none without the index."""
     from lambdajobs.runtime.errors import JobIndexOffError
     from lambdajobs.runtime.records import entered_at
 
     cfg = resolve(config)
+    source = source or ("records" if cfg.endpoint_url else "metrics")
     end = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
     start = end - timedelta(minutes=minutes)
     slots = [start + timedelta(minutes=i) for i in range(minutes)]
     ok: dict[datetime, int] = dict.fromkeys(slots, 0)
     bad: dict[datetime, int] = dict.fromkeys(slots, 0)
-    try:
-        for state, into in (("succeeded", ok), ("retrying", bad), ("dead", bad)):
-            for at in entered_at(job, state, start, end, config=cfg):
-                slot = at.replace(second=0, microsecond=0)
-                if slot in into:
-                    into[slot] += 1
-    except JobIndexOffError:
-        if cfg.endpoint_url:  # the local stack: no CloudWatch metrics there
-            return []
+    if source == "metrics":
         sums = _job_metric_sums(job, ["JobSucceeded", "JobFailed"], start, end, 60, cfg)
         for name, into in (("JobSucceeded", ok), ("JobFailed", bad)):
             for at, value in sums[name].items():
                 if at in into:
                     into[at] = int(value)
+    else:
+        try:
+            for state, into in (("succeeded", ok), ("retrying", bad), ("dead", bad)):
+                for at in entered_at(job, state, start, end, config=cfg):
+                    slot = at.replace(second=0, microsecond=0)
+                    if slot in into:
+                        into[slot] += 1
+        except JobIndexOffError:
+            return []
     return [Minute(at=at, succeeded=ok[at], failed=bad[at]) for at in slots]
 
 
