@@ -33,7 +33,7 @@ from lambdajobs.runtime.spec import isolated_registry, job
 JOBS = 200
 FAIL_ONCE = 10  # the first ten fail on their first attempt, then wait out a long backoff (in flight)
 DELAYED = 30  # the last thirty are sent with a delay still running when the stack stops
-DELAY_SECONDS = 6
+DELAY_SECONDS = 10  # a margin over the first stack's run (about 3 s here, loaded): still delayed at its stop
 
 
 class Item(BaseModel):
