@@ -293,9 +293,13 @@ def queues() -> None:
     table.add_column("health", no_wrap=True)
     now = datetime.now(UTC)
     no_counts = False
+    refused: str | None = None
     for spec in _all_jobs():
-        counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
-        no_counts = no_counts or counts is None
+        try:
+            counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
+        except ClientError as exc:  # no CloudWatch (or index) read permission: the counters anyway
+            counts, refused = None, f"{exc.operation_name}: {exc.response.get('Error', {}).get('Code')}"
+        no_counts = no_counts or (counts is None and refused is None)
         levels = _levels(spec.name)
         for label, queue_url, dlq_url in levels:
             health = queue_health(spec.name, queue_url, dlq_url, config=config())
@@ -319,7 +323,9 @@ def queues() -> None:
                 _health_word(spec, health, age),
             )
     console.print(table)
-    if no_counts:
+    if refused:
+        console.print(f"ok/dead: not counted, AWS refused {refused}", highlight=False, markup=False)
+    elif no_counts:
         from lambdajobs.runtime.records import index_off_message
 
         console.print(

@@ -389,6 +389,7 @@ def test_queues_counts_dlq_messages_in_flight_and_jobs_done_in_the_last_hour(sin
         runner.drain()
         # someone is looking at the DLQ: its messages are hidden, still there
         aws.client("sqs").receive_message(QueueUrl=runner.queues.dlq_url, MaxNumberOfMessages=10)
+        clock.shift(1)  # the stopped clock: the jobs finished an instant before "now", not at it
         shown = CliRunner().invoke(
             app, ["--stack", "counted", "--jobs", JOBS_PACKAGE, "queues"], env={"COLUMNS": "200"}
         )
@@ -397,6 +398,21 @@ def test_queues_counts_dlq_messages_in_flight_and_jobs_done_in_the_last_hour(sin
         # job, waiting, in flight, delayed, DLQ ("2 (2 hidden)"), ok 1h, dead 1h, oldest, health
         assert row[:5] == ["deliver", "0", "0", "0", "2"] and "(2 hidden)" in " ".join(row)
         assert row[-4:-2] == ["2", "2"] and row[-1] == "failing"
+
+
+def test_queues_shows_the_counters_when_counting_is_refused(stack, monkeypatch):
+    # an operator role without cloudwatch:GetMetricData (a policy from before it was granted)
+    from botocore.exceptions import ClientError
+
+    import lambdajobs.ops as ops
+
+    def refuse(*args, **kwargs):
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetMetricData")
+
+    monkeypatch.setattr(ops, "job_counts", refuse)
+    shown = narrow(stack, "queues")
+    assert shown.exit_code == 0, shown.output
+    assert "deliver" in shown.output and "AWS refused GetMetricData: AccessDenied" in shown.output
 
 
 def test_queues_without_a_count_source_says_how_to_get_one(stack, monkeypatch):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lambdajobs.runtime import aws
+from lambdajobs.runtime import aws, lifecycle
 from lambdajobs.runtime.errors import ConfigurationError, InvalidOptionError, JobIndexOffError
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import count_finished, list_jobs, listed_states
@@ -77,9 +77,18 @@ def test_a_job_that_succeeds_at_once_costs_the_index_writes_its_mode_states(mode
         assert counter.units == units
 
 
-def test_a_retry_costs_two_more_index_writes_in_finished_mode(sink, clock):
+@pytest.mark.parametrize(
+    ("mode", "units"),
+    [
+        # retrying entered (1), left at the next attempt (1), succeeded entered (1)
+        ("finished", 3),
+        # running entered (1), to retrying (2), to running (2), to succeeded (2): a key change is 2
+        ("all", 7),
+    ],
+)
+def test_a_retry_costs_the_index_writes_its_mode_states(sink, clock, mode, units):
     sink.flaky["bob@example.com"] = 1
-    with indexed_stack("finished") as stack:
+    with indexed_stack(mode) as stack:
         counter = count_index_writes(stack)
         job_id = stack.enqueue("deliver", mail("bob@example.com"))
         runner = stack.runner("deliver")
@@ -89,9 +98,34 @@ def test_a_retry_costs_two_more_index_writes_in_finished_mode(sink, clock):
         clock.shift(timedelta(minutes=10))  # past its backoff
         runner.drain()
         assert stack.status(job_id).state is JobState.SUCCEEDED
-        # retrying entered (1), left at the next attempt (1), succeeded entered (1)
-        assert counter.units == 3
+        assert counter.units == units
         assert list_jobs("deliver", "retrying").items == []
+
+
+def test_with_the_index_off_a_write_drops_keys_an_earlier_period_left(sink):
+    # GIVEN a dead record in the index (a period with the index on)
+    with indexed_stack("finished") as stack:
+        job_id = stack.enqueue("deliver", mail("bad"))
+        stack.runner("deliver").drain()
+        table, client = stack.config.table_name(), aws.client("dynamodb")
+
+        def keys() -> dict:
+            item = client.get_item(TableName=table, Key={"id": {"S": job_id}})["Item"]
+            return {k: item[k]["S"] for k in ("ix", "ix_at") if k in item}
+
+        assert keys()["ix"] == "deliver#dead"
+        # WHEN it is redriven and runs while the stack's index is off
+        lifecycle.acquire(
+            client,
+            table,
+            job_id,
+            "deliver",
+            expiration=2_000_000_000,
+            in_progress_expiration=None,
+            index="off",
+        )
+        # THEN it left the index: turned on again, the index would not list it as dead
+        assert keys() == {}
 
 
 def test_records_are_listed_by_state_newest_first_and_paged(sink):

@@ -54,7 +54,11 @@ class JobIndex(StrEnum):
       write unit (its completion enters the index); each retry costs 2 more (it enters as
       `retrying`, and leaves when the next attempt starts).
     - `all`: `running` records too. A job that succeeds at once costs 3 more (it enters as
-      `running`; completion moves it: a delete and a put).
+      `running`; completion moves it: a delete and a put); each retry costs 4 more (running to
+      retrying, and back: each a delete and a put).
+
+    A record whose last attempt crashed (SQS, not the worker, dead-letters its message) keeps the
+    entry it had: none in `finished` mode, `running` in `all`; `get_status` reads it `dead`.
     """
 
     OFF = "off"
@@ -79,11 +83,13 @@ def _index(
     mode: str | None, job: str, state: JobState, sets: list[str], remove: list[str], values: dict[str, Any]
 ) -> None:
     """Add the job index's attributes to a state write: `ix`/`ix_at` when the mode indexes `state`,
-    removed when it does not (a record leaving the index); nothing at all with the index off. Uses
-    the write's `:now_iso` as the time the record entered the state."""
-    if not mode or mode == JobIndex.OFF:
+    removed when it does not (a record leaving the index), or when the index is off (keys an earlier
+    period with the index left behind would come back, stale, if it were turned on again; removing
+    an attribute a record does not have writes nothing). Uses the write's `:now_iso` as the time the
+    record entered the state. `mode` None (not known: no stack told the writer): nothing."""
+    if not mode:
         return
-    if state in INDEXED_STATES[JobIndex(mode)]:
+    if job and state in INDEXED_STATES[JobIndex(mode)]:
         sets += ["ix = :ix", "ix_at = :now_iso"]
         values[":ix"] = {"S": index_key(job, state)}
     else:
@@ -352,8 +358,7 @@ def succeed(
         "expiration = :exp",
     ]
     remove = ["in_progress_expiration"]
-    if job:  # `job`: the record's job name (the index key needs it)
-        _index(index, job, JobState.SUCCEEDED, sets, remove, values)
+    _index(index, job, JobState.SUCCEEDED, sets, remove, values)  # `job`: the index key needs it
     return _apply(
         client,
         table,

@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -560,7 +560,7 @@ def list_jobs(
 def _index_range(
     store: JobRecordStore, job: str, state: JobState, since: datetime, until: datetime, **extra: Any
 ) -> Any:
-    """The pages of a Query on the job index: `job`'s records that entered `state` in [since, until]."""
+    """The pages of a Query on the job index: `job`'s records that entered `state` in [since, until)."""
     paginator = store.client.get_paginator("query")
     return paginator.paginate(
         TableName=store.table,
@@ -570,7 +570,8 @@ def _index_range(
         ExpressionAttributeValues={
             ":ix": {"S": lifecycle.index_key(job, state)},
             ":since": {"S": _iso(since.astimezone(UTC))},
-            ":until": {"S": _iso(until.astimezone(UTC))},
+            # [since, until): times are to the millisecond, so BETWEEN up to the millisecond before
+            ":until": {"S": _iso((until - timedelta(milliseconds=1)).astimezone(UTC))},
         },
         **extra,
     )
@@ -586,7 +587,7 @@ def entered_at(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> list[datetime]:
-    """When `job`'s records now in `state` entered it, within [since, until], newest first, at most
+    """When `job`'s records now in `state` entered it, within [since, until), newest first, at most
     `limit`: the job index's sort keys alone (a per-minute chart reads no record).
 
     Raises:
@@ -615,7 +616,7 @@ def count_finished(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> dict[str, int]:
-    """How many jobs named `job` finished (succeeded or dead) in [since, until]: a counting Query on
+    """How many jobs named `job` finished (succeeded or dead) in [since, until): a counting Query on
     the job index per state (no table scan; a job retried since it died counts where it is now).
 
     Raises:
