@@ -314,14 +314,18 @@ def receive_dead_letters(
     *,
     limit: int = 100,
     visibility_seconds: int = PEEK_VISIBILITY_SECONDS,
+    until_found: Collection[str] | None = None,
     config: StackConfig | None = None,
 ) -> list[DeadLetter]:
     """Receive up to `limit` DLQ messages, hidden for `visibility_seconds` so a caller can act on them
-    (redrive, delete) without another reader taking them. Batch calls: moto's SQS costs O(depth)."""
+    (redrive, delete) without another reader taking them. Batch calls: moto's SQS costs O(depth).
+    `until_found`: stop as soon as these message ids are all in hand (a selection: the rest of a deep
+    DLQ stays visible to other readers)."""
     sqs = resolve(config).client("sqs")
     seen: dict[str, DeadLetter] = {}
     empty_rounds = 0
-    while len(seen) < limit and empty_rounds < 2:
+    wanted = set(until_found) if until_found is not None else None
+    while len(seen) < limit and empty_rounds < 2 and not (wanted is not None and wanted <= seen.keys()):
         got = sqs.receive_message(
             QueueUrl=dlq_url,
             MaxNumberOfMessages=min(10, limit - len(seen)),
@@ -403,7 +407,11 @@ def redrive(
     report = RedriveReport()
     now = datetime.now(UTC)
     letters = receive_dead_letters(
-        dlq_url, limit=100_000, visibility_seconds=visibility_seconds, config=config
+        dlq_url,
+        limit=100_000,
+        visibility_seconds=visibility_seconds,
+        until_found=message_ids,
+        config=config,
     )
     report.scanned = len(letters)
     selected: list[DeadLetter] = []
