@@ -82,6 +82,24 @@ def test_a_body_that_is_not_json_is_not_shown_for_a_job_with_pii_fields(spec):
     assert shown.body == "" and "may hold personal data" in (shown.body_note or "")
 
 
+def test_a_job_id_holding_a_pii_value_is_shown_masked_and_linked_as_it_is(spec):
+    # GIVEN a dead letter whose job id holds the customer's address (a producer's choice)
+    data = BoardData(StackConfig(stack="prod", jobs=None), [spec])
+    queue = Queue(key="invoice", label="invoice", dlq_url=DLQ, url=QUEUE, job="invoice")
+    body = json.dumps(
+        {
+            "v": 1,
+            "job": "invoice",
+            "id": "invoice-for-ada@example.com",
+            "payload": {"order_id": "42", "customer": {"email": "ada@example.com", "phone": "+1 555"}},
+        }
+    )
+    shown = data._letter(queue, DeadLetter("m-1", "r-1", body, {}, datetime.now(UTC), 1))
+    # THEN the page shows it masked, and its link reaches the job's record (the real id)
+    assert shown.job_id == f"invoice-for-{MASK}"
+    assert shown.link_id == "invoice-for-ada@example.com"
+
+
 @pytest.fixture
 def deployed(spec):
     """A deployed stack's configuration (no endpoint: AWS itself), its queues known, and a stubbed

@@ -110,6 +110,8 @@ class Letter:
     body: str
     body_note: str | None
     attributes: dict[str, str] = field(default_factory=dict)
+    #: The job id as it is (`job_id` is shown masked): the link to the job's page needs the real one.
+    link_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -436,6 +438,7 @@ class BoardData:
                 body=body,
                 body_note=note,
                 attributes=attributes,
+                link_id=job_id,
             )
 
     def dead_letters(self, queue: Queue, limit: int = 50) -> list[Letter]:
