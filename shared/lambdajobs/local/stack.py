@@ -274,7 +274,7 @@ class LocalStack:
             if self.outcomes is not None:
                 # the job id as the worker reads it (envelope id, idempotency key, else message id)
                 records = [SQSRecord(r) for r in event.get("Records", [])]
-                self.outcomes.received(key, [worker._job_id_of(spec, r) for r in records])
+                self.outcomes.received(key, [worker.job_id_of(spec, r) for r in records])
             return handler(event, context)
 
         return handler_observed

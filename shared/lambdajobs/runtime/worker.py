@@ -707,7 +707,7 @@ class Worker:
             job_id = str(settle["job_id"]) if settle.get("job_id") is not None else None
             lock = int(settle["lock"]) if settle.get("lock") is not None else None
             attempts = int(settle.get("attempts") or attempt)
-            if action not in ("complete", "dead_letter") or job_id != self._job_id_of(spec, record):
+            if action not in ("complete", "dead_letter") or job_id != self.job_id_of(spec, record):
                 raise ValueError("not this message's outcome")
         except Exception as exc:  # a forged, damaged or newer outcome: never trusted, never a crash
             logger.warning("ignoring an outcome on a handed-back message", extra={"error": error_fields(exc)})
@@ -739,8 +739,9 @@ class Worker:
             return self._hand_back(spec, record, attempt, 1, why="dead-letter", settle=settle)
         return self._move_to_dlq(spec, record, error, attempts, job_id, {**settle, "mark": None})
 
-    def _job_id_of(self, spec: JobSpec, record: SQSRecord) -> str | None:
-        """The job id a message stands for, as the worker derives it (None if it cannot be read)."""
+    def job_id_of(self, spec: JobSpec, record: SQSRecord) -> str | None:
+        """The job id a message stands for, as the worker derives it (None if it cannot be read): the
+        envelope's id, else the job's idempotency key of the payload, else the message id."""
         try:
             envelope = decode(record.body)
             if envelope.id:
