@@ -286,11 +286,13 @@ def queues() -> None:
     from lambdajobs.ops import job_counts, oldest_age_seconds, queue_health
 
     # narrow enough for 80 columns: two-line headers, no outer borders, a job's name never folded
-    table = Table(title="queues", box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column("job", no_wrap=True)
+    # (a long queue label wraps at its space; a header or a number never folds)
+    table = Table(title="queues", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("job", overflow="fold")
     for column in ("waiting", "in\nflight", "delayed", "DLQ", "ok\n1h", "dead\n1h", "oldest"):
-        table.add_column(column, justify="right", overflow="fold")
-    table.add_column("health", no_wrap=True)
+        widest = max(len(word) for word in column.split())
+        table.add_column(column, justify="right", no_wrap=True, min_width=widest)
+    table.add_column("health", no_wrap=True, min_width=len("backlog"))
     now = datetime.now(UTC)
     no_counts = False
     refused: str | None = None

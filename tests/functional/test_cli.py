@@ -415,6 +415,28 @@ def test_queues_shows_the_counters_when_counting_is_refused(stack, monkeypatch):
     assert "deliver" in shown.output and "AWS refused GetMetricData: AccessDenied" in shown.output
 
 
+def test_queues_fits_80_columns_with_a_long_queue_label(stack, declare, monkeypatch):
+    import lambdajobs.cli as cli_module
+
+    # a label as long as this project's "send_email (normal)": headers stay whole, rows on one line
+    @declare(name="send_newsletter", priorities=("urgent", "normal"))
+    def send_newsletter(payload: Message) -> None:
+        pass
+
+    from lambdajobs.local.provision import publish_manifest
+
+    publish_manifest(stack.provisioned, "send_newsletter", stack.config)  # as a deployed stack has it
+    monkeypatch.setattr(cli_module, "_all_jobs", lambda: [send_newsletter.spec])
+    shown = narrow(stack, "queues")
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert any("send_newsletter" in line for line in lines), shown.output
+    header = " ".join(lines[:5])
+    for word in ("waiting", "flight", "delayed", "oldest", "health"):
+        assert word in header.split(), (word, header)
+
+
 def test_queues_without_a_count_source_says_how_to_get_one(stack, monkeypatch):
     import lambdajobs.ops as ops
 
