@@ -87,6 +87,8 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
         if str(_job_id(request)).endswith("#later"):
             return "wf_later"  # the continuer's read of the later stages' payloads
         return "wf_check" if request.get("ProjectionExpression") else "wf_read"
+    if service == "dynamodb" and operation == "PutItem" and not _workflow_item(request):
+        return "acquire"  # a first attempt's record, written only where there is none
     if service == "dynamodb" and operation == "UpdateItem":
         values = request.get("ExpressionAttributeValues") or {}
         if _workflow_item(request):

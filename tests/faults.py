@@ -17,8 +17,15 @@ from botocore.exceptions import ClientError
 Params = dict[str, Any]
 
 
+#: The calls that take a job's lock: a first attempt's PutItem (no record yet), else an UpdateItem.
+ACQUIRE = ("PutItem", "UpdateItem")
+
+
 def is_acquire(params: Params) -> bool:
-    """The UpdateItem that takes a job's lock (running)."""
+    """The write that takes a job's lock (running): the PutItem of a record's first run, or the
+    UpdateItem of a later one (fail both: `faults.fail(ACQUIRE, when=is_acquire)`)."""
+    if "Item" in params:
+        return params["Item"].get("state", {}).get("S") == "running"
     values = params.get("ExpressionAttributeValues", {})
     return ":retrying" in values and ":dead" in values and ":state" not in values
 
@@ -45,7 +52,7 @@ def to_queue(url: str) -> Callable[[Params], bool]:
 
 @dataclass
 class _Rule:
-    operation: str
+    operation: str | tuple[str, ...]
     when: Callable[[Params], bool]
     times: int
     code: str
@@ -66,7 +73,7 @@ class Faults:
 
     def fail(
         self,
-        operation: str,
+        operation: str | tuple[str, ...],
         *,
         when: Callable[[Params], bool] = lambda _: True,
         times: int = 1,
@@ -82,7 +89,8 @@ class Faults:
 
     def _before_call(self, model: Any, params: Params, **_: Any) -> None:
         for rule in self.rules:
-            if rule.operation == model.name and rule.hits < rule.times and rule.when(params):
+            names = (rule.operation,) if isinstance(rule.operation, str) else rule.operation
+            if model.name in names and rule.hits < rule.times and rule.when(params):
                 rule.hits += 1
                 if rule.error is not None:
                     raise rule.error(model.name)

@@ -16,7 +16,7 @@ from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE
 from lambdajobs.runtime.worker import Worker
-from tests.faults import Faults, is_acquire, is_completion, is_release, to_queue
+from tests.faults import ACQUIRE, Faults, is_acquire, is_completion, is_release, to_queue
 
 #: The worker's own tries of a failed bookkeeping call; Powertools' first call comes before them.
 ALL_TRIES = 1 + 3
@@ -113,7 +113,7 @@ def test_a_failed_acquire_on_the_last_attempt_hands_the_message_back_without_usi
 ):
     ran: list[int] = []
     runner = declare(recorder(ran), name="single", max_attempts=1)
-    fault = ddb_faults.fail("UpdateItem", when=is_acquire, times=1)
+    fault = ddb_faults.fail(ACQUIRE, when=is_acquire, times=1)
     job_id = enqueue("single", Tick(n=1))
     # WHEN the lock's write fails on the only attempt
     outcome = runner.poll()
@@ -273,7 +273,7 @@ def test_when_no_copy_can_be_sent_either_the_record_is_reported_failed(declare, 
     runner = declare(recorder([]), name="stuck", max_attempts=5)
     enqueue("stuck", Tick(n=1))
     ddb_faults = Faults(runner.stack.client("dynamodb"))
-    ddb_faults.fail("UpdateItem", when=is_acquire, times=1)
+    ddb_faults.fail(ACQUIRE, when=is_acquire, times=1)
     sqs_faults.fail("SendMessage", times=3)
     try:
         outcome = runner.poll()
@@ -362,7 +362,7 @@ def test_an_acquire_error_that_waiting_cannot_fix_reaches_the_dlq(declare, ddb_f
     # GIVEN a table the worker may not write (access denied, not a throttle)
     ran: list[int] = []
     runner = declare(recorder(ran), name="denied", max_attempts=2, backoff=Backoff.fixed(5))
-    ddb_faults.fail("UpdateItem", when=is_acquire, times=99, code="AccessDeniedException")
+    ddb_faults.fail(ACQUIRE, when=is_acquire, times=99, code="AccessDeniedException")
     enqueue("denied", Tick(n=1))
     # WHEN it is delivered again and again
     for _ in range(4):

@@ -69,6 +69,7 @@ def test_a_successful_job_costs_two_dynamodb_writes(deliver_runner, sink, clock)
     enqueue("deliver", message())
     # WHEN one job runs to success
     outcome = deliver_runner.poll()
-    # THEN the lock and the status together cost two writes: acquire and complete
+    # THEN the lock and the status together cost two writes: acquire (the first attempt's record: a
+    # PutItem that lands only where there is none) and complete
     assert outcome.failed_ids == []
-    assert [c for c in calls if c in WRITES] == ["UpdateItem", "UpdateItem"]
+    assert [c for c in calls if c in WRITES] == ["PutItem", "UpdateItem"]

@@ -54,6 +54,8 @@ class IndexWrites:
             self.units += 2 if old[0] is not None and new[0] is not None else 1
 
     def _ids(self, params: dict[str, Any]) -> list[str]:
+        if "Item" in params:  # a first attempt's PutItem
+            return [params["Item"]["id"]["S"]] if params.get("TableName") == self.table else []
         updates = [params] if "Key" in params else [t.get("Update", {}) for t in params["TransactItems"]]
         return [u["Key"]["id"]["S"] for u in updates if u.get("TableName") == self.table]
 
@@ -61,7 +63,7 @@ class IndexWrites:
 def count_index_writes(stack: TestStack) -> IndexWrites:
     counter = IndexWrites(stack.config.table_name())
     events = aws.client("dynamodb").meta.events
-    for operation in ("UpdateItem", "TransactWriteItems"):
+    for operation in ("PutItem", "UpdateItem", "TransactWriteItems"):
         events.register(f"provide-client-params.dynamodb.{operation}", counter.before)
         events.register(f"after-call.dynamodb.{operation}", counter.after)
     return counter

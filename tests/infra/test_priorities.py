@@ -357,9 +357,10 @@ def test_the_rate_limiter_item_is_in_the_job_table_the_worker_may_read_and_updat
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if logical_id(stack, stack.table) in ref_ids(s["Resource"])
     ]
-    # consistent GetItem reads the bucket, a conditional UpdateItem takes a slot: on the table itself
+    # consistent GetItem reads the bucket, a conditional UpdateItem takes a slot (and the job record's
+    # first write is a PutItem): on the table itself
     [statement] = statements
-    assert sorted(statement["Action"]) == ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+    assert sorted(statement["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     assert statement["Resource"] == {"Fn::GetAtt": [logical_id(stack, stack.table), "Arn"]}
 
 

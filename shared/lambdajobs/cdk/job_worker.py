@@ -330,12 +330,14 @@ class JobWorker(Construct):
             )
             for level, (dlq, queue) in level_pairs.items()
         }
-        # The job record: acquire/complete are UpdateItem, status reads are GetItem; the rate limiter's
-        # item (id `lambdajobs#ratelimit#...`) lives in the same table and takes the same two actions.
+        # The job record: a first attempt's acquire is a PutItem that only lands on no record, every
+        # other write an UpdateItem, status reads are GetItem; the rate limiter's item (id
+        # `lambdajobs#ratelimit#...`) lives in the same table and takes GetItem and UpdateItem.
         # On the table only: Table.grant would add its indexes too, which these actions never touch.
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn]
+                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                resources=[table.table_arn],
             )
         )
 

@@ -131,6 +131,9 @@ class JobRecordStore(BasePersistenceLayer):
                 max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
                 redriven=bool(run.get("redriven", True)),
                 index=self.config.job_index,
+                # a message's first attempt: most likely no record yet (a duplicate, a redrive or a
+                # rate-limited job that waited finds one, and pays one more write unit)
+                fresh=run.get("attempt") == 1,
             )
         except RecordHeldError as exc:
             self._local.held = exc.item  # for the worker: when the holder's lock expires
