@@ -47,8 +47,13 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(PY) demo.py
 
+# lambdajobs against a hand-written Powertools worker, boto3 loops and Celery, each comparison
+# alternating its sides: build/reports/bench.json and a table, 5-8 minutes (docs/BENCHMARKS.md).
+# Celery is bench-only (the `bench` extra): installed here on first use. ARGS="--write-doc" also
+# rewrites docs/BENCHMARKS.md from the run; ARGS="--quick" is the make-test size.
 bench: $(STAMP)
-	$(PY) bench/bench.py
+	@$(PY) -c "import celery, kombu.transport.SQS, pycurl" 2>/dev/null || $(PY) -m pip install -e '.[bench]'
+	$(PY) -m bench $(ARGS)
 
 # A seeded soak of the real worker under injected faults (10 seeds x 1,000 jobs, moto in-process):
 # writes build/reports/chaos.json and fails when a gate fails. ARGS="--quick" for the make-test size.

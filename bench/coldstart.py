@@ -1,0 +1,193 @@
+"""Cold start: a fresh process imports the function's entry point from its staged asset and handles one
+record, against a moto server; lambdajobs' send_email function against the hand-written worker.
+
+The lambdajobs side runs from the asset `stage_function_asset` builds for send_email (what CDK ships:
+source only, no `.pyc`), with the environment CDK sets on that function; the hand-written side from a
+copy of `bench/powertools_worker.py`. Each process puts its asset first on the path, then the
+virtualenv's site-packages (Powertools, pydantic, boto3: on Lambda the layer and the runtime), never
+the project's folder; `PYTHONDONTWRITEBYTECODE=1`, so neither side gains from a `.pyc` it would not
+ship. Each run gets a new job id (a first delivery, as on a cold start after an enqueue).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from bench.common import BUILD, FAKE_CREDENTIALS, REGION, ROOT, alternate, envelope, payload, sqs_event
+
+#: What runs in the fresh process: time the import of the entry point and the first record.
+CHILD = r"""
+import time
+started = time.perf_counter()
+import importlib, json, os, sys, uuid
+module = importlib.import_module(os.environ["BENCH_ENTRY"])
+imported = time.perf_counter()
+
+class Context:
+    function_name = "bench-cold"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench-cold"
+    log_group_name = "/aws/lambda/bench-cold"
+    log_stream_name = "bench"
+    aws_request_id = str(uuid.uuid4())
+    def get_remaining_time_in_millis(self):
+        return 30000
+
+with open(os.environ["BENCH_EVENT"]) as f:
+    event = json.load(f)
+response = module.lambda_handler(event, Context())
+handled = time.perf_counter()
+root, asset = os.environ["BENCH_ROOT"], os.environ["BENCH_ASSET"]
+outside = sorted(
+    name for name, m in list(sys.modules.items())
+    if (getattr(m, "__file__", None) or "").startswith(root)
+    and not (getattr(m, "__file__", None) or "").startswith((asset, sys.prefix))
+)
+print(json.dumps({
+    "import_seconds": imported - started,
+    "handle_seconds": handled - imported,
+    "failures": response.get("batchItemFailures"),
+    "outside_asset": outside,
+}), file=sys.stderr)
+"""
+
+
+def _site_packages() -> list[str]:
+    import sysconfig
+
+    return [sysconfig.get_paths()["purelib"]]
+
+
+def prepare(endpoint: str) -> dict[str, Any]:
+    """Stage both assets, provision send_email's resources and the baseline's table on the server;
+    return what each side's process needs."""
+    from bench.phases import BASELINE_TABLE
+    from lambdajobs.cdk.asset import modules_for, stage_function_asset
+    from lambdajobs.local.provision import provision
+    from lambdajobs.runtime import aws
+    from lambdajobs.runtime.config import StackConfig
+    from lambdajobs.runtime.settings import ENV_JOB, ENV_MODULES
+    from lambdajobs.runtime.spec import load_jobs
+
+    os.environ.update(FAKE_CREDENTIALS)
+    specs = {s.name: s for s in load_jobs("handlers")}
+    spec = specs["send_email"]
+    modules = modules_for(spec, specs)
+    asset = stage_function_asset(BUILD / "send_email", jobs_package="handlers", modules=modules)
+    baseline = BUILD / "powertools"
+    shutil.rmtree(baseline, ignore_errors=True)
+    baseline.mkdir(parents=True)
+    shutil.copy2(ROOT / "bench" / "powertools_worker.py", baseline / "powertools_worker.py")
+
+    aws.reset_clients()
+    config = StackConfig(stack="benchcold", region=REGION, endpoint_url=endpoint, jobs="handlers")
+    provisioned = provision([spec], stack="benchcold", config=config, job_index="off")
+    config.client("dynamodb").create_table(
+        TableName=BASELINE_TABLE,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    aws.reset_clients()
+    common = {
+        "PATH": os.environ.get("PATH", ""),
+        "LANG": "C.UTF-8",
+        **FAKE_CREDENTIALS,
+        "AWS_ENDPOINT_URL": endpoint,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "BENCH_ROOT": str(ROOT),
+    }
+    # The environment CDK sets on send_email's function (cdk/job_worker.py), the default stack's index.
+    lambdajobs_env = {
+        **common,
+        **provisioned.environment(jobs="handlers"),
+        ENV_JOB: spec.name,
+        ENV_MODULES: ",".join(modules),
+        "LAMBDAJOBS_JOB_INDEX": "off",
+        "POWERTOOLS_SERVICE_NAME": "lambdajobs",
+        "POWERTOOLS_METRICS_NAMESPACE": "LambdaJobs",
+        "PYTHONPATH": os.pathsep.join([str(asset), *_site_packages()]),
+        "BENCH_ENTRY": "lambdajobs.runtime.entry",
+        "BENCH_ASSET": str(asset),
+    }
+    baseline_env = {
+        **common,
+        "IDEMPOTENCY_TABLE": BASELINE_TABLE,
+        "PYTHONPATH": os.pathsep.join([str(baseline), *_site_packages()]),
+        "BENCH_ENTRY": "powertools_worker",
+        "BENCH_ASSET": str(baseline),
+    }
+    queue_arn = provisioned.queues[spec.name].queue_arn
+    return {
+        "lambdajobs": (lambdajobs_env, queue_arn, spec.name),
+        "powertools": (baseline_env, f"arn:aws:sqs:{REGION}:123456789012:bench-powertools", spec.name),
+        "asset_kb": round(sum(p.stat().st_size for p in asset.rglob("*") if p.is_file()) / 1024, 1),
+        "asset_files": sum(1 for p in asset.rglob("*") if p.is_file()),
+        "asset_pyc": sum(1 for _ in asset.rglob("*.pyc")),
+        "modules": modules,
+    }
+
+
+def one_run(env: dict[str, str], queue_arn: str, job: str) -> dict[str, float]:
+    """One fresh process: import + one record. Returns its timings (and the wall time of the process)."""
+    event_path = BUILD / f"event-{uuid.uuid4().hex}.json"
+    event_path.write_text(json.dumps(sqs_event([envelope(job, payload(0))], queue_arn)))
+    try:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", CHILD],
+            env={**env, "BENCH_EVENT": str(event_path)},
+            cwd=BUILD,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - started
+    finally:
+        event_path.unlink(missing_ok=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"cold start process failed: {done.stderr[-3000:]}")
+    result = json.loads(done.stderr.strip().splitlines()[-1])
+    if result["failures"]:
+        raise RuntimeError(f"cold start record failed: {result['failures']}: {done.stderr[-3000:]}")
+    if result["outside_asset"]:
+        raise RuntimeError(f"modules imported from outside the asset: {result['outside_asset']}")
+    return {
+        "import_seconds": result["import_seconds"],
+        "handle_seconds": result["handle_seconds"],
+        "seconds": result["import_seconds"] + result["handle_seconds"],
+        "process_seconds": wall,
+    }
+
+
+def measure(endpoint: str, rounds: int) -> dict[str, Any]:
+    prepared = prepare(endpoint)
+    runs: dict[str, list[dict[str, float]]] = {"lambdajobs": [], "powertools": []}
+
+    def side(name: str) -> Any:
+        def run() -> float:
+            got = one_run(*prepared[name])
+            runs[name].append(got)
+            return got["seconds"]
+
+        return run
+
+    for name in runs:  # a first run of each: the OS's file cache, the server's first requests
+        one_run(*prepared[name])
+    alternate(rounds, {name: side(name) for name in runs})
+    return {
+        "runs": runs,
+        "asset_kb": prepared["asset_kb"],
+        "asset_files": prepared["asset_files"],
+        "asset_pyc": prepared["asset_pyc"],
+        "modules": prepared["modules"],
+    }

@@ -1,0 +1,162 @@
+"""docs/BENCHMARKS.md, written from bench.json (`python -m bench --write-doc`, or `--doc-only`): the
+method, the figures of the run against the targets, and what a missed target needs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT
+from bench.harness import FULL, ROWS
+
+DOC = ROOT / "docs" / "BENCHMARKS.md"
+
+#: The method (static text; `{cold}` etc. are the run's sizes) and the analysis of missed targets:
+#: markdown beside this module. In the analysis, a block between `<!-- if missed: KEY -->` and
+#: `<!-- end -->` is kept only when that target is missed in the run, `<!-- if met: KEY -->` only
+#: when it is met.
+METHOD = Path(__file__).with_name("doc_method.md")
+ANALYSIS = Path(__file__).with_name("doc_analysis.md")
+
+
+def _fmt(value: Any) -> str:
+    return "n/a" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def render(figures: dict[str, Any], analysis: str = "") -> str:
+    run, d = figures["run"], figures["details"]
+    machine = run["machine"]
+    sizes = run.get("sizes") or FULL
+    out = [
+        "# Benchmarks",
+        "",
+        "Issue 15: is lambdajobs as cheap and as fast as the worker a Powertools user writes by hand?",
+        f"This page is generated from `build/reports/bench.json` (`make bench ARGS=--write-doc`); the "
+        f"figures below are from the run of {run['at']} on {machine['cpus']} CPUs ({machine['cpu_model']},"
+        f" Python {machine['python']}, {machine['system']}), commit {run['commit'] or 'unknown'}: "
+        f"`make bench` took {run['seconds']:.0f} s.",
+        "",
+        "## Figures against the targets",
+        "",
+        "| figure | value | target |",
+        "|---|---|---|",
+    ]
+    for label, key in ROWS:
+        target = figures["targets"].get(key)
+        goal = ""
+        if target:
+            goal = f"{target['target']}: **{'met' if target['met'] else 'missed'}**"
+        out.append(f"| {label} (`{key}`) | {_fmt(figures.get(key))} | {goal} |")
+    out += [
+        "",
+        "Medians, with [min, max] over the alternated runs:",
+        "",
+        "| | lambdajobs | hand-written Powertools worker |",
+        "|---|---|---|",
+    ]
+
+    def cell(group: str, name: str, unit: str, digits: int) -> str:
+        s = d[group][name]
+        return f"{s['median']:.{digits}f} {unit} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
+
+    p = d["cold_start_parts_seconds"]
+    out += [
+        f"| cold start: import + one record | {cell('cold_start_seconds', 'lambdajobs', 's', 3)} | "
+        f"{cell('cold_start_seconds', 'powertools', 's', 3)} |",
+        f"| of which the import | {p['lambdajobs_import_seconds']['median']:.3f} s | "
+        f"{p['powertools_import_seconds']['median']:.3f} s |",
+        f"| of which the first record | {p['lambdajobs_handle_seconds']['median']:.3f} s | "
+        f"{p['powertools_handle_seconds']['median']:.3f} s |",
+        f"| the whole process (interpreter start included) | "
+        f"{p['lambdajobs_process_seconds']['median']:.3f} s | "
+        f"{p['powertools_process_seconds']['median']:.3f} s |",
+        f"| CPU per record, DynamoDB stubbed | {cell('worker_cpu_ms_per_record', 'lambdajobs', 'ms', 3)} | "
+        f"{cell('worker_cpu_ms_per_record', 'powertools', 'ms', 3)} |",
+        f"| records per second on moto | {cell('moto_records_per_second', 'lambdajobs', '', 0)} | "
+        f"{cell('moto_records_per_second', 'powertools', '', 0)} |",
+        f"| log bytes per job | {figures['log_bytes_per_job']['lambdajobs']:g} | "
+        f"{figures['log_bytes_per_job']['powertools']:g} |",
+        f"| DynamoDB write units per job | {figures['dynamodb_wru_per_job']:g} "
+        f"({figures['dynamodb_wru_per_job_job_index_finished']:g} with the job index on `finished`) | "
+        f"{figures['dynamodb_wru_per_job_powertools']:g} |",
+        "",
+        "Producers, jobs per second to one moto server (median [min, max]):",
+        "",
+        "| producer | jobs/s |",
+        "|---|---|",
+    ]
+    for name, s in d["enqueue_jobs_per_second"].items():
+        out.append(f"| {name} | {s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}] |")
+    if figures.get("enqueue_many_speedup_vs_celery") is None:
+        out += ["", f"Celery was not measured: {d.get('enqueue_many_speedup_vs_celery_missing')}"]
+    a = figures["cost_assumptions"]
+    out += [
+        "",
+        "## Cost per million jobs",
+        "",
+        "USD per million successful plain jobs, us-east-1 on-demand prices: DynamoDB "
+        f"${a['prices_usd']['dynamodb_per_million_wru']} per million write units, SQS "
+        f"${a['prices_usd']['sqs_per_million_requests']} per million requests, Lambda "
+        f"${a['prices_usd']['lambda_per_million_requests']} per million requests + "
+        f"${a['prices_usd']['lambda_per_gb_second_arm64']} per GB-second (arm64), CloudWatch Logs "
+        f"${a['prices_usd']['cloudwatch_logs_per_gb_ingested']} per GB ingested (in the last column only).",
+        "",
+        "| design | DynamoDB | SQS | Lambda | total | CloudWatch Logs | total with logs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = {
+        "lambdajobs": "lambdajobs, default stack",
+        "lambdajobs_job_index_finished": "lambdajobs, job index `finished`",
+        "powertools": "hand-written Powertools worker",
+        "naive": "naive: one send per job, batch size 1",
+    }
+    for key, c in figures["usd_per_million_jobs"].items():
+        out.append(
+            f"| {names.get(key, key)} | {c['dynamodb']:.3f} | {c['sqs']:.3f} | {c['lambda']:.3f} | "
+            f"**{c['total']:.2f}** | {c['cloudwatch_logs']:.3f} | {c['total_with_logs']:.2f} |"
+        )
+    durations = ", ".join(f"{k} {v} ms" for k, v in a["duration_ms_per_job"].items())
+    sqs = ", ".join(f"{k} {v:g}" for k, v in a["sqs_requests_per_job"].items())
+    out += [
+        "",
+        f"Assumptions: {a['memory_mb']} MB functions (send_email's); duration per job = "
+        f"{a['duration_model']} ({durations}); SQS requests per job ({sqs}): {a['sqs_model']}; "
+        f"{a['dynamodb']}; logs: {a['logs']}.",
+        "",
+    ]
+    if analysis:
+        out += [analysis.rstrip(), ""]
+    out += [
+        METHOD.read_text()
+        .format(
+            cold=sizes["cold"],
+            cpu_rounds=sizes["cpu"][0],
+            moto_rounds=sizes["moto"][0],
+            enq_rounds=sizes["enqueue"][0],
+        )
+        .rstrip(),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def analysis(figures: dict[str, Any]) -> str:
+    """The analysis text, keeping the blocks that apply to this run's targets."""
+    kept: list[str] = []
+    keep = True
+    for line in ANALYSIS.read_text().splitlines():
+        found = re.fullmatch(r"<!-- if (met|missed): (\w+) -->", line.strip())
+        if found:
+            met = figures["targets"][found.group(2)]["met"]
+            keep = bool(met) == (found.group(1) == "met")
+        elif line.strip() == "<!-- end -->":
+            keep = True
+        elif keep:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def write_doc(figures: dict[str, Any]) -> Path:
+    DOC.write_text(render(figures, analysis(figures)))
+    return DOC

@@ -1,0 +1,355 @@
+"""`make bench` (`python -m bench`): every comparison, `build/reports/bench.json` and a table.
+
+Each comparison alternates its sides (A B A B ...) on one backend and reports medians with their
+spread; ratios are of medians. Phases that run a worker run in a child process of their own
+(`bench.phases`), so the two sides of a comparison share a fresh interpreter and nothing else runs
+in it. `--quick` runs everything at a tiny size (the test); `--write-doc` rewrites
+docs/BENCHMARKS.md from the figures (`--doc-only`: from the last bench.json, without measuring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import BUILD, FAKE_CREDENTIALS, ROOT, moto_server, ratio, summary
+
+REPORT = ROOT / "build" / "reports" / "bench.json"
+
+#: Sizes: (rounds per side, records or jobs per round).
+FULL = {"cold": 25, "cpu": (9, 1000), "moto": (9, 300), "wru": 50, "enqueue": (9, 300)}
+QUICK = {"cold": 1, "cpu": (1, 20), "moto": (1, 20), "wru": 10, "enqueue": (1, 20)}
+
+#: The targets of issue 15 (key, comparison, value).
+TARGETS = {
+    "cold_start_ratio_vs_powertools": ("<=", 1.10),
+    "dynamodb_wru_per_job": ("<=", 2.0),
+    "moto_worker_speed_ratio_vs_powertools": (">=", 0.8),
+}
+
+#: us-east-1 on-demand prices (USD), as of the run; what the cost figures assume.
+PRICES = {
+    "dynamodb_per_million_wru": 0.625,
+    "sqs_per_million_requests": 0.40,
+    "lambda_per_million_requests": 0.20,
+    "lambda_per_gb_second_arm64": 0.0000133334,
+    "cloudwatch_logs_per_gb_ingested": 0.50,
+}
+#: Assumptions of the cost model (see docs/BENCHMARKS.md).
+MEMORY_MB = 256  # JobSpec.memory_mb's default: send_email's function
+DYNAMODB_WRITE_LATENCY_MS = 5.0  # each write's round trip, waited for inside the invocation
+BATCH_SIZE = 10  # Lambda's SQS batch: one invocation, one ReceiveMessage, one DeleteMessageBatch
+
+
+def _phase(name: str, params: dict[str, Any], *, stdout: Any = subprocess.DEVNULL) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = Path(f.name)
+    try:
+        env = {**os.environ, **FAKE_CREDENTIALS, "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("AWS_ENDPOINT_URL", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.phases", name, json.dumps(params), str(out)],
+            cwd=ROOT,
+            env=env,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"bench phase {name} failed:\n{done.stderr[-4000:]}")
+        result: dict[str, Any] = json.loads(out.read_text())
+        return result
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def _cost(
+    *, wru: float, sqs_requests: float, lambda_requests: float, duration_ms: float, log_bytes: float
+) -> dict[str, float]:
+    """USD per million jobs, by component."""
+    gb_seconds = MEMORY_MB / 1024 * duration_ms / 1000
+    parts = {
+        "dynamodb": wru * PRICES["dynamodb_per_million_wru"],
+        "sqs": sqs_requests * PRICES["sqs_per_million_requests"],
+        "lambda": lambda_requests * PRICES["lambda_per_million_requests"]
+        + gb_seconds * 1e6 * PRICES["lambda_per_gb_second_arm64"],
+    }
+    logs = log_bytes / 1e9 * 1e6 * PRICES["cloudwatch_logs_per_gb_ingested"]
+    return {
+        **{k: round(v, 3) for k, v in parts.items()},
+        "total": round(sum(parts.values()), 3),
+        "cloudwatch_logs": round(logs, 3),
+        "total_with_logs": round(sum(parts.values()) + logs, 3),
+    }
+
+
+def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
+    from bench import coldstart
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"==> {text}", flush=True)
+
+    started = time.perf_counter()
+    BUILD.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+
+    with moto_server() as endpoint:
+        say(f"cold start: {sizes['cold']} fresh processes per side, alternating (moto server {endpoint})")
+        cold = coldstart.measure(endpoint, sizes["cold"])
+        side = {name: [r["seconds"] for r in runs] for name, runs in cold["runs"].items()}
+        parts = {
+            f"{name}_{part}": [r[part] for r in runs]
+            for name, runs in cold["runs"].items()
+            for part in ("import_seconds", "handle_seconds", "process_seconds")
+        }
+        details["cold_start_seconds"] = {name: summary(v, 4) for name, v in side.items()}
+        details["cold_start_parts_seconds"] = {k: summary(v, 4) for k, v in parts.items()}
+        figures["cold_start_ratio_vs_powertools"] = ratio(side["lambdajobs"], side["powertools"])
+        figures["cold_start_process_ratio_vs_powertools"] = ratio(
+            parts["lambdajobs_process_seconds"], parts["powertools_process_seconds"]
+        )
+        figures["lambda_asset_kb"] = cold["asset_kb"]
+        details["lambda_asset"] = {
+            "files": cold["asset_files"],
+            "pyc_files": cold["asset_pyc"],
+            "job_modules": cold["modules"],
+        }
+
+        rounds, jobs = sizes["enqueue"]
+        say(f"enqueue: {rounds} rounds x {jobs} jobs per producer, rotating, against the moto server")
+        enq = _phase("enqueue", {"rounds": rounds, "jobs": jobs, "endpoint": endpoint})
+
+    speeds = enq["jobs_per_second"]
+    details["enqueue_jobs_per_second"] = {k: summary(v, 1) for k, v in speeds.items()}
+    figures["enqueue_many_speedup_vs_send_loop"] = ratio(speeds["enqueue_many"], speeds["send_loop"], 2)
+    figures["enqueue_many_speedup_vs_batch_loop"] = ratio(speeds["enqueue_many"], speeds["batch_loop"], 2)
+    if "celery" in speeds:
+        figures["enqueue_many_speedup_vs_celery"] = ratio(speeds["enqueue_many"], speeds["celery"], 2)
+    else:
+        figures["enqueue_many_speedup_vs_celery"] = None
+        details["enqueue_many_speedup_vs_celery_missing"] = enq["celery_error"]
+    figures["sqs_calls_per_enqueued_job"] = round(statistics.median(enq["sqs_calls_per_enqueued_job"]), 3)
+
+    rounds, records = sizes["cpu"]
+    say(f"worker CPU, DynamoDB stubbed: {rounds} rounds x {records} records per side, alternating")
+    with tempfile.TemporaryFile() as logs:  # both workers' log lines: their size is a cost
+        cpu = _phase("cpu", {"rounds": rounds, "records": records}, stdout=logs)
+    per_record = cpu["cpu_seconds_per_record"]
+    details["worker_cpu_ms_per_record"] = {
+        k: summary([x * 1000 for x in v], 4) for k, v in per_record.items()
+    }
+    figures["worker_cpu_ratio_vs_powertools"] = ratio(per_record["lambdajobs"], per_record["powertools"], 2)
+    log_bytes = {k: round(statistics.median(v), 1) for k, v in cpu["log_bytes_per_record"].items()}
+    figures["log_bytes_per_job"] = log_bytes
+    details["dynamodb_calls_per_record_stubbed"] = cpu["dynamodb_calls_per_record"]
+
+    rounds, records = sizes["moto"]
+    say(f"worker speed on moto (in-process): {rounds} rounds x {records} records per side, alternating")
+    moto = _phase("moto", {"rounds": rounds, "records": records})
+    rps = moto["records_per_second"]
+    details["moto_records_per_second"] = {k: summary(v, 1) for k, v in rps.items()}
+    figures["moto_worker_speed_ratio_vs_powertools"] = ratio(rps["lambdajobs"], rps["powertools"])
+
+    say(f"DynamoDB write units: {sizes['wru']} plain jobs per table")
+    wru = _phase("wru", {"jobs": sizes["wru"]})
+    figures["dynamodb_wru_per_job"] = round(wru["off"]["wru_per_job"], 3)
+    figures["dynamodb_wru_per_job_job_index_finished"] = round(wru["finished"]["wru_per_job"], 3)
+    figures["dynamodb_wru_per_job_powertools"] = round(wru["powertools"]["wru_per_job"], 3)
+    details["dynamodb_writes"] = wru
+
+    cpu_ms = {k: statistics.median(v) * 1000 for k, v in per_record.items()}
+    io_ms = 2 * DYNAMODB_WRITE_LATENCY_MS
+    sqs_lj = figures["sqs_calls_per_enqueued_job"] + 2 / BATCH_SIZE
+    figures["usd_per_million_jobs"] = {
+        "lambdajobs": _cost(
+            wru=figures["dynamodb_wru_per_job"],
+            sqs_requests=sqs_lj,
+            lambda_requests=1 / BATCH_SIZE,
+            duration_ms=cpu_ms["lambdajobs"] + io_ms,
+            log_bytes=log_bytes["lambdajobs"],
+        ),
+        "lambdajobs_job_index_finished": _cost(
+            wru=figures["dynamodb_wru_per_job_job_index_finished"],
+            sqs_requests=sqs_lj,
+            lambda_requests=1 / BATCH_SIZE,
+            duration_ms=cpu_ms["lambdajobs"] + io_ms,
+            log_bytes=log_bytes["lambdajobs"],
+        ),
+        "powertools": _cost(
+            wru=figures["dynamodb_wru_per_job_powertools"],
+            sqs_requests=3 / BATCH_SIZE,
+            lambda_requests=1 / BATCH_SIZE,
+            duration_ms=cpu_ms["powertools"] + io_ms,
+            log_bytes=log_bytes["powertools"],
+        ),
+        "naive": _cost(
+            wru=figures["dynamodb_wru_per_job_powertools"],
+            sqs_requests=3.0,
+            lambda_requests=1.0,
+            duration_ms=cpu_ms["powertools"] + io_ms,
+            log_bytes=log_bytes["powertools"],
+        ),
+    }
+    figures["cost_assumptions"] = {
+        "prices_usd": PRICES,
+        "region": "us-east-1, on-demand",
+        "memory_mb": MEMORY_MB,
+        "duration_ms_per_job": {k: round(v + io_ms, 2) for k, v in cpu_ms.items()},
+        "duration_model": f"measured CPU per record (DynamoDB stubbed) + {io_ms:g} ms waiting on the "
+        f"two DynamoDB writes ({DYNAMODB_WRITE_LATENCY_MS:g} ms each, assumed)",
+        "sqs_requests_per_job": {
+            "lambdajobs": round(sqs_lj, 3),
+            "powertools": 3 / BATCH_SIZE,
+            "naive": 3.0,
+        },
+        "sqs_model": f"send (measured for enqueue_many; one SendMessageBatch per {BATCH_SIZE} for the "
+        f"hand-written producer) + one ReceiveMessage and one DeleteMessageBatch per Lambda batch of "
+        f"{BATCH_SIZE} (naive: batch size 1, SendMessage per job); empty long-poll receives not counted",
+        "lambda_requests_per_job": {"lambdajobs": 1 / BATCH_SIZE, "powertools": 1 / BATCH_SIZE, "naive": 1.0},
+        "dynamodb": "write units measured (naive: the hand-written worker's); no reads on a success",
+        "logs": "CloudWatch Logs ingestion of the measured log bytes per job (JSON lines and EMF metrics); "
+        "in total_with_logs only; Lambda's own START/END/REPORT lines are the same for all",
+    }
+
+    # Earlier names (before issue 15), kept: same meaning, now against the hand-written worker.
+    figures["cold_start_baseline_seconds"] = details["cold_start_seconds"]["powertools"]["median"]
+    figures["cold_start_lambdajobs_seconds"] = details["cold_start_seconds"]["lambdajobs"]["median"]
+    figures["cold_start_ratio"] = figures["cold_start_ratio_vs_powertools"]
+    figures["baseline_records_per_second"] = details["moto_records_per_second"]["powertools"]["median"]
+    figures["lambdajobs_records_per_second"] = details["moto_records_per_second"]["lambdajobs"]["median"]
+    figures["throughput_ratio"] = figures["moto_worker_speed_ratio_vs_powertools"]
+    figures["dynamodb_writes_per_job"] = round(wru["off"]["write_calls_per_job"], 3)
+
+    figures["targets"] = {
+        key: {"target": f"{op} {value}", "value": figures[key], "met": _met(figures[key], op, value)}
+        for key, (op, value) in TARGETS.items()
+    }
+    figures["details"] = details
+    figures["run"] = {
+        "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "seconds": round(time.perf_counter() - started, 1),
+        "sizes": sizes,
+        "machine": _machine(),
+        "commit": _commit(),
+    }
+    return figures
+
+
+def _met(value: float | None, op: str, target: float) -> bool | None:
+    if value is None:
+        return None
+    return value <= target if op == "<=" else value >= target
+
+
+def _machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model or platform.processor(),
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.machine()}",
+    }
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "shared", "handlers"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return done.stdout.strip() + (" (runtime modified)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+ROWS = [
+    ("cold start (import + 1 record), lambdajobs / hand-written", "cold_start_ratio_vs_powertools"),
+    ("worker CPU per record, DynamoDB stubbed, lambdajobs / hand-written", "worker_cpu_ratio_vs_powertools"),
+    ("records/s on moto, lambdajobs / hand-written", "moto_worker_speed_ratio_vs_powertools"),
+    ("enqueue_many speed / send_message loop", "enqueue_many_speedup_vs_send_loop"),
+    ("enqueue_many speed / send_message_batch loop", "enqueue_many_speedup_vs_batch_loop"),
+    ("enqueue_many speed / Celery apply_async", "enqueue_many_speedup_vs_celery"),
+    ("SQS calls per enqueued job", "sqs_calls_per_enqueued_job"),
+    ("DynamoDB WRU per job (default stack: no job index)", "dynamodb_wru_per_job"),
+    ("DynamoDB WRU per job (job index 'finished')", "dynamodb_wru_per_job_job_index_finished"),
+    ("DynamoDB WRU per job (hand-written worker)", "dynamodb_wru_per_job_powertools"),
+    ("Lambda asset of send_email, KB", "lambda_asset_kb"),
+]
+
+
+def table(figures: dict[str, Any]) -> str:
+    lines = []
+    width = max(len(label) for label, _ in ROWS)
+    for label, key in ROWS:
+        value = figures.get(key)
+        target = figures["targets"].get(key)
+        mark = ""
+        if target:
+            mark = f"  target {target['target']}: {'met' if target['met'] else 'MISSED'}"
+        lines.append(f"{label:<{width}}  {value if value is not None else 'n/a':>8}{mark}")
+    usd = figures["usd_per_million_jobs"]
+    lines.append("USD per million jobs (DynamoDB + SQS + Lambda; with CloudWatch Logs):")
+    for name, parts in usd.items():
+        lines.append(f"  {name:<{width - 2}}  {parts['total']:>8}  ({parts['total_with_logs']} with logs)")
+    d = figures["details"]
+    lines.append("medians [min, max]:")
+    for name in ("lambdajobs", "powertools"):
+        c = d["cold_start_seconds"][name]
+        m = d["moto_records_per_second"][name]
+        u = d["worker_cpu_ms_per_record"][name]
+        lines.append(
+            f"  {name:<11} cold start {c['median']:.3f} s [{c['min']:.3f}, {c['max']:.3f}]   "
+            f"CPU {u['median']:.3f} ms/record [{u['min']:.3f}, {u['max']:.3f}]   "
+            f"moto {m['median']:.0f} records/s [{m['min']:.0f}, {m['max']:.0f}]"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a tiny run: checks that every part works")
+    parser.add_argument("--out", type=Path, default=REPORT, help="where to write the JSON figures")
+    parser.add_argument("--write-doc", action="store_true", help="rewrite docs/BENCHMARKS.md from the run")
+    parser.add_argument("--doc-only", action="store_true", help="rewrite the doc from the last --out file")
+    args = parser.parse_args(argv)
+    if args.doc_only:
+        from bench.doc import write_doc
+
+        print(f"wrote {write_doc(json.loads(args.out.read_text()))}")
+        return 0
+    figures = run(QUICK if args.quick else FULL)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(table(figures))
+    print(f"wrote {args.out} in {figures['run']['seconds']} s")
+    if args.write_doc:
+        from bench.doc import write_doc
+
+        print(f"wrote {write_doc(figures)}")
+    return 0

@@ -1,0 +1,389 @@
+"""The measurements that run in a child process of their own (`python -m bench.phases NAME PARAMS OUT`):
+a fresh interpreter per phase, its stdout (both workers' log and metric lines) sent to a file or
+/dev/null by the parent, its figures written as JSON to OUT.
+
+- `cpu`: CPU time per record through each handler, DynamoDB stubbed (`common.StubDynamoDB`).
+- `moto`: records per second through each handler on one moto backend, in-process (`TestStack`),
+  delivered by the same event source emulator.
+- `wru`: DynamoDB write units per successful job (`common.WriteUnits`), job index off and `finished`,
+  and the hand-written worker's.
+- `enqueue`: jobs per second sent by `enqueue_many`, a `send_message` loop, a `send_message_batch`
+  loop and Celery's `apply_async`, against one moto server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench.common import (
+    FAKE_CREDENTIALS,
+    REGION,
+    Context,
+    StubDynamoDB,
+    WriteUnits,
+    alternate,
+    envelope,
+    payload,
+    sqs_event,
+)
+from bench.plain_job import declare
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+BASELINE_TABLE = "bench-idempotency"
+
+
+@contextmanager
+def plain_job() -> Iterator[Any]:
+    from lambdajobs.runtime.spec import isolated_registry
+
+    with isolated_registry():
+        yield declare()
+
+
+def _baseline(client: Any) -> Handler:
+    """The hand-written worker's handler, its persistence layer on `client`."""
+    os.environ.setdefault("IDEMPOTENCY_TABLE", BASELINE_TABLE)
+    from bench import powertools_worker
+
+    powertools_worker.persistence.client = client
+    return powertools_worker.lambda_handler
+
+
+def _create_baseline_table(ddb: Any) -> None:
+    ddb.create_table(
+        TableName=BASELINE_TABLE,
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+# -- CPU per record, DynamoDB stubbed -------------------------------------------------------------------
+
+
+def cpu(params: dict[str, Any]) -> dict[str, Any]:
+    from lambdajobs.runtime.config import QueueAddress, StackConfig
+    from lambdajobs.runtime.handler import make_handler
+    from lambdajobs.runtime.records import JobRecordStore
+    from lambdajobs.runtime.worker import Worker
+
+    rounds, records = int(params["rounds"]), int(params["records"])
+    os.environ.update(FAKE_CREDENTIALS)
+    arn = f"arn:aws:sqs:{REGION}:123456789012:bench-plain_email"
+    with plain_job() as spec:
+        config = StackConfig(
+            stack="bench",
+            region=REGION,
+            table="bench-jobs",
+            queues={spec.name: QueueAddress(url="https://sqs/bench", arn=arn, dlq_url="https://sqs/dlq")},
+            job_index="off",
+        )
+        stubs = {"lambdajobs": StubDynamoDB(), "powertools": StubDynamoDB()}
+        handlers: dict[str, Handler] = {
+            "lambdajobs": make_handler(
+                Worker(spec.name, config=config, store=JobRecordStore(config, client=stubs["lambdajobs"]))
+            ),
+            "powertools": _baseline(stubs["powertools"]),
+        }
+        log_bytes: dict[str, list[float]] = {side: [] for side in handlers}
+
+        def side(name: str, n: int = records) -> Callable[[], float]:
+            def run() -> float:
+                events = [
+                    sqs_event([envelope(spec.name, payload(i)) for i in range(k, min(n, k + 10))], arn)
+                    for k in range(0, n, 10)
+                ]
+                sys.stdout.flush()
+                before = os.fstat(1).st_size
+                started = time.process_time()
+                for event in events:
+                    response = handlers[name](event, Context())
+                    assert not response["batchItemFailures"], response
+                spent = time.process_time() - started
+                sys.stdout.flush()
+                log_bytes[name].append((os.fstat(1).st_size - before) / n)
+                return spent / n
+
+            return run
+
+        for name in handlers:  # warm: first calls build caches (pydantic, Powertools, jmespath)
+            side(name, 20)()
+        for values in log_bytes.values():
+            values.clear()
+        calls_before = {name: dict(stub.calls) for name, stub in stubs.items()}
+        got = alternate(rounds, {name: side(name) for name in handlers})
+        total = rounds * records
+        calls = {
+            name: {k: (v - calls_before[name].get(k, 0)) / total for k, v in stub.calls.items()}
+            for name, stub in stubs.items()
+        }
+    return {
+        "cpu_seconds_per_record": got,
+        "log_bytes_per_record": log_bytes,
+        "dynamodb_calls_per_record": calls,
+    }
+
+
+# -- records per second on moto -------------------------------------------------------------------------
+
+
+def moto(params: dict[str, Any]) -> dict[str, Any]:
+    from lambdajobs.local.emulator import poll_once
+    from lambdajobs.runtime.handler import make_handler
+    from lambdajobs.runtime.worker import Worker
+    from lambdajobs.testing import TestStack
+
+    rounds, records = int(params["rounds"]), int(params["records"])
+    with plain_job() as spec, TestStack(specs=[spec], stack="bench", job_index="off") as stack:
+        sqs, ddb = stack.client("sqs"), stack.client("dynamodb")
+        _create_baseline_table(ddb)
+        url = sqs.create_queue(QueueName="bench-powertools", Attributes={"VisibilityTimeout": "180"})[
+            "QueueUrl"
+        ]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        assert stack.provisioned is not None
+        own = stack.provisioned.queues[spec.name]
+        sides: dict[str, tuple[str, str, Handler]] = {
+            "lambdajobs": (
+                own.queue_url,
+                own.queue_arn,
+                make_handler(Worker(spec.name, config=stack.config)),
+            ),
+            "powertools": (url, queue_arn, _baseline(ddb)),
+        }
+
+        def side(name: str, n: int = records) -> Callable[[], float]:
+            queue_url, arn, handler = sides[name]
+
+            def run() -> float:
+                bodies = [envelope(spec.name, payload(i)) for i in range(n)]
+                for k in range(0, n, 10):
+                    entries = [{"Id": str(j), "MessageBody": b} for j, b in enumerate(bodies[k : k + 10])]
+                    sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+                started, done = time.perf_counter(), 0
+                while done < n:
+                    outcome = poll_once(
+                        queue_url=queue_url,
+                        queue_arn=arn,
+                        handler=handler,
+                        function_name=f"bench-{name}",
+                        timeout_seconds=30,
+                        batch_size=10,
+                        config=stack.config,
+                    )
+                    if outcome is None:
+                        raise RuntimeError(f"{name}: {n - done} records did not succeed")
+                    done += len(outcome.succeeded_ids)
+                return done / (time.perf_counter() - started)
+
+            return run
+
+        for name in sides:
+            side(name, 20)()
+        got = alternate(rounds, {name: side(name) for name in sides})
+    return {"records_per_second": got}
+
+
+# -- write units per job --------------------------------------------------------------------------------
+
+
+def wru(params: dict[str, Any]) -> dict[str, Any]:
+    import boto3
+
+    from lambdajobs.local.emulator import poll_once
+    from lambdajobs.runtime.handler import make_handler
+    from lambdajobs.runtime.worker import Worker
+    from lambdajobs.testing import TestStack
+
+    jobs = int(params["jobs"])
+    out: dict[str, Any] = {}
+
+    def drain(queue_url: str, arn: str, handler: Handler, config: Any) -> int:
+        done = 0
+        while done < jobs:
+            outcome = poll_once(
+                queue_url=queue_url,
+                queue_arn=arn,
+                handler=handler,
+                function_name="bench",
+                timeout_seconds=30,
+                batch_size=10,
+                config=config,
+            )
+            if outcome is None:
+                break
+            done += len(outcome.succeeded_ids)
+        assert done == jobs, f"{done} of {jobs} jobs succeeded"
+        return done
+
+    def fill(sqs: Any, queue_url: str, job: str) -> None:
+        for k in range(0, jobs, 10):
+            entries = [
+                {"Id": str(j), "MessageBody": envelope(job, payload(k + j))} for j in range(min(10, jobs - k))
+            ]
+            sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+
+    for mode in ("off", "finished"):
+        with plain_job() as spec, TestStack(specs=[spec], stack=f"wru{mode}", job_index=mode) as stack:
+            assert stack.provisioned is not None
+            sqs, ddb = stack.client("sqs"), stack.client("dynamodb")
+            reader = boto3.session.Session().client("dynamodb", region_name=REGION)
+            q = stack.provisioned.queues[spec.name]
+            fill(sqs, q.queue_url, spec.name)
+            meter = WriteUnits(ddb, reader)
+            done = drain(
+                q.queue_url, q.queue_arn, make_handler(Worker(spec.name, config=stack.config)), stack.config
+            )
+            out[mode] = {
+                "wru_per_job": meter.units / done,
+                "write_calls_per_job": sum(meter.calls.values()) / done,
+                "write_calls": meter.calls,
+            }
+            if mode == "off":
+                _create_baseline_table(ddb)
+                client = boto3.session.Session().client("dynamodb", region_name=REGION)
+                handler = _baseline(client)
+                url = sqs.create_queue(QueueName="bench-powertools")["QueueUrl"]
+                arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                    "QueueArn"
+                ]
+                fill(sqs, url, spec.name)
+                meter = WriteUnits(client, reader)
+                done = drain(url, arn, handler, stack.config)
+                out["powertools"] = {
+                    "wru_per_job": meter.units / done,
+                    "write_calls_per_job": sum(meter.calls.values()) / done,
+                    "write_calls": meter.calls,
+                }
+    return out
+
+
+# -- enqueueing --------------------------------------------------------------------------------------------
+
+
+def enqueue(params: dict[str, Any]) -> dict[str, Any]:
+    import boto3
+
+    from handlers.emails import SendEmail
+    from lambdajobs.runtime.config import QueueAddress, StackConfig
+    from lambdajobs.runtime.producer import enqueue_many
+
+    rounds, jobs, endpoint = int(params["rounds"]), int(params["jobs"]), str(params["endpoint"])
+    os.environ.update(FAKE_CREDENTIALS)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    sqs = boto3.session.Session().client("sqs", region_name=REGION, endpoint_url=endpoint)
+    payloads = [payload(i) for i in range(jobs)]
+    counted: list[int] = []
+
+    def new_queue(prefix: str) -> tuple[str, str]:
+        url = sqs.create_queue(QueueName=f"{prefix}-{uuid.uuid4().hex[:12]}")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        return url, arn
+
+    def body(p: dict[str, Any]) -> str:  # what a hand-written producer sends: validated, with a job id
+        return json.dumps({"id": uuid.uuid4().hex, "payload": SendEmail.model_validate(p).model_dump()})
+
+    with plain_job() as spec:
+        base = StackConfig(stack="bench", region=REGION, endpoint_url=endpoint)
+        base.client("sqs").meta.events.register("before-call.sqs", lambda **_: counted.append(1))
+
+        def with_enqueue_many() -> float:
+            url, arn = new_queue("bench-many")
+            config = base.with_resources(queues={spec.name: QueueAddress(url=url, arn=arn, dlq_url=url)})
+            counted.clear()
+            started = time.perf_counter()
+            results = enqueue_many(spec.name, payloads, config=config)
+            spent = time.perf_counter() - started
+            assert results.ok and len(counted) >= 1
+            calls_per_job.append(len(counted) / jobs)
+            sqs.delete_queue(QueueUrl=url)
+            return jobs / spent
+
+        def with_send_loop() -> float:
+            url, _ = new_queue("bench-loop")
+            started = time.perf_counter()
+            for p in payloads:
+                sqs.send_message(QueueUrl=url, MessageBody=body(p))
+            spent = time.perf_counter() - started
+            sqs.delete_queue(QueueUrl=url)
+            return jobs / spent
+
+        def with_batch_loop() -> float:
+            url, _ = new_queue("bench-batch")
+            started = time.perf_counter()
+            for k in range(0, jobs, 10):
+                entries = [{"Id": str(j), "MessageBody": body(p)} for j, p in enumerate(payloads[k : k + 10])]
+                response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+                assert not response.get("Failed")
+            spent = time.perf_counter() - started
+            sqs.delete_queue(QueueUrl=url)
+            return jobs / spent
+
+        calls_per_job: list[float] = []
+        sides: dict[str, Callable[[], float]] = {
+            "enqueue_many": with_enqueue_many,
+            "send_loop": with_send_loop,
+            "batch_loop": with_batch_loop,
+        }
+        celery_error = None
+        try:
+            sides["celery"] = _celery(endpoint, payloads, sqs, SendEmail)
+        except Exception as exc:  # not installed, or its SQS transport does not run here
+            celery_error = f"{type(exc).__name__}: {exc}"
+        for run in sides.values():  # warm: clients, connections, pydantic
+            run()
+        calls_per_job.clear()
+        got = alternate(rounds, sides)
+    return {"jobs_per_second": got, "sqs_calls_per_enqueued_job": calls_per_job, "celery_error": celery_error}
+
+
+def _celery(endpoint: str, payloads: list[dict[str, Any]], sqs: Any, model: Any) -> Callable[[], float]:
+    """Celery's `apply_async` on its SQS transport (kombu), against the same server."""
+    from celery import Celery
+
+    host = endpoint.removeprefix("http://")
+    app = Celery("bench", broker=f"sqs://testing:testing@{host}")
+    app.conf.broker_transport_options = {"region": REGION, "is_secure": False}
+    app.conf.broker_connection_retry_on_startup = False
+
+    @app.task(name="send_email")
+    def send_email(to: str, subject: str, body: str, campaign_id: str | None = None) -> None:
+        return None
+
+    def run() -> float:
+        name = f"bench-celery-{uuid.uuid4().hex[:12]}"
+        send_email.apply_async(kwargs=payloads[0], queue=name)  # declares the queue (not timed)
+        started = time.perf_counter()
+        for p in payloads:
+            send_email.apply_async(kwargs=model.model_validate(p).model_dump(), queue=name)
+        spent = time.perf_counter() - started
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        depth = int(
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+                "Attributes"
+            ]["ApproximateNumberOfMessages"]
+        )
+        assert depth == len(payloads) + 1, f"celery sent {depth - 1} of {len(payloads)}"
+        sqs.delete_queue(QueueUrl=url)
+        return len(payloads) / spent
+
+    run.__name__ = "celery"
+    return run
+
+
+PHASES = {"cpu": cpu, "moto": moto, "wru": wru, "enqueue": enqueue}
+
+if __name__ == "__main__":
+    name, raw, out = sys.argv[1:4]
+    figures = PHASES[name](json.loads(raw))
+    with open(out, "w") as f:
+        json.dump(figures, f, indent=1)
