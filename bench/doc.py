@@ -15,7 +15,7 @@ DOC = ROOT / "docs" / "BENCHMARKS.md"
 #: The method (static text; `{cold}` etc. are the run's sizes) and the analysis of missed targets:
 #: markdown beside this module. In the analysis, a block between `<!-- if missed: KEY -->` and
 #: `<!-- end -->` is kept only when that target is missed in the run, `<!-- if met: KEY -->` only
-#: when it is met.
+#: when it is met, `<!-- if above: KEY VALUE -->` only when the figure is above VALUE.
 METHOD = Path(__file__).with_name("doc_method.md")
 ANALYSIS = Path(__file__).with_name("doc_analysis.md")
 
@@ -58,7 +58,8 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
 
     def cell(group: str, name: str, unit: str, digits: int) -> str:
         s = d[group][name]
-        return f"{s['median']:.{digits}f} {unit} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
+        unit = f" {unit}" if unit else ""
+        return f"{s['median']:.{digits}f}{unit} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
 
     p = d["cold_start_parts_seconds"]
     out += [
@@ -146,8 +147,11 @@ def analysis(figures: dict[str, Any]) -> str:
     kept: list[str] = []
     keep = True
     for line in ANALYSIS.read_text().splitlines():
-        found = re.fullmatch(r"<!-- if (met|missed): (\w+) -->", line.strip())
-        if found:
+        found = re.fullmatch(r"<!-- if (met|missed|above): (\w+)(?: ([\d.]+))? -->", line.strip())
+        if found and found.group(1) == "above":
+            value = figures.get(found.group(2))
+            keep = value is not None and value > float(found.group(3))
+        elif found:
             met = figures["targets"][found.group(2)]["met"]
             keep = bool(met) == (found.group(1) == "met")
         elif line.strip() == "<!-- end -->":
