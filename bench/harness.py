@@ -27,8 +27,8 @@ from bench.common import BUILD, FAKE_CREDENTIALS, ROOT, moto_server, ratio, summ
 REPORT = ROOT / "build" / "reports" / "bench.json"
 
 #: Sizes: (rounds per side, records or jobs per round).
-FULL = {"cold": 25, "cpu": (9, 1000), "moto": (9, 300), "wru": 50, "enqueue": (9, 300)}
-QUICK = {"cold": 1, "cpu": (1, 20), "moto": (1, 20), "wru": 10, "enqueue": (1, 20)}
+FULL: dict[str, Any] = {"cold": 25, "cpu": (9, 1000), "moto": (9, 300), "wru": 50, "enqueue": (9, 300)}
+QUICK: dict[str, Any] = {"cold": 1, "cpu": (1, 20), "moto": (1, 20), "wru": 10, "enqueue": (1, 20)}
 
 #: The targets of issue 15 (key, comparison, value).
 TARGETS = {
