@@ -88,7 +88,10 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
             return "wf_later"  # the continuer's read of the later stages' payloads
         return "wf_check" if request.get("ProjectionExpression") else "wf_read"
     if service == "dynamodb" and operation == "PutItem" and not _workflow_item(request):
-        return "acquire"  # a first attempt's record, written only where there is none
+        # a first attempt's record, written only where there is none; or that record's success,
+        # written whole while it holds the run's lock
+        state = (request.get("Item") or {}).get("state", {}).get("S")
+        return "complete" if state == "succeeded" else "acquire"
     if service == "dynamodb" and operation == "UpdateItem":
         values = request.get("ExpressionAttributeValues") or {}
         if _workflow_item(request):

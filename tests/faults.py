@@ -3,7 +3,7 @@ sees the API parameters) makes chosen calls fail the way a throttle that outlast
 does (botocore's retries never see it).
 
     faults = Faults(stack.client("dynamodb"))
-    faults.fail("UpdateItem", when=is_completion, times=3)
+    faults.fail(COMPLETE, when=is_completion, times=3)
 """
 
 from __future__ import annotations
@@ -30,8 +30,15 @@ def is_acquire(params: Params) -> bool:
     return ":retrying" in values and ":dead" in values and ":state" not in values
 
 
+#: The calls that record a success: the PutItem of a record the run created, else an UpdateItem.
+COMPLETE = ("PutItem", "UpdateItem")
+
+
 def is_completion(params: Params) -> bool:
-    """The UpdateItem that records a success."""
+    """The write that records a success: the whole record's PutItem when the run created it, else
+    an UpdateItem (fail both: `faults.fail(COMPLETE, when=is_completion)`)."""
+    if "Item" in params:
+        return params["Item"].get("state", {}).get("S") == "succeeded"
     return ":result" in params.get("ExpressionAttributeValues", {})
 
 

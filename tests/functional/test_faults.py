@@ -16,7 +16,7 @@ from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE
 from lambdajobs.runtime.worker import Worker
-from tests.faults import ACQUIRE, Faults, is_acquire, is_completion, is_release, to_queue
+from tests.faults import ACQUIRE, COMPLETE, Faults, is_acquire, is_completion, is_release, to_queue
 
 #: The worker's own tries of a failed bookkeeping call; Powertools' first call comes before them.
 ALL_TRIES = 1 + 3
@@ -79,7 +79,7 @@ def test_a_completion_write_that_fails_on_the_last_attempt_is_recorded_later_not
         return {"n": payload.n}
 
     runner = declare(once, name="once", max_attempts=1)
-    fault = ddb_faults.fail("UpdateItem", when=is_completion, times=ALL_TRIES)
+    fault = ddb_faults.fail(COMPLETE, when=is_completion, times=ALL_TRIES)
     job_id = enqueue("once", Tick(n=1))
     # WHEN it runs
     outcome = runner.poll()
@@ -99,7 +99,7 @@ def test_a_completion_write_that_fails_once_is_written_again_in_the_same_invocat
     declare, ddb_faults, clock
 ):
     runner = declare(recorder([]), name="quick", max_attempts=1)
-    ddb_faults.fail("UpdateItem", when=is_completion, times=1)
+    ddb_faults.fail(COMPLETE, when=is_completion, times=1)
     job_id = enqueue("quick", Tick(n=7))
     assert runner.poll().failed_ids == []
     assert get_status(job_id).state == "succeeded" and runner.depth() == 0
@@ -200,7 +200,7 @@ def test_a_copy_meeting_a_live_lock_on_its_last_receive_is_not_dead_lettered(sta
     clock.shift(30)
     assert runner.poll() is None
     # AND when the holder has succeeded meanwhile, the copy is a duplicate: done, not run, not dead
-    lifecycle.succeed(ddb, table, "held-1", "{}", expiration=int(now) + 3600)
+    lifecycle.succeed(ddb, table, "held-1", "{}")
     clock.shift(31)
     assert runner.poll().failed_ids == []
     assert ran == [] and runner.depth() == 0 and runner.depth(dlq=True) == 0
@@ -375,7 +375,7 @@ def test_an_acquire_error_that_waiting_cannot_fix_reaches_the_dlq(declare, ddb_f
 def test_an_outcome_recorded_by_a_copy_keeps_the_records_ttl(stack, declare, ddb_faults, clock):
     # GIVEN a success whose completion write failed, its copy handled by a worker that never ran a job
     runner = declare(recorder([]), name="ttl", max_attempts=1)
-    ddb_faults.fail("UpdateItem", when=is_completion, times=ALL_TRIES)
+    ddb_faults.fail(COMPLETE, when=is_completion, times=ALL_TRIES)
     job_id = enqueue("ttl", Tick(n=1))
     runner.poll()
     fresh = stack.runner("ttl", worker=Worker("ttl", config=stack.config))
@@ -391,7 +391,7 @@ def test_an_outcome_recorded_by_a_copy_keeps_the_records_ttl(stack, declare, ddb
 def test_a_late_success_does_not_overwrite_a_run_that_took_the_lock_over(stack, declare, ddb_faults, clock):
     # GIVEN a success whose completion write failed, so its outcome rides on a copy
     runner = declare(recorder([]), name="takeover", max_attempts=3)
-    ddb_faults.fail("UpdateItem", when=is_completion, times=ALL_TRIES)
+    ddb_faults.fail(COMPLETE, when=is_completion, times=ALL_TRIES)
     job_id = enqueue("takeover", Tick(n=1))
     runner.poll()
     # AND before the copy is handled, that run's lock expired and another delivery took the job over

@@ -241,8 +241,9 @@ def acquire(
     redriven: bool = True,
     index: str | None = None,
     fresh: bool = False,
-) -> None:
-    """pending/retrying/dead/expired -> running: take the job's lock and record the attempt.
+) -> dict[str, Any] | None:
+    """pending/retrying/dead/expired -> running: take the job's lock and record the attempt. Returns
+    the record as written when it was created here (the `fresh` PutItem), else None.
 
     `fresh`: the job most likely has no record yet (a message's first attempt): first one PutItem
     that only lands on no record (the same write units; a much shorter request, which on moto is
@@ -262,10 +263,12 @@ def acquire(
         RecordHeldError: another delivery holds it, or it already succeeded (with the record).
     """
     now = time.time()
-    if fresh and _create(
-        client, table, job_id, job, now, expiration, in_progress_expiration, attempt, max_attempts, index
-    ):
-        return
+    if fresh:
+        created = _create(
+            client, table, job_id, job, now, expiration, in_progress_expiration, attempt, max_attempts, index
+        )
+        if created is not None:
+            return created
     values: dict[str, Any] = {
         ":job": {"S": job},
         ":running": {"S": JobState.RUNNING},
@@ -318,6 +321,7 @@ def acquire(
         )
     except client.exceptions.ConditionalCheckFailedException as exc:
         raise RecordHeldError(exc.response.get("Item")) from exc
+    return None
 
 
 def _create(
@@ -331,9 +335,9 @@ def _create(
     attempt: int | None,
     max_attempts: int | None,
     index: str | None,
-) -> bool:
-    """The record of a job's first run, if it has none: True when it was written (the lock is taken),
-    False when a record is there (the caller's UpdateItem decides)."""
+) -> dict[str, Any] | None:
+    """The record of a job's first run, if it has none: the item written (the lock is taken), or
+    None when a record is there (the caller's UpdateItem decides)."""
     stamp = now_iso()
     item: dict[str, Any] = {
         "id": {"S": job_id},
@@ -354,6 +358,45 @@ def _create(
     try:
         client.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(id)")
     except client.exceptions.ConditionalCheckFailedException:
+        return None
+    return item
+
+
+def succeed_created(
+    client: Any,
+    table: str,
+    created: dict[str, Any],
+    result_json: str,
+    *,
+    lock: int,
+    progress: tuple[float, str | None] | None = None,
+    index: str | None = None,
+) -> bool:
+    """running -> succeeded for a record this run created (`created`, as `acquire` returned it): the
+    whole record in one PutItem that lands only while the record still carries this run's lock, so
+    nothing another writer could have added is lost (a takeover changes the lock; the run's own
+    progress comes back with `progress`). The same write units as `succeed`'s UpdateItem, a much
+    shorter request. Returns whether it landed."""
+    stamp = now_iso()
+    job = created["job"]["S"]
+    item = {k: v for k, v in created.items() if k not in ("in_progress_expiration", "ix", "ix_at")}
+    item["state"] = {"S": JobState.SUCCEEDED.value}
+    item["result"] = {"S": stored_result(result_json)}
+    item["finished_at"] = {"S": stamp}
+    if progress is not None:
+        item["progress"] = {"N": repr(float(progress[0]))}
+        if progress[1] is not None:
+            item["progress_message"] = {"S": progress[1][:MAX_ERROR_CHARS]}
+    if index and JobState.SUCCEEDED in INDEXED_STATES[JobIndex(index)]:
+        item["ix"], item["ix_at"] = {"S": index_key(job, JobState.SUCCEEDED)}, {"S": stamp}
+    try:
+        client.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="in_progress_expiration = :lock",
+            ExpressionAttributeValues={":lock": {"N": str(lock)}},
+        )
+    except client.exceptions.ConditionalCheckFailedException:
         return False
     return True
 
@@ -372,13 +415,16 @@ def succeed(
     job_id: str,
     result_json: str,
     *,
-    expiration: int,
     lock: int | None = None,
     tally: Tally | None = None,
     job: str = "",
     index: str | None = None,
 ) -> bool:
     """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
+
+    Kept short on purpose (every successful job makes one): the record keeps the expiry its acquire
+    wrote (the TTL from the run's start, minutes from its end), and `finished_at` is its last change
+    (`status_from_item` reads `updated_at` as the later of the two).
 
     `lock` is the in-progress expiry the run's acquire wrote: it identifies that run's lock. With it,
     the write only lands while the record still carries that lock (expired or not): a run that took
@@ -391,19 +437,12 @@ def succeed(
         ":succeeded": {"S": JobState.SUCCEEDED},
         ":result": {"S": stored_result(result_json)},
         ":now_iso": {"S": stamp},
-        ":exp": {"N": str(expiration)},
     }
     condition = None
     if lock is not None:
         values[":lock"] = {"N": str(lock)}
         condition = "in_progress_expiration = :lock"
-    sets = [
-        "#state = :succeeded",
-        "#result = :result",
-        "finished_at = :now_iso",
-        "updated_at = :now_iso",
-        "expiration = :exp",
-    ]
+    sets = ["#state = :succeeded", "#result = :result", "finished_at = :now_iso"]
     remove = ["in_progress_expiration"]
     _index(index, job, JobState.SUCCEEDED, sets, remove, values)  # `job`: the index key needs it
     return _apply(

@@ -74,6 +74,8 @@ class JobRecordStore(BasePersistenceLayer):
         self._client = client
         # The run being acquired, per thread: the local event source runs batches concurrently.
         self._local = threading.local()
+        #: A running job's last progress, by job id, until its success writes it into the record.
+        self._progress: dict[str, tuple[float, str | None]] = {}
 
     @property
     def table(self) -> str:
@@ -119,8 +121,9 @@ class JobRecordStore(BasePersistenceLayer):
         # The lock this run takes is identified by its in-progress expiry (epoch ms): later writes of
         # this run's outcome land only while the record still carries it.
         self._local.lock = data_record.in_progress_expiry_timestamp
+        self._local.created = None
         try:
-            lifecycle.acquire(
+            self._local.created = lifecycle.acquire(
                 self.client,
                 self.table,
                 data_record.idempotency_key,
@@ -141,12 +144,26 @@ class JobRecordStore(BasePersistenceLayer):
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 
     def _update_record(self, data_record: DataRecord) -> None:
+        run = getattr(self._local, "run", None) or {}
+        created, lock = getattr(self._local, "created", None), self.lock_token()
+        progress = self._progress.pop(str(run.get("job_id")), None)
+        if created is not None and lock is not None and run.get("workflow") is None:
+            # this run wrote the record: its success rewrites it whole, while the lock is still its own
+            lifecycle.succeed_created(
+                self.client,
+                self.table,
+                created,
+                data_record.response_data or "null",
+                lock=lock,
+                progress=progress,
+                index=self.config.job_index,
+            )
+            return
         lifecycle.succeed(
             self.client,
             self.table,
             data_record.idempotency_key,
             data_record.response_data or "null",
-            expiration=int(data_record.expiry_timestamp or 0),
             lock=self.lock_token(),
             tally=self.tally((getattr(self._local, "run", None) or {}).get("workflow")),
             job=str((getattr(self._local, "run", None) or {}).get("job", "")),
@@ -156,6 +173,7 @@ class JobRecordStore(BasePersistenceLayer):
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
         # Powertools deletes the lock when the job raises. We keep the item (it is the job's status)
         # and release the lock by moving it to `retrying`, or to `dead` when the failure is final.
+        self._progress.pop(str(data["job_id"]), None)
         state = lifecycle.after_failure(exception, int(data["attempt"]), int(data["max_attempts"]))
         lifecycle.fail(
             self.client,
@@ -216,13 +234,11 @@ class JobRecordStore(BasePersistenceLayer):
     ) -> None:
         """Record the success of a run of `job` that held `lock` (a run whose own completion write
         failed)."""
-        expiration = int(time.time()) + self.config.record_ttl_seconds
         lifecycle.succeed(
             self.client,
             self.table,
             job_id,
             result_json,
-            expiration=expiration,
             lock=lock,
             tally=tally,
             job=job,
@@ -267,8 +283,9 @@ class JobRecordStore(BasePersistenceLayer):
         )
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
-        """Persist a running job's progress (one UpdateItem)."""
+        """Persist a running job's progress (one UpdateItem); the last one stays on its success."""
         lifecycle.report_progress(self.client, self.table, job_id, percent, message)
+        self._progress[job_id] = (percent, message)
 
     def get_item(self, job_id: str) -> dict[str, Any] | None:
         response = self.client.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
@@ -361,7 +378,8 @@ def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
         created_at=s("created_at"),
         started_at=s("started_at"),
         finished_at=s("finished_at"),
-        updated_at=s("updated_at"),
+        # a success writes `finished_at` alone: the later of the two is the record's last change
+        updated_at=max(filter(None, (s("updated_at"), s("finished_at"))), default=None),
         result=json.loads(result_text) if result_text else None,
         error=dict(lifecycle.REDRIVEN_ERROR)
         if reconciled
