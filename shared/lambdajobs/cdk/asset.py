@@ -22,8 +22,8 @@ from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.spec import JobSpec
 
 #: Imported by the runtime, and in neither the Powertools layer (Powertools, pydantic) nor the Lambda
-#: runtime (boto3, dateutil): @cron validation, IANA zones, Powertools data masking.
-VENDORED_PACKAGES = ("aws_cron_expression_validator", "pyawscron", "tzdata", "jsonpath_ng")
+#: runtime (boto3, dateutil): @cron validation, IANA zones.
+VENDORED_PACKAGES = ("aws_cron_expression_validator", "pyawscron", "tzdata")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

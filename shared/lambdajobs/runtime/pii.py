@@ -2,8 +2,9 @@
 
 While a record runs, the values of its payload's PII fields are known (a context variable, so
 concurrent batches in one process do not mix). Every line the worker's logger writes is checked
-before it leaves: keys named like a PII field are erased with Powertools data masking, and any PII
-value that appears anywhere else (a message, an error, another key) is replaced by the same mask.
+before it leaves: keys named like a PII field are erased (their values replaced by the mask Powertools
+data masking writes), and any PII value that appears anywhere else (a message, an error, another key)
+is replaced by the same mask.
 Error messages stored in job records and DLQ reasons go through `scrub` too.
 """
 
@@ -66,13 +67,14 @@ def scrub(text: str) -> str:
 
 
 def _erase_fields(data: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
-    from aws_lambda_powertools.utilities.data_masking import DataMasking
-
+    """`data` with the value of every key named like a PII field (at any depth) replaced by the mask,
+    whatever its type, as Powertools' `DataMasking.erase` writes it. A walk of the dict: erase would
+    build a JSONPath parser per line (about 1 ms each, and 50 ms to import on a cold start's first)."""
     names = {f.split(".")[-1] for f in fields}
-    present = [key for key in data if key in names]
-    if present:
-        data = DataMasking().erase(data, fields=present)
-    return {k: _erase_fields(v, fields) if isinstance(v, dict) else v for k, v in data.items()}
+    return {
+        k: MASK if k in names else _erase_fields(v, fields) if isinstance(v, dict) else v
+        for k, v in data.items()
+    }
 
 
 class ScrubbingFormatter(logging.Formatter):
