@@ -37,7 +37,6 @@ from lambdajobs.runtime.errors import (
     WorkflowError,
 )
 from lambdajobs.runtime.lifecycle import JobState
-from lambdajobs.runtime.ratelimit import RateLimit
 from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 __all__ = [
@@ -62,7 +61,6 @@ __all__ = [
     "PermanentError",
     "ProgressError",
     "QueueNotFoundError",
-    "RateLimit",
     "RateLimitBusyError",
     "RecordHeldError",
     "ScheduleConflictError",
@@ -87,6 +85,7 @@ __all__ = [
 #: Loaded on first use (they pull in Powertools and more): a cold start that never enqueues or reads a
 #: status does not pay for them.
 LAZY = {
+    "RateLimit": "lambdajobs.runtime.ratelimit",
     "enqueue": "lambdajobs.runtime.producer",
     "enqueue_many": "lambdajobs.runtime.producer",
     "get_status": "lambdajobs.runtime.records",

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,10 +32,11 @@ from lambdajobs.runtime.errors import (
     UnknownJobError,
     UnknownPriorityError,
 )
-from lambdajobs.runtime.ratelimit import RateLimit
-from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
-from lambdajobs.runtime.schedule import Schedule, parse_schedule
 from lambdajobs.runtime.settings import JOB_NAME_RE, PRIORITY_NAME_RE, RESERVED_ID_PREFIX
+
+if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a cold start without them
+    from lambdajobs.runtime.ratelimit import RateLimit  # skips both modules
+    from lambdajobs.runtime.schedule import Schedule
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
 MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
@@ -470,6 +471,8 @@ def cron(
     def register(fn: Callable[..., Any]) -> Job:
         job_name = options.get("name") or fn.__name__
         try:
+            from lambdajobs.runtime.schedule import parse_schedule
+
             schedule = parse_schedule(expression, timezone, flexible_window_minutes)
         except ScheduleError as exc:
             raise DeclarationError(f"job '{job_name}': {exc}") from None
@@ -499,7 +502,11 @@ def _register(
         job_name, priorities, options.get("max_concurrency", JobSpec.max_concurrency)
     )
     model, takes_context = _payload_model(job_name, fn)
-    limit = checked_rate_limit(job_name, rate_limit)
+    limit = None
+    if rate_limit is not None:
+        from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
+
+        limit = checked_rate_limit(job_name, rate_limit)
     for other in _REGISTRY.values():
         theirs = other.rate_limit
         if limit and theirs and other.name != job_name and theirs.name == limit.name and theirs != limit:

@@ -43,7 +43,7 @@ from botocore.exceptions import (
 from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
-from lambdajobs.runtime import lifecycle, pii, ratelimit, workflow
+from lambdajobs.runtime import lifecycle, pii
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode, parse_body
@@ -379,6 +379,8 @@ class Worker:
         (`workflow.notify`). Every delivery of a finished member checks again, a duplicate too, so a
         crash after the count and before the notice is repaired by the message coming back. If the
         check or the notice fails, the message is handed back for that (False)."""
+        from lambdajobs.runtime import workflow  # workflow members only: not at a cold start
+
         failed = self._write(workflow.notify, self.stack_config, member.id, member.stage)
         if failed is None:
             return True
@@ -407,6 +409,8 @@ class Worker:
         sent back due up to a second early for the same reason (SQS delays are whole seconds). A job
         that already succeeded, or that a live run holds, takes no slot: the usual path answers it (a
         duplicate) or hands it back (lock held)."""
+        from lambdajobs.runtime import ratelimit  # rate-limited jobs only: not at a cold start
+
         limit = spec.rate_limit
         assert limit is not None
         now_us = int(time.time() * 1_000_000)
@@ -819,6 +823,8 @@ class Worker:
         A workflow member's dead outcome is counted before this: its stage may be complete, so the
         workflow is checked (and the continuer told) before the message leaves for the DLQ; if that
         fails, the message is handed back with the move still to make, and the check is made again."""
+        from lambdajobs.runtime import workflow  # workflow members only: not at a cold start
+
         member = _member(record) if job_id is not None else None
         if member is not None and self._write(workflow.notify, self.stack_config, member.id, member.stage):
             settle = settle or {"action": "dead_letter", "job_id": job_id, "attempts": attempt, **err}
