@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench.common import BUILD, FAKE_CREDENTIALS, REGION, ROOT, alternate, envelope, payload, sqs_event
@@ -60,6 +61,66 @@ print(json.dumps({
 """
 
 
+#: The plain job as a user's jobs package would hold it: send_email's payload, work and options (PII
+#: field, 5 attempts, 30 s), without its rate limit and priority levels, which the hand-written worker
+#: does not have either. Written to build/bench/plainsrc/benchjobs/ and staged like any jobs package.
+PLAIN_PACKAGE = "benchjobs"
+PLAIN_JOB = "plain_email"
+PLAIN_MODULE = r'''"""A plain job: send_email's work without a rate limit (the bench's cold start)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from pydantic import BaseModel, Field
+
+from lambdajobs import JobContext, PermanentError, job
+
+ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class SendEmail(BaseModel):
+    to: str = Field(min_length=3, max_length=320)
+    subject: str = Field(max_length=998)
+    body: str = Field(max_length=100_000)
+    campaign_id: str | None = Field(default=None, max_length=64)
+
+
+@job(timeout_seconds=30, max_attempts=5, pii_fields=("to",))
+def plain_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
+    if not ADDRESS.match(payload.to):
+        raise PermanentError("invalid recipient address: expected name@domain.tld")
+    message_id = uuid.uuid4().hex
+    local, _, domain = payload.to.partition("@")
+    masked = local[:1] + "***@" + domain
+    ctx.logger.info("email sent (log sender)", extra={"to": masked, "provider_id": message_id})
+    return {"provider_id": message_id}
+'''
+
+
+def _stage_plain() -> tuple[Any, Path]:
+    """The plain job's package under build/bench/, staged as CDK stages a function: (its spec, asset)."""
+    from lambdajobs.cdk.asset import stage_function_asset
+    from lambdajobs.runtime.spec import isolated_registry, load_jobs
+
+    source = BUILD / "plainsrc"
+    shutil.rmtree(source, ignore_errors=True)
+    (source / PLAIN_PACKAGE).mkdir(parents=True)
+    (source / PLAIN_PACKAGE / "__init__.py").write_text('"""The bench\'s plain job."""\n')
+    (source / PLAIN_PACKAGE / "plain.py").write_text(PLAIN_MODULE)
+    sys.path.insert(0, str(source))
+    try:
+        with isolated_registry():
+            [spec] = load_jobs(PLAIN_PACKAGE)
+            asset = stage_function_asset(
+                BUILD / PLAIN_JOB, jobs_package=PLAIN_PACKAGE, modules=[f"{PLAIN_PACKAGE}.plain"]
+            )
+    finally:
+        sys.path.remove(str(source))
+    return spec, asset
+
+
 def _site_packages() -> list[str]:
     import sysconfig
 
@@ -67,8 +128,8 @@ def _site_packages() -> list[str]:
 
 
 def prepare(endpoint: str) -> dict[str, Any]:
-    """Stage both assets, provision send_email's resources and the baseline's table on the server;
-    return what each side's process needs."""
+    """Stage the assets (the plain job's, send_email's, the baseline's), provision the jobs' resources
+    and the baseline's table on the server; return what each side's process needs."""
     from bench.phases import BASELINE_TABLE
     from lambdajobs.cdk.asset import modules_for, stage_function_asset
     from lambdajobs.local.provision import provision
@@ -87,9 +148,11 @@ def prepare(endpoint: str) -> dict[str, Any]:
     baseline.mkdir(parents=True)
     shutil.copy2(ROOT / "bench" / "powertools_worker.py", baseline / "powertools_worker.py")
 
+    plain, plain_asset = _stage_plain()
+
     aws.reset_clients()
     config = StackConfig(stack="benchcold", region=REGION, endpoint_url=endpoint, jobs="handlers")
-    provisioned = provision([spec], stack="benchcold", config=config, job_index="off")
+    provisioned = provision([spec, plain], stack="benchcold", config=config, job_index="off")
     config.client("dynamodb").create_table(
         TableName=BASELINE_TABLE,
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
@@ -118,6 +181,16 @@ def prepare(endpoint: str) -> dict[str, Any]:
         "BENCH_ENTRY": "lambdajobs.runtime.entry",
         "BENCH_ASSET": str(asset),
     }
+    # The plain job's function: its own jobs package and asset, the same stack.
+    plain_env = {
+        **lambdajobs_env,
+        **provisioned.environment(jobs=PLAIN_PACKAGE),
+        ENV_JOB: plain.name,
+        ENV_MODULES: f"{PLAIN_PACKAGE}.plain",
+        "LAMBDAJOBS_JOB_INDEX": "off",
+        "PYTHONPATH": os.pathsep.join([str(plain_asset), *_site_packages()]),
+        "BENCH_ASSET": str(plain_asset),
+    }
     baseline_env = {
         **common,
         "IDEMPOTENCY_TABLE": BASELINE_TABLE,
@@ -127,7 +200,10 @@ def prepare(endpoint: str) -> dict[str, Any]:
     }
     queue_arn = provisioned.queues[spec.name].queue_arn
     return {
-        "lambdajobs": (lambdajobs_env, queue_arn, spec.name),
+        # the headline: the same work as the hand-written worker (no rate limit on either side)
+        "lambdajobs": (plain_env, provisioned.queues[plain.name].queue_arn, plain.name),
+        # send_email as deployed: its rate limit adds a record read and a limiter write to the first record
+        "send_email": (lambdajobs_env, queue_arn, spec.name),
         "powertools": (baseline_env, f"arn:aws:sqs:{REGION}:123456789012:bench-powertools", spec.name),
         "asset_kb": round(sum(p.stat().st_size for p in asset.rglob("*") if p.is_file()) / 1024, 1),
         "asset_files": sum(1 for p in asset.rglob("*") if p.is_file()),
@@ -171,7 +247,7 @@ def one_run(env: dict[str, str], queue_arn: str, job: str) -> dict[str, float]:
 
 def measure(endpoint: str, rounds: int) -> dict[str, Any]:
     prepared = prepare(endpoint)
-    runs: dict[str, list[dict[str, float]]] = {"lambdajobs": [], "powertools": []}
+    runs: dict[str, list[dict[str, float]]] = {"lambdajobs": [], "send_email": [], "powertools": []}
 
     def side(name: str) -> Any:
         def run() -> float:

@@ -64,8 +64,36 @@ def test_the_runtime_imports_nothing_of_the_package_that_does_not_ship():
 
 
 def test_the_package_init_imports_only_the_runtime():
-    names = {n for n in imports_of([PACKAGE / "__init__.py"]) if n.split(".")[0] != "typing"}
+    # (and, in a worker function only, Powertools' batch utility first: see the next test)
+    allowed = {"typing", "os", "aws_lambda_powertools"}
+    names = {n for n in imports_of([PACKAGE / "__init__.py"]) if n.split(".")[0] not in allowed}
     assert names and all(n.startswith("lambdajobs.runtime") for n in names), names
+
+
+def test_a_worker_cold_start_skips_powertools_parser_models_and_a_producer_skips_powertools():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, lambdajobs\n"
+        "print(sorted({m.split('.')[2] if m.count('.') > 1 else m for m in sys.modules "
+        "if m.startswith('aws_lambda_powertools.utilities')}))"
+    )
+
+    def loaded(env: dict[str, str]) -> str:
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    import os
+
+    base = {k: v for k, v in os.environ.items() if k != "LAMBDAJOBS_JOB"}
+    # a producer (or a job module imported for a test) loads no Powertools utility at all
+    assert loaded(base).strip() == "[]"
+    # a worker function (LAMBDAJOBS_JOB set) loads the batch utility before pydantic, so Powertools
+    # does not build its parser models of every event source (about 18 ms of a cold start)
+    worker = loaded({**base, "LAMBDAJOBS_JOB": "send_email"})
+    assert "batch" in worker and "parser" not in worker, worker
 
 
 def test_cdk_constructs_never_call_aws_at_synth_time():
