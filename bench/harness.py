@@ -291,7 +291,15 @@ def _commit() -> str:
 
 
 ROWS = [
-    ("cold start (import + 1 record), lambdajobs / hand-written", "cold_start_ratio_vs_powertools"),
+    ("cold start (import + 1 record), plain job / hand-written", "cold_start_ratio_vs_powertools"),
+    (
+        "cold start, send_email as deployed (rate limit) / hand-written",
+        "cold_start_send_email_ratio_vs_powertools",
+    ),
+    (
+        "cold start, whole process (interpreter start too) / hand-written",
+        "cold_start_process_ratio_vs_powertools",
+    ),
     ("worker CPU per record, DynamoDB stubbed, lambdajobs / hand-written", "worker_cpu_ratio_vs_powertools"),
     ("records/s on moto, lambdajobs / hand-written", "moto_worker_speed_ratio_vs_powertools"),
     ("enqueue_many speed / send_message loop", "enqueue_many_speedup_vs_send_loop"),
