@@ -23,6 +23,7 @@ from lambdajobs.runtime import __all__ as _RUNTIME
 if TYPE_CHECKING:
     from lambdajobs.runtime.producer import enqueue as enqueue
     from lambdajobs.runtime.producer import enqueue_many as enqueue_many
+    from lambdajobs.runtime.ratelimit import RateLimit as RateLimit
     from lambdajobs.runtime.records import JobStatus as JobStatus
     from lambdajobs.runtime.records import get_status as get_status
     from lambdajobs.runtime.records import wait_for as wait_for
