@@ -129,7 +129,9 @@ def _workflow_item(request: dict[str, Any]) -> bool:
 
 
 def _job_id(request: dict[str, Any]) -> str | None:
-    key = request.get("Key") or _first_update(request).get("Key") or {}
+    # an UpdateItem's key, a transaction's first update's, or a PutItem's item (a first attempt's
+    # record, or its success written whole)
+    key = request.get("Key") or _first_update(request).get("Key") or request.get("Item") or {}
     value = key.get("id", {}).get("S") if isinstance(key, dict) else None
     return str(value) if value is not None else None
 
