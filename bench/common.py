@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -104,28 +103,18 @@ def moto_server() -> Iterator[str]:
 # -- Lambda's side ------------------------------------------------------------------------------------
 
 
-class Context:
-    """A Lambda context (what Powertools and the worker read)."""
+def Context(name: str = "bench", timeout_seconds: float = 30, memory_mb: int = 256) -> Any:
+    """A Lambda context (what Powertools and the worker read): the local stack's emulation."""
+    from lambdajobs.local.lambda_events import LambdaContext
 
-    def __init__(self, name: str = "bench", timeout_seconds: float = 30, memory_mb: int = 256) -> None:
-        self.function_name = name
-        self.function_version = "$LATEST"
-        self.memory_limit_in_mb = memory_mb
-        self.aws_request_id = str(uuid.uuid4())
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:{name}"
-        self.log_group_name = f"/aws/lambda/{name}"
-        self.log_stream_name = "bench"
-        self._deadline = time.monotonic() + timeout_seconds
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
+    return LambdaContext(name, timeout_seconds, memory_mb)
 
 
 def envelope(job: str, payload: dict[str, Any], job_id: str | None = None) -> str:
-    """A message body as lambdajobs' producer writes it (`lambdajobs.runtime.envelope.encode`)."""
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    message = {"v": 1, "job": job, "id": job_id or uuid.uuid4().hex, "payload": payload, "enqueued_at": now}
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    """A message body as lambdajobs' producer writes it (its own encoder)."""
+    from lambdajobs.runtime.envelope import encode
+
+    return encode(job, payload, job_id or uuid.uuid4().hex)
 
 
 def payload(i: int) -> dict[str, Any]:
