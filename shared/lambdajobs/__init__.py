@@ -8,17 +8,31 @@ producer and status readers only when first used). The parts that never ship liv
 for your tests), `lambdajobs.cli` and `lambdajobs.ops` (operator tools).
 """
 
+import gc as _gc
 import os
 from typing import TYPE_CHECKING
 
-if os.environ.get("LAMBDAJOBS_JOB"):  # settings.ENV_JOB: a worker function's cold start
-    # Powertools' batch utility before pydantic: imported after it, it builds pydantic models of every
-    # event source's records (Kafka, Kinesis, ...) that the worker never uses (about 18 ms).
-    import aws_lambda_powertools.utilities.batch  # noqa: F401
+#: A worker function's cold start (settings.ENV_JOB is set): the collector is paused while the runtime
+#: loads, and what it built is frozen after (lambdajobs.runtime.startup.init_phase, written out here
+#: because that module cannot be imported before the runtime it belongs to).
+_COLD_START = bool(os.environ.get("LAMBDAJOBS_JOB"))
+_collecting = _gc.isenabled()
+if _COLD_START:
+    _gc.disable()
+try:
+    if _COLD_START:
+        # Powertools' batch utility before pydantic: imported after it, it builds pydantic models of
+        # every event source's records (Kafka, Kinesis, ...) that the worker never uses (about 18 ms).
+        import aws_lambda_powertools.utilities.batch  # noqa: F401
 
-from lambdajobs.runtime import *  # noqa: F403  (the runtime's public API: its __all__)
-from lambdajobs.runtime import LAZY as _LAZY
-from lambdajobs.runtime import __all__ as _RUNTIME
+    from lambdajobs.runtime import *  # noqa: F403  (the runtime's public API: its __all__)
+    from lambdajobs.runtime import LAZY as _LAZY
+    from lambdajobs.runtime import __all__ as _RUNTIME
+finally:
+    if _COLD_START:
+        _gc.freeze()
+        if _collecting:
+            _gc.enable()
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.producer import enqueue as enqueue

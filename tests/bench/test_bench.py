@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RATIOS = (
     "cold_start_ratio_vs_powertools",
     "cold_start_process_ratio_vs_powertools",
+    "cold_start_ratio_vs_powertools_paused_gc",
     "worker_cpu_ratio_vs_powertools",
     "moto_worker_speed_ratio_vs_powertools",
     "enqueue_many_speedup_vs_send_loop",

@@ -64,8 +64,9 @@ def test_the_runtime_imports_nothing_of_the_package_that_does_not_ship():
 
 
 def test_the_package_init_imports_only_the_runtime():
-    # (and, in a worker function only, Powertools' batch utility first: see the next test)
-    allowed = {"typing", "os", "aws_lambda_powertools"}
+    # (and, in a worker function only, Powertools' batch utility first: see the next test; gc pauses the
+    # collector while a worker function's runtime loads)
+    allowed = {"typing", "os", "gc", "aws_lambda_powertools"}
     names = {n for n in imports_of([PACKAGE / "__init__.py"]) if n.split(".")[0] not in allowed}
     assert names and all(n.startswith("lambdajobs.runtime") for n in names), names
 
@@ -128,9 +129,11 @@ def test_a_cold_start_imports_only_its_jobs_modules_nothing_heavy_and_creates_no
     # GIVEN a fresh interpreter with the environment CDK gives the send_email function
     code = (
         "import sys, json\n"
+        "import gc\n"
         "import lambdajobs.runtime.entry\n"
         "from lambdajobs.runtime import aws\n"
-        "print(json.dumps({'modules': sorted(sys.modules), 'clients': len(aws._clients)}))"
+        "print(json.dumps({'modules': sorted(sys.modules), 'clients': len(aws._clients),\n"
+        "    'collecting': gc.isenabled(), 'frozen': gc.get_freeze_count(), 'young': len(gc.get_objects())}))"
     )
     loaded = run(
         code,
@@ -147,6 +150,9 @@ def test_a_cold_start_imports_only_its_jobs_modules_nothing_heavy_and_creates_no
     assert {m for m in modules if m.startswith("handlers")} == {"handlers", "handlers.emails"}
     # and none of the package's tools that never ship
     assert not {m for m in modules if m.startswith(("lambdajobs.cdk", "lambdajobs.local", "lambdajobs.cli"))}
+    # and what the cold start built is frozen (never walked by a collection), with the collector back on
+    assert loaded["collecting"] is True
+    assert loaded["frozen"] > 50_000 and loaded["young"] < 2_000, loaded
 
 
 def test_an_unknown_job_name_imports_nothing_and_names_the_module_searched():

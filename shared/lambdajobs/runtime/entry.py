@@ -1,12 +1,16 @@
 """The Lambda entry point of every job function: `lambdajobs.runtime.entry.lambda_handler`.
 
 Importing this module is the cold start: it reads the function's environment once and builds its
-worker (`lambdajobs.runtime.handler.from_environment`). Import it only in Lambda (or a process that
-sets the same variables); elsewhere use `lambdajobs.runtime.handler.make_handler`.
+worker (`lambdajobs.runtime.handler.from_environment`), with the collector paused and what it built
+frozen (`lambdajobs.runtime.startup`). Import it only in Lambda (or a process that sets the same
+variables); elsewhere use `lambdajobs.runtime.handler.make_handler`.
 """
 
 from __future__ import annotations
 
-from lambdajobs.runtime.handler import from_environment
+from lambdajobs.runtime.startup import init_phase
 
-lambda_handler = from_environment()
+with init_phase():
+    from lambdajobs.runtime.handler import from_environment
+
+    lambda_handler = from_environment()
