@@ -327,13 +327,18 @@ class FaultInjector:
             throttled = self.counts.throttled_dynamodb if service == "dynamodb" else self.counts.throttled_sqs
             calls = sum(n for name, n in self.counts.calls.items() if name.startswith(f"{service}."))
             forced = not throttled and calls >= self.force_throttle_after
-            if not forced and self.rng.random() >= self.throttle_rates.get(service, 0.0):
+            # a workflow member's first counted write meets a transaction conflict whatever the dice say:
+            # a quick soak makes few counted writes, and each fault must be seen (it once saw none)
+            counted = kind.startswith("counted_") and client is not None
+            first_conflict = counted and not self.counts.transaction_conflicts
+            rate = self.throttle_rates.get(service, 0.0)
+            if not forced and not first_conflict and self.rng.random() >= rate:
                 return
             throttled[kind] += 1
             self.counts.throttles_forced += forced
             if completion and job_id:
                 self.counts.completion_throttles[job_id] += 1
-            conflict = kind.startswith("counted_") and client is not None and self.rng.random() < 0.5
+            conflict = first_conflict or (counted and self.rng.random() < 0.5)
             self.counts.transaction_conflicts += conflict
         if conflict:  # what DynamoDB answers when another transaction holds the workflow's item
             raise client.exceptions.TransactionCanceledException(
