@@ -155,6 +155,29 @@ def test_a_cold_start_imports_only_its_jobs_modules_nothing_heavy_and_creates_no
     assert loaded["frozen"] > 50_000 and loaded["young"] < 2_000, loaded
 
 
+def test_a_cron_jobs_cold_start_skips_the_cron_check_that_synthesis_made():
+    # GIVEN daily_report's function (a @cron job): its expression was checked when synth imported it
+    code = (
+        "import sys, json\n"
+        "import lambdajobs.runtime.entry\n"
+        "from lambdajobs import get_spec\n"
+        "print(json.dumps({'checked': 'aws_cron_expression_validator' in sys.modules,\n"
+        "    'schedule': get_spec('daily_report').schedule.expression}))"
+    )
+    env = {"LAMBDAJOBS_JOBS": "handlers", "AWS_DEFAULT_REGION": "us-east-1"}
+    # WHEN the function cold-starts
+    deployed = run(code, LAMBDAJOBS_JOB="daily_report", LAMBDAJOBS_MODULES="handlers.reports", **env)
+    # THEN the job is declared with its schedule, without loading the cron checker (~40 ms)
+    assert deployed == {"checked": False, "schedule": "cron(0 9 * * ? *)"}, deployed
+    # while where users write their jobs (tests, synth, the local stack) the check runs at import
+    local = run(
+        "import sys, json\nimport handlers.reports\n"
+        "print(json.dumps({'checked': 'aws_cron_expression_validator' in sys.modules}))",
+        **env,
+    )
+    assert local == {"checked": True}
+
+
 def test_an_unknown_job_name_imports_nothing_and_names_the_module_searched():
     # GIVEN a fresh interpreter with no jobs package configured
     code = (

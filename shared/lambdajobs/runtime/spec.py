@@ -11,6 +11,7 @@ import hashlib
 import importlib
 import inspect
 import json
+import os
 import pkgutil
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +33,7 @@ from lambdajobs.runtime.errors import (
     UnknownJobError,
     UnknownPriorityError,
 )
-from lambdajobs.runtime.settings import JOB_NAME_RE, PRIORITY_NAME_RE, RESERVED_ID_PREFIX
+from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE, PRIORITY_NAME_RE, RESERVED_ID_PREFIX
 
 if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a cold start without them
     from lambdajobs.runtime.ratelimit import RateLimit  # skips both modules
@@ -473,7 +474,10 @@ def cron(
         try:
             from lambdajobs.runtime.schedule import parse_schedule
 
-            schedule = parse_schedule(expression, timezone, flexible_window_minutes)
+            # In a deployed function (CDK sets ENV_JOB on it) this very module was imported, and its
+            # expression checked, when the stack was synthesized: its cold start skips the cron check.
+            deployed = bool(os.environ.get(ENV_JOB))
+            schedule = parse_schedule(expression, timezone, flexible_window_minutes, check_cron=not deployed)
         except ScheduleError as exc:
             raise DeclarationError(f"job '{job_name}': {exc}") from None
         return _register(fn, schedule=schedule, schedule_payload=payload or {}, **options)
