@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs import ConfigurationError
-
 
 def write(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
@@ -67,20 +65,75 @@ def test_a_dotted_jobs_package_ships_its_parent_packages_init(project):
     ]
 
 
-def test_an_import_of_project_code_outside_the_jobs_package_is_refused_at_synth(project):
+def test_project_code_outside_the_jobs_package_ships_with_the_jobs_that_import_it(project):
     from lambdajobs.cdk.asset import job_modules
 
+    # GIVEN a helper module beside the jobs package, imported at module level by one job and inside a
+    # function by another, and a module imported only for type checking
     write(
         project,
         {
             "probe_c/__init__.py": "",
-            "probe_c/common.py": "",
+            "probe_c/common.py": "from probe_c import money\n",
+            "probe_c/money.py": "",
+            "probe_c/typing_only.py": "import this_does_not_exist\n",
             "probe_c/jobs/__init__.py": "",
             "probe_c/jobs/billing.py": "from probe_c.common import thing\n",
+            "probe_c/jobs/refunds.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n    from probe_c import typing_only\n"
+                "def run():\n    import probe_c_shared.tools\n"
+            ),
+            "probe_c_shared/__init__.py": "",
+            "probe_c_shared/tools.py": "import json\n",
         },
     )
-    with pytest.raises(ConfigurationError, match=r"probe_c\.jobs\.billing imports probe_c\.common.*move it"):
-        job_modules("probe_c.jobs", ["probe_c.jobs.billing"])
+    # THEN each ships, with its package's __init__ and what it imports in turn (not the type-only one)
+    assert job_modules("probe_c.jobs", ["probe_c.jobs.billing"]) == [
+        "probe_c",
+        "probe_c.common",
+        "probe_c.jobs",
+        "probe_c.jobs.billing",
+        "probe_c.money",
+    ]
+    assert job_modules("probe_c.jobs", ["probe_c.jobs.refunds"]) == [
+        "probe_c",
+        "probe_c.jobs",
+        "probe_c.jobs.refunds",
+        "probe_c_shared",
+        "probe_c_shared.tools",
+    ]
+
+
+def test_installed_libraries_and_the_standard_library_are_not_copied_as_source(project):
+    from lambdajobs.cdk.asset import job_modules
+
+    write(
+        project, {"probe_e/__init__.py": "", "probe_e/jobs.py": "import jinja2, json, pydantic, yaml_nope\n"}
+    )
+    assert job_modules("probe_e", ["probe_e.jobs"]) == ["probe_e", "probe_e.jobs"]
+
+
+def test_a_shipped_package_carries_its_data_files(project, tmp_path_factory):
+    from lambdajobs.cdk.asset import stage_function_asset
+
+    write(
+        project,
+        {
+            "probe_f/__init__.py": "",
+            "probe_f/jobs.py": "",
+            "probe_f/rates.json": "{}",
+            "probe_f/templates/invoice.html": "<p>{{ id }}</p>",
+            "probe_f/unused/__init__.py": "",
+            "probe_f/unused/data.txt": "x",
+        },
+    )
+    out = stage_function_asset(
+        tmp_path_factory.mktemp("asset"), jobs_package="probe_f", modules=["probe_f.jobs"]
+    )
+    files = {str(p.relative_to(out / "probe_f")) for p in (out / "probe_f").rglob("*") if p.is_file()}
+    # its files that are not Python and its folders without modules; not a subpackage nothing imports
+    assert files == {"__init__.py", "jobs.py", "rates.json", "templates/invoice.html"}
 
 
 def test_staging_copies_exactly_those_modules_at_their_paths(project, tmp_path_factory):

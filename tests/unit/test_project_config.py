@@ -104,3 +104,58 @@ def test_the_cli_imports_the_jobs_package_from_the_project_folder_when_run_below
         result = CliRunner().invoke(app, ["cron", "list"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "subdir_probe_tick" in result.output and "rate(5 minutes)" in result.output
+
+
+def test_the_project_root_is_the_folder_whose_pyproject_has_a_lambdajobs_table(tmp_path):
+    from lambdajobs.project import lambdajobs_root
+
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "acme_jobs"\n')
+    inner = tmp_path / "tools"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text('[project]\nname = "tools"\n')  # nearer, but not lambdajobs'
+    assert lambdajobs_root(inner) == tmp_path
+    assert lambdajobs_root(tmp_path.parent) is None
+
+
+def test_the_job_loader_imports_the_jobs_package_from_the_project_root_not_the_scripts_folder(
+    tmp_path, monkeypatch
+):
+    import sys
+
+    from lambdajobs.runtime.spec import isolated_registry, load_jobs
+
+    # GIVEN a project whose root is not on sys.path (plain pytest, python scripts/x.py), run from a
+    # subfolder of it
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "probe_root_jobs"\n')
+    (tmp_path / "probe_root_jobs").mkdir()
+    (tmp_path / "probe_root_jobs" / "__init__.py").write_text("")
+    (tmp_path / "probe_root_jobs" / "mail.py").write_text(
+        "from pydantic import BaseModel\nfrom lambdajobs import job\n\n"
+        "class Mail(BaseModel):\n    to: str\n\n"
+        "@job()\ndef probe_root_mail(payload: Mail) -> None: ...\n"
+    )
+    (tmp_path / "scripts").mkdir()
+    monkeypatch.chdir(tmp_path / "scripts")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    try:
+        with isolated_registry():
+            # WHEN the jobs package is loaded by name
+            specs = load_jobs("probe_root_jobs")
+            # THEN it was found from the project's root, which is now on sys.path
+            assert [s.name for s in specs] == ["probe_root_mail"] and sys.path[0] == str(tmp_path)
+    finally:
+        for name in [m for m in sys.modules if m.startswith("probe_root_jobs")]:
+            del sys.modules[name]
+
+
+def test_a_jobs_package_missing_from_the_project_too_says_where_it_looked(tmp_path, monkeypatch):
+    from lambdajobs.runtime.spec import load_jobs
+
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "probe_absent"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    with pytest.raises(ConfigurationError) as caught:
+        load_jobs("probe_absent")
+    assert f"nor in the project folder {tmp_path} (its pyproject.toml has [tool.lambdajobs])" in str(
+        caught.value
+    )

@@ -10,6 +10,7 @@ virtualenv, so no system Node is needed (and jsii's end-of-life warning for Node
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def _use_wheel_node() -> None:
@@ -25,6 +26,29 @@ def _use_wheel_node() -> None:
 
 
 _use_wheel_node()
+
+
+def _errors_in_one_line() -> None:
+    """A CDK app that fails on a lambdajobs error (a bad declaration or option, an import its function
+    would not find on Lambda, a dependency refused) prints `error: <what and the fix>` and exits 1,
+    like the CLI, instead of a traceback; any other exception keeps Python's usual report."""
+    import sys
+
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
+        from lambdajobs.runtime.errors import LambdaJobsError
+
+        if isinstance(value, LambdaJobsError):
+            print(f"error: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, tb)
+
+    if getattr(sys.excepthook, "__qualname__", "") != hook.__qualname__:
+        sys.excepthook = hook
+
+
+_errors_in_one_line()
 
 try:
     import aws_cdk  # noqa: F401

@@ -2,22 +2,27 @@
 
 Per function: `lambdajobs/__init__.py` and `lambdajobs/runtime/` (found where lambdajobs is installed:
 your project or site-packages), the pure-Python packages the runtime imports that neither the
-Powertools layer nor the Lambda runtime provide, and from your jobs package: the module that declares
+Powertools layer nor the Lambda runtime provide, and from your project: the module that declares
 the function's job, the modules of the jobs it `enqueues` (so its producer validates their payloads),
-every module those import inside the jobs package (static imports, found by reading them), and the
-package `__init__` files on the way. Never `lambdajobs.cdk`, `.local`, the CLI, tests, or the other
-jobs of the project. Your jobs package is found with `importlib.util.find_spec`, so it works from
-site-packages too. Synthesis stays offline: everything is copied from this environment.
+every module of your project those import (read from their source: module level and function bodies,
+not under `TYPE_CHECKING`), the package `__init__` files on the way, and those packages' data files.
+Your project's code is the jobs package (found with `importlib.util.find_spec`, so it may be installed
+in site-packages too) and any module found as source outside the standard library and site-packages
+(a shared `acme/common.py` beside the jobs package). Never `lambdajobs.cdk`, `.local`, the CLI, tests,
+or the other jobs of the project. Third-party libraries are your dependencies
+(`lambdajobs.cdk.dependencies`, a layer), and `lambdajobs.cdk.imports` checks at synth that every
+import of the asset resolves on Lambda. Synthesis stays offline: everything is copied from this
+environment.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from lambdajobs.cdk.imports import imports_of, module_names
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.spec import JobSpec
 
@@ -59,60 +64,61 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def _imports(module: str, path: Path) -> set[str]:
-    """Modules a file imports (absolute names; relative imports resolved against `module`)."""
-    is_package = path.name == "__init__.py"
-    package = module if is_package else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
-            found.add(target)
-            # `from pkg import name`: name may be a submodule
-            found |= {f"{target}.{alias.name}" for alias in node.names if alias.name != "*"}
-    return found
+def _library_folders() -> tuple[Path, ...]:
+    """Where installed and standard-library code lives: a module found there is not your source."""
+    import site
+    import sysconfig
+
+    folders = {sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return tuple(Path(f).resolve() for f in folders if f)
+
+
+def _source_file(name: str) -> Path | None:
+    """The .py file of `name` when it is your project's source (found, Python source, and not in the
+    standard library or an installed distribution), else None."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    origin = Path(spec.origin).resolve()
+    if any(origin.is_relative_to(folder) for folder in _library_folders()):
+        return None
+    return origin
 
 
 def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
-    """`modules` and every module of `jobs_package` they import (transitively), with the package
-    `__init__` modules on the way (those above the jobs package too, for a dotted one such as
-    `myapp.jobs`): what importing `modules` needs from your code.
-
-    Raises:
-        ConfigurationError: one of them imports a module of your project outside the jobs package
-            (same top-level package): it would not ship, and the function would fail at cold start.
+    """`modules` and every module of your project they import (transitively: anywhere in a file,
+    function bodies too, except under `TYPE_CHECKING`), with the package `__init__` modules on the
+    way: what running `modules` needs from your code. Your code is the jobs package and any module
+    found as source outside the standard library and site-packages (`acme/common.py` beside the jobs
+    package, a package of yours installed with `pip install -e`). lambdajobs itself ships separately.
     """
-    top = jobs_package.split(".")[0]
-    parents = {".".join(jobs_package.split(".")[:i]) for i in range(1, jobs_package.count(".") + 1)}
 
-    def inside(name: str) -> bool:
-        return name == jobs_package or name.startswith(f"{jobs_package}.")
+    def parents(name: str) -> list[str]:
+        parts = name.split(".")
+        return [".".join(parts[:i]) for i in range(1, len(parts))]
 
-    todo = [m for m in modules if inside(m)] + sorted(parents)
+    def ours(name: str) -> bool:
+        if name.split(".")[0] == "lambdajobs":  # the runtime ships whole, beside your code
+            return False
+        if name == jobs_package or name.startswith(f"{jobs_package}.") or name in parents(jobs_package):
+            return _is_module(name)  # the jobs package ships wherever it is installed
+        return _source_file(name) is not None
+
+    todo = [m for m in modules if m == jobs_package or m.startswith(f"{jobs_package}.")]
+    todo += parents(jobs_package)
     seen: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in seen or not _is_module(name):
+        if name in seen or not ours(name):
             continue
         seen.add(name)
-        parts = name.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)) if inside(".".join(parts[:i])))
-        for imported in _imports(name, module_path(name)):
-            if inside(imported):
-                if imported not in seen:
-                    todo.append(imported)
-            elif imported.split(".")[0] == top and imported not in parents and _is_module(imported):
-                raise ConfigurationError(
-                    f"{name} imports {imported}, which is outside the jobs package '{jobs_package}' and "
-                    f"would not ship with the function; move it into the jobs package."
-                )
+        todo.extend(parents(name))
+        refs = [ref for ref in imports_of(name, module_path(name)) if not ref.type_checking]
+        todo.extend(m for m in module_names(refs) if m not in seen)
     return sorted(seen)
 
 
@@ -139,11 +145,25 @@ def stage_function_asset(out_dir: Path, *, jobs_package: str, modules: Iterable[
     for name in job_modules(jobs_package, modules):
         source = module_path(name)
         relative = Path(*name.split("."))
-        target = (
-            out_dir / relative / "__init__.py"
-            if source.name == "__init__.py"
-            else out_dir / relative.with_suffix(".py")
-        )
+        if source.name == "__init__.py":
+            _copy_package_data(source.parent, out_dir / relative)
+            target = out_dir / relative / "__init__.py"
+        else:
+            target = out_dir / relative.with_suffix(".py")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
     return out_dir
+
+
+def _copy_package_data(package: Path, target: Path) -> None:
+    """A shipped package's data files: the files beside its modules that are not Python (templates,
+    JSON, ...) and its folders that hold no Python module (a `templates/` folder), as a wheel would
+    carry them. Its subpackages ship only as far as they are imported."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in package.iterdir():
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        if entry.is_file() and entry.suffix not in (".py", ".pyc"):
+            shutil.copy2(entry, target / entry.name)
+        elif entry.is_dir() and not any(entry.rglob("*.py")):
+            shutil.copytree(entry, target / entry.name, ignore=_IGNORE, dirs_exist_ok=True)

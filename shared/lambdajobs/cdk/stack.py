@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from lambdajobs.cdk import dependencies as deps
+from lambdajobs.cdk import platform
 from lambdajobs.cdk.asset import modules_for, stage_function_asset
+from lambdajobs.cdk.imports import Provided, check_asset_imports
 from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
 from lambdajobs.cdk.workflows import Workflows, workflow_items_statement
@@ -102,6 +106,33 @@ def _staging_root() -> Path:
     return root
 
 
+def _requirements(given: Sequence[str] | None) -> deps.Requirements | None:
+    """The dependencies given to the construct, else those the project declares."""
+    from lambdajobs.project import lambdajobs_root, project_root
+
+    root = lambdajobs_root() or project_root() or Path.cwd()
+    if given is None:
+        return deps.project_requirements(lambdajobs_root())
+    lines = tuple(line.strip() for line in given if line.strip())
+    return deps.Requirements(lines, "LambdaJobs(dependencies=...)", root) if lines else None
+
+
+def _check_function(asset: Path, provided: Provided, name: str, dependency_bytes: int) -> None:
+    """What ships is what runs: every import of the asset resolves on Lambda, and the function fits.
+
+    Raises:
+        ConfigurationError: an import that would fail on Lambda; more than 250 MB unzipped.
+    """
+    check_asset_imports(asset, provided, function=name, python=platform.PYTHON_VERSION)
+    total = deps.folder_bytes(asset) + dependency_bytes + platform.layer_unzipped_bytes()
+    if total > platform.MAX_UNZIPPED_BYTES:
+        raise ConfigurationError(
+            f"function '{name}' would be {total / 2**20:.0f} MB unzipped with its layers (its asset, your "
+            f"dependencies {dependency_bytes / 2**20:.0f} MB, the Powertools layer), over Lambda's 250 MB; "
+            f"ship fewer or smaller libraries in [tool.lambdajobs] dependencies."
+        )
+
+
 def construct_id(job: str) -> str:
     return "".join(part.capitalize() for part in job.split("_")) + "Job"
 
@@ -121,6 +152,10 @@ class LambdaJobs(Construct):
             "finished" when a job declares uses=("job_stats",), else "off"). It lists jobs by state
             (the board, `lambdajobs jobs`) and counts them (job_stats), for 1 write unit per job
             ("finished") or 3 ("all", running jobs too).
+        dependencies: the third-party libraries your jobs need on Lambda, as requirement strings
+            (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
+            pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
+            in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.cdk.dependencies`).
 
     Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
     and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
@@ -128,7 +163,9 @@ class LambdaJobs(Construct):
 
     Raises:
         ConfigurationError: the jobs package cannot be found, or declares no job; a bad option; a
-            function's environment larger than Lambda's 4 KB.
+            function's environment larger than Lambda's 4 KB; a dependency that conflicts with what
+            Lambda provides or has no wheel for its platform; a module a function imports that it
+            would not find on Lambda (`lambdajobs.cdk.imports`); a function over Lambda's 250 MB.
         DeclarationError: a job enqueues a job that is not declared.
 
     Example:
@@ -150,6 +187,7 @@ class LambdaJobs(Construct):
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
         job_index: str | None = None,
+        dependencies: Sequence[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id_)
         self.jobs_package = jobs
@@ -251,10 +289,31 @@ class LambdaJobs(Construct):
                     f"job '{spec.name}' enqueues {unknown}, not declared in jobs package '{jobs}' "
                     f"(declared: {sorted(self.specs)})."
                 )
+        self.dependencies = deps.build(_requirements(dependencies))
+        job_layers: list[lambda_.ILayerVersion] = [layer]
+        if self.dependencies.folder is not None:
+            #: Your jobs' libraries, built for Lambda's platform (lambdajobs.cdk.dependencies).
+            self.dependencies_layer = lambda_.LayerVersion(
+                self,
+                "Dependencies",
+                code=lambda_.Code.from_asset(str(self.dependencies.folder), exclude=[".complete"]),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[lambda_.Architecture.ARM_64],
+                description="lambdajobs: the jobs' dependencies, "
+                + ", ".join(f"{n} {v}" for n, v in sorted(self.dependencies.pins.items()))[:200],
+            )
+            job_layers.append(self.dependencies_layer)
+        provided = Provided(
+            dependencies=self.dependencies.modules,
+            layer=platform.layer_modules(),
+            runtime=platform.runtime_modules(),
+            stdlib=platform.stdlib_modules(),
+        )
         self.workers: dict[str, JobWorker] = {}
         for spec in specs:
             modules = modules_for(spec, self.specs)
             asset = stage_function_asset(staging / spec.name, jobs_package=jobs, modules=modules)
+            _check_function(asset, provided, spec.name, self.dependencies.unzipped_bytes)
             self.workers[spec.name] = JobWorker(
                 self,
                 construct_id(spec.name),
@@ -263,7 +322,7 @@ class LambdaJobs(Construct):
                 code=lambda_.Code.from_asset(str(asset)),
                 jobs_package=jobs,
                 modules=modules,
-                layers=[layer],
+                layers=job_layers,
                 log_retention=retention,
                 cron_group=self.cron_group,
                 scheduler_dlq=self.scheduler_dlq,
@@ -274,13 +333,13 @@ class LambdaJobs(Construct):
             self.workers[spec.name].function.add_environment(ENV_JOB_INDEX, self.job_index)
         # Workflows: every worker sends a notice to the workflow queue when its member may have ended a
         # stage; the continuer (the runtime alone: it imports no job module) sends the next stage.
+        continuer_asset = stage_function_asset(staging / "workflow-continuer", jobs_package=jobs, modules=[])
+        _check_function(continuer_asset, provided, "workflow continuer", 0)
         self.workflows = Workflows(
             self,
             "Workflows",
             table=self.table,
-            code=lambda_.Code.from_asset(
-                str(stage_function_asset(staging / "workflow-continuer", jobs_package=jobs, modules=[]))
-            ),
+            code=lambda_.Code.from_asset(str(continuer_asset)),
             job_queues=[level for worker in self.workers.values() for level in worker.all_levels],
             layers=[layer],
             log_retention=retention,
@@ -546,6 +605,7 @@ class LambdaJobsStack(Stack):
         alarm_email: str | None = None,
         staging_dir: str | Path | None = None,
         job_index: str | None = None,
+        dependencies: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id_, **kwargs)
@@ -558,4 +618,5 @@ class LambdaJobsStack(Stack):
             alarm_email=alarm_email,
             staging_dir=staging_dir,
             job_index=job_index,
+            dependencies=dependencies,
         )

@@ -687,15 +687,7 @@ def load_jobs(module: str) -> list[JobSpec]:
         >>> [spec.name for spec in load_jobs("myjobs")]
         ['send_invoice', 'nightly_export']
     """
-    try:
-        package = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-            raise ConfigurationError(
-                f"jobs module '{module}' is not importable from here; check the name "
-                f"([tool.lambdajobs] jobs in pyproject.toml, or --jobs) and run from your project's folder."
-            ) from None
-        raise  # the package exists but something it imports does not: say so
+    package = _import_jobs_package(module)
     modules = [package]
     if hasattr(package, "__path__"):
         _check_regular_packages(module, package)
@@ -707,6 +699,52 @@ def load_jobs(module: str) -> list[JobSpec]:
                 _REGISTRY[value.name] = value.spec
     _loaded.add(module)
     return jobs_in(module)
+
+
+def _import_jobs_package(module: str) -> Any:
+    """Import the jobs package; when it is not importable from where Python started (plain `pytest`,
+    `python scripts/x.py`: the script's folder is on sys.path, not your project's), from the root of
+    the project you are in (the folder whose pyproject.toml has `[tool.lambdajobs]`), and try again.
+
+    Raises:
+        ConfigurationError: it is not found there either (saying where it was looked for).
+    """
+
+    def missing(exc: ModuleNotFoundError) -> bool:  # the package itself, not something it imports
+        return bool(exc.name) and (module == exc.name or module.startswith(f"{exc.name}."))
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if not missing(exc):
+            raise  # the package exists but something it imports does not: say so
+    import sys
+    from pathlib import Path
+
+    from lambdajobs.runtime.project import make_importable
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    starts = [Path.cwd()] + ([script.resolve().parent] if script and script.is_file() else [])
+    roots = []
+    for start in starts:
+        root = make_importable(start)
+        if root is None or root in roots:
+            continue
+        roots.append(root)
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not missing(exc):
+                raise
+    where = (
+        f"not on sys.path, nor in the project folder {roots[0]} (its pyproject.toml has [tool.lambdajobs])"
+        if roots
+        else "not on sys.path, and no folder from here up has a pyproject.toml with [tool.lambdajobs]"
+    )
+    raise ConfigurationError(
+        f"jobs module '{module}' is not importable: {where}; check the name ([tool.lambdajobs] jobs in "
+        f"pyproject.toml, or --jobs), run from inside your project, or install it (pip install -e .)."
+    ) from None
 
 
 def _check_regular_packages(module: str, package: Any) -> None:

@@ -1,0 +1,404 @@
+"""Your jobs' third-party libraries, built for Lambda's platform at synth, without Docker.
+
+Declare once what your jobs need on Lambda, in pyproject.toml:
+
+    [tool.lambdajobs]
+    jobs = "acme_jobs"
+    dependencies = ["jinja2>=3.1,<4"]        # and/or: requirements = "requirements-lambda.txt"
+
+Synthesis then resolves them with pip for the functions' platform only (python3.14, arm64: wheels
+tagged `manylinux2014`, `manylinux_2_28` or `manylinux_2_34` aarch64 with abi `cp314` or `abi3`, and
+pure-Python wheels; never a local build, which would be for this machine), with your pip index
+configuration (pip.conf, `PIP_INDEX_URL`, `PIP_FIND_LINKS` ...), and installs them into a layer that
+every job function gets.
+
+- What Lambda already provides is never shipped: the runtime's boto3 and what it needs, and the
+  Powertools layer's packages (Powertools, pydantic ...; `lambdajobs.cdk.platform`). Resolution is
+  constrained to the layer's versions, so a library needing another pydantic is refused by name, as is
+  a direct requirement on a provided package that excludes the provided version.
+- A library with no wheel for the platform is refused by name (`pip` would otherwise need to build
+  it, and a build here is for this machine, not Lambda's).
+- The resolved versions are written to `lambdajobs.lock` beside your pyproject.toml (commit it). The
+  next synth reuses the lock while the declared requirements are unchanged, so it installs the same
+  versions; and the installed folder is cached by those versions and the platform
+  (`$LAMBDAJOBS_CACHE_DIR`, default `~/.cache/lambdajobs/dependencies`), so a second synth runs no pip
+  at all: offline and fast.
+- The total with the Powertools layer and a function's asset must fit Lambda's 250 MB unzipped limit
+  (checked per function by `LambdaJobs`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lambdajobs.cdk import platform
+from lambdajobs.cdk.imports import top_level_modules
+from lambdajobs.runtime.errors import ConfigurationError
+
+LOCK_NAME = "lambdajobs.lock"
+#: Changing the lock's layout or the build invalidates older locks and cached folders.
+_FORMAT = 1
+_HOW = "[tool.lambdajobs] dependencies in pyproject.toml"
+
+
+def normalize(name: str) -> str:
+    """A distribution name as the package index compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a project's jobs need on Lambda: requirement lines (PEP 508, or pip options in a file),
+    where they were declared (for messages) and where the lock lives."""
+
+    lines: tuple[str, ...]
+    source: str
+    lock_dir: Path
+
+    @property
+    def lock_path(self) -> Path:
+        return self.lock_dir / LOCK_NAME
+
+
+@dataclass(frozen=True)
+class BuiltDependencies:
+    """The built dependencies: `folder` holds `python/` (a layer's layout), or None when there are
+    none; `pins` the shipped distributions (name -> version); `modules` their top-level modules."""
+
+    folder: Path | None = None
+    pins: dict[str, str] = field(default_factory=dict)
+    modules: frozenset[str] = frozenset()
+    unzipped_bytes: int = 0
+
+
+def project_requirements(root: Path | None) -> Requirements | None:
+    """The requirements a project declares in `[tool.lambdajobs]` (`dependencies`, a list, and/or
+    `requirements`, a requirements file relative to the project), or None.
+
+    Raises:
+        ConfigurationError: the keys have the wrong type, or the requirements file is missing.
+    """
+    from lambdajobs.project import tool_settings
+
+    if root is None:
+        return None
+    settings = tool_settings(root)
+    lines: list[str] = []
+    declared = settings.get("dependencies", [])
+    if not isinstance(declared, list) or not all(isinstance(d, str) for d in declared):
+        raise ConfigurationError(
+            f"{root / 'pyproject.toml'}: [tool.lambdajobs] dependencies must be a list of requirement "
+            f'strings, e.g. dependencies = ["jinja2>=3.1"].'
+        )
+    lines += [d.strip() for d in declared if d.strip()]
+    file = settings.get("requirements")
+    if file is not None:
+        path = root / str(file)
+        if not path.is_file():
+            raise ConfigurationError(
+                f"{root / 'pyproject.toml'}: [tool.lambdajobs] requirements = {file!r}, but {path} does not "
+                f"exist; create it or remove the key."
+            )
+        lines += [
+            line.split(" #")[0].strip()
+            for line in path.read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    if not lines:
+        return None
+    return Requirements(tuple(lines), "pyproject.toml [tool.lambdajobs]", root)
+
+
+def cache_root() -> Path:
+    """Where built dependency folders are kept: `$LAMBDAJOBS_CACHE_DIR`, else the user cache."""
+    given = os.environ.get("LAMBDAJOBS_CACHE_DIR")
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lambdajobs"
+
+
+def _provided() -> dict[str, tuple[str, str]]:
+    """Distributions Lambda provides: name -> (version or "" when unknown, where)."""
+    where = f"the Powertools layer {platform.layer_version()}"
+    found = {name: (version, where) for name, version in platform.layer_distributions().items()}
+    for name in platform.RUNTIME_PACKAGES:
+        try:
+            from importlib.metadata import version
+
+            found[name] = (version(name), "the Lambda runtime (its version there may differ)")
+        except Exception:  # not installed here: nothing to compare a specifier with
+            found[name] = ("", "the Lambda runtime")
+    return found
+
+
+def _check_direct(requirements: Requirements) -> None:
+    """A requirement on a package Lambda provides is fine when the provided version satisfies it (it
+    is not shipped); otherwise it conflicts and is refused by name."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    provided = _provided()
+    for line in requirements.lines:
+        if line.startswith("-"):
+            continue  # a pip option (an index, a constraint file): pip reads it
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise ConfigurationError(
+                f"{requirements.source}: dependency {line!r} is not a valid requirement ({exc}); write it "
+                f'as pip would, e.g. "jinja2>=3.1".'
+            ) from None
+        name = normalize(req.name)
+        if name in provided:
+            version, where = provided[name]
+            if version and req.specifier and not req.specifier.contains(version, prereleases=True):
+                raise ConfigurationError(
+                    f"{requirements.source}: dependency {line!r} conflicts with {req.name} {version} in "
+                    f"{where}, which every function already has; drop it from {_HOW} or allow {version}."
+                )
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps([_FORMAT, *parts], sort_keys=True).encode()).hexdigest()
+
+
+def _requirements_key(requirements: Requirements) -> str:
+    return _key(list(requirements.lines), platform.pip_platform_args(), platform.layer_distributions())
+
+
+def _pip(args: list[str], what: str, *, provided_env: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run pip. With `provided_env`, pip runs isolated (`-I -S`) with only that folder on its path,
+    where the distributions Lambda provides are stubbed: it takes them as installed (so it neither
+    fetches nor ships them, and finds their versions), and sees nothing of this environment."""
+    if provided_env is None:
+        command = [sys.executable, "-m", "pip"]
+    else:
+        boot = (
+            f"import sys; sys.path.insert(0, {str(provided_env)!r}); "
+            "from pip._internal.cli.main import main; sys.exit(main())"
+        )
+        command = [sys.executable, "-I", "-S", "-c", boot]
+    command += ["--disable-pip-version-check", "--no-input", *args]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        raise ConfigurationError(
+            f"pip took more than 15 minutes to {what}; check your package index."
+        ) from None
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        raise ConfigurationError(
+            "synth needs pip in this environment to install your jobs' dependencies for Lambda: "
+            "python -m ensurepip (or pip install pip) first."
+        )
+    return done
+
+
+def _provided_env(folder: Path) -> Path:
+    """A folder pip can run from that holds pip and a stub `.dist-info` of each distribution Lambda
+    provides, at its version there (see `_pip`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pip")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigurationError(
+            "synth needs pip in this environment to install your jobs' dependencies for Lambda: "
+            "python -m ensurepip (or pip install pip) first."
+        )
+    (folder / "pip").symlink_to(Path(next(iter(spec.submodule_search_locations))), target_is_directory=True)
+    for name, (version, _) in _provided().items():
+        if not version:
+            continue
+        info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (info / "RECORD").write_text("")
+    return folder
+
+
+def _pip_failure(stderr: str, requirements: Requirements) -> ConfigurationError:
+    """pip's refusal as one line: the package without a wheel for the platform, or the conflict."""
+    missing = re.findall(r"No matching distribution found for (\S+)", stderr)
+    label = platform.platform_label()
+    if missing:
+        return ConfigurationError(
+            f"dependency {missing[0]} has no wheel for Lambda's platform ({label}) in your package index, "
+            f"and lambdajobs never builds one here (it would be for this machine); choose a version that "
+            f"publishes such a wheel, or build one for that platform into your index ({_HOW})."
+        )
+    conflict = re.search(r"The conflict is caused by:\n(.*?)(?:\n\n|\Z)", stderr, re.S)
+    if conflict:
+        causes = "; ".join(
+            line.strip().replace("The user requested (constraint) ", "the layer has ")
+            for line in conflict.group(1).splitlines()
+            if line.strip()
+        )
+        return ConfigurationError(
+            f"the dependencies in {requirements.source} cannot be installed beside what Lambda provides "
+            f"(Powertools layer {platform.layer_version()}: {_layer_pins()}): {causes}; change the "
+            f"versions in {_HOW}."
+        )
+    errors = [line for line in stderr.splitlines() if line.startswith("ERROR")] or stderr.splitlines()[-1:]
+    return ConfigurationError(
+        f"pip could not resolve {requirements.source} for Lambda ({label}): {errors[-1]}"
+    )
+
+
+def _layer_pins() -> str:
+    pins = platform.layer_distributions()
+    return ", ".join(f"{n} {pins[n]}" for n in ("aws-lambda-powertools", "pydantic") if n in pins)
+
+
+def resolve(requirements: Requirements) -> list[str]:
+    """Resolve `requirements` for Lambda's platform with pip (a dry run, nothing installed), taking
+    what Lambda provides as installed: the pins of every distribution to ship, `name==version` (or
+    `name @ url` for a direct reference).
+
+    Raises:
+        ConfigurationError: a conflict with what Lambda provides, or no wheel for the platform.
+    """
+    _check_direct(requirements)
+    provided = _provided()
+    with tempfile.TemporaryDirectory(prefix="lambdajobs-resolve-") as tmp:
+        reqs, constraints, report = (
+            Path(tmp, "requirements.txt"),
+            Path(tmp, "constraints.txt"),
+            Path(tmp, "r.json"),
+        )
+        reqs.write_text("\n".join(requirements.lines) + "\n")
+        # the layer's packages at the layer's versions: a library needing others cannot resolve
+        constraints.write_text("".join(f"{n}=={v}\n" for n, v in platform.layer_distributions().items()))
+        env = Path(tmp, "provided")
+        env.mkdir()
+        done = _pip(
+            [
+                "install",
+                "--dry-run",
+                "--report",
+                str(report),
+                *platform.pip_platform_args(),
+                "-c",
+                str(constraints),
+                "-r",
+                str(reqs),
+            ],
+            "resolve your dependencies",
+            provided_env=_provided_env(env),
+        )
+        if done.returncode != 0:
+            raise _pip_failure(f"{done.stdout}\n{done.stderr}", requirements)
+        installs = json.loads(report.read_text()).get("install", [])
+    pins = []
+    for item in installs:
+        name, version = item["metadata"]["name"], item["metadata"]["version"]
+        if normalize(name) in provided:
+            continue  # Lambda has it: never shipped
+        url = item.get("download_info", {}).get("url", "")
+        pins.append(
+            f"{normalize(name)} @ {url}" if item.get("is_direct") and url else f"{normalize(name)}=={version}"
+        )
+    return sorted(pins)
+
+
+def read_lock(requirements: Requirements) -> list[str] | None:
+    """The lock's pins when it was made from these very requirements (and platform), else None."""
+    path = requirements.lock_path
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    match = re.search(r"^# requirements-sha256: ([0-9a-f]{64})$", text, re.M)
+    if not match or match.group(1) != _requirements_key(requirements):
+        return None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def write_lock(requirements: Requirements, pins: Sequence[str]) -> None:
+    header = [
+        f"# {LOCK_NAME}: what `lambdajobs synth` ships to your functions for Lambda "
+        f"({platform.platform_label()}).",
+        f"# Resolved from {requirements.source}; commit it. Synth rewrites it when those change.",
+        f"# Provided on Lambda, never shipped: Powertools layer {platform.layer_version()} "
+        f"({_layer_pins()}, ...), the runtime's boto3.",
+        f"# requirements-sha256: {_requirements_key(requirements)}",
+    ]
+    requirements.lock_path.write_text("\n".join([*header, *pins]) + "\n")
+
+
+def install(pins: Sequence[str], *, cache: Path | None = None) -> Path:
+    """The folder holding `pins` installed for Lambda's platform under `python/` (a layer's layout),
+    from the cache when it was built before."""
+    key = _key(list(pins), platform.pip_platform_args())
+    folder = (cache or cache_root()) / "dependencies" / key[:32]
+    if (folder / ".complete").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=folder.parent))
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
+            file.write("\n".join(pins) + "\n")
+        done = _pip(
+            [
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--no-compile",
+                "--target",
+                str(building / "python"),
+                *platform.pip_platform_args(),
+                "-r",
+                file.name,
+            ],
+            "install your dependencies",
+        )
+        os.unlink(file.name)
+        if done.returncode != 0:
+            raise _pip_failure(done.stderr, Requirements(tuple(pins), LOCK_NAME, Path.cwd()))
+        for junk in (building / "python").glob("bin"):
+            shutil.rmtree(junk)  # console scripts: nothing on Lambda runs them
+        (building / ".complete").write_text("\n".join(pins) + "\n")
+        with contextlib.suppress(OSError):  # another synth built it meanwhile
+            building.rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return folder
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def build(requirements: Requirements | None, *, cache: Path | None = None) -> BuiltDependencies:
+    """Resolve (or reuse the lock), install (or reuse the cache), and describe the dependencies.
+
+    Raises:
+        ConfigurationError: see `resolve`.
+    """
+    if requirements is None:
+        return BuiltDependencies()
+    pins = read_lock(requirements)
+    if pins is None:
+        pins = resolve(requirements)
+        write_lock(requirements, pins)
+    if not pins:  # everything asked for is provided by Lambda
+        return BuiltDependencies()
+    folder = install(pins, cache=cache)
+    versions = {}
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        versions[name.split(" @ ")[0]] = version or "direct"
+    return BuiltDependencies(
+        folder=folder,
+        pins=versions,
+        modules=frozenset(top_level_modules(folder / "python")),
+        unzipped_bytes=folder_bytes(folder / "python"),
+    )

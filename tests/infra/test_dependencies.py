@@ -1,0 +1,161 @@
+"""Your jobs' dependencies, built for Lambda's platform (python3.14, arm64) from a package index: wheels
+for that platform only, what Lambda provides never shipped, conflicts refused by name, a lock and a
+cache that make the next synth offline. The index here is a folder of hand-made wheels (offline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lambdajobs import ConfigurationError
+from lambdajobs.cdk import dependencies as deps
+from lambdajobs.cdk import platform
+from tests.wheels import make_wheel, offline_index
+
+ARM = "cp314-cp314-manylinux_2_28_aarch64"
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch) -> Path:
+    wheelhouse = tmp_path / "wheelhouse"
+    make_wheel(wheelhouse, "acme-text", "1.2", requires=("acme-speedups>=2",))
+    make_wheel(wheelhouse, "acme-speedups", "2.0", tag=ARM)
+    make_wheel(wheelhouse, "acme-speedups", "2.1", tag="cp314-cp314-win_amd64")  # newer, wrong platform
+    make_wheel(wheelhouse, "winonly", "1.0", tag="cp314-cp314-win_amd64")
+    make_wheel(wheelhouse, "hostonly", "1.0", tag="cp311-cp311-linux_x86_64")  # this machine's, not Lambda's
+    make_wheel(wheelhouse, "uses-provided", "1.0", requires=("pydantic>=2", "boto3"))
+    make_wheel(wheelhouse, "old-pydantic-user", "1.0", requires=("pydantic<2",))
+    make_wheel(wheelhouse, "jinja2", "3.0.0")  # installed here (a newer one), not on Lambda
+    offline_index(monkeypatch, wheelhouse)
+    monkeypatch.setenv("LAMBDAJOBS_CACHE_DIR", str(tmp_path / "cache"))
+    return wheelhouse
+
+
+def reqs(tmp_path: Path, *lines: str) -> deps.Requirements:
+    return deps.Requirements(tuple(lines), "pyproject.toml [tool.lambdajobs]", tmp_path)
+
+
+def no_pip(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("pip ran")
+
+    monkeypatch.setattr(deps, "_pip", refuse)
+
+
+def test_a_library_and_its_dependency_are_built_for_lambdas_platform_and_locked(index, tmp_path):
+    # GIVEN a project that needs acme-text (which needs acme-speedups, a compiled library)
+    built = deps.build(reqs(tmp_path, "acme-text>=1"))
+    # THEN both are installed in a layer's layout, the platform's wheel chosen (not the newer one
+    # for Windows), and the lock records exactly those versions
+    assert built.pins == {"acme-text": "1.2", "acme-speedups": "2.0"}
+    assert built.modules == {"acme_text", "acme_speedups"}
+    assert (built.folder / "python" / "acme_speedups" / "__init__.py").read_text() == "VERSION = '2.0'\n"
+    lock = (tmp_path / deps.LOCK_NAME).read_text().splitlines()
+    assert [line for line in lock if not line.startswith("#")] == ["acme-speedups==2.0", "acme-text==1.2"]
+    assert built.unzipped_bytes == deps.folder_bytes(built.folder / "python") > 0
+
+
+def test_the_next_synth_runs_no_pip_and_a_changed_requirement_resolves_again(index, tmp_path, monkeypatch):
+    first = deps.build(reqs(tmp_path, "acme-text>=1"))
+    # WHEN the same requirements are built again with pip unavailable (offline)
+    with monkeypatch.context() as m:
+        no_pip(m)
+        again = deps.build(reqs(tmp_path, "acme-text>=1"))
+    # THEN the lock and the cache answer: the same folder and versions
+    assert again == first
+    # AND a changed requirement set is resolved again (the lock is stale) and rewritten
+    other = deps.build(reqs(tmp_path, "acme-speedups"))
+    assert other.pins == {"acme-speedups": "2.0"} and other.folder != first.folder
+    assert "acme-text" not in (tmp_path / deps.LOCK_NAME).read_text()
+
+
+def test_a_lock_edited_by_hand_for_other_requirements_is_not_trusted(index, tmp_path):
+    deps.build(reqs(tmp_path, "acme-text>=1"))
+    lock = tmp_path / deps.LOCK_NAME
+    lock.write_text(lock.read_text().replace("acme-text==1.2", "acme-text==9.9"))
+    assert deps.read_lock(reqs(tmp_path, "acme-text>=1")) is not None  # same requirements: trusted pins
+    assert deps.read_lock(reqs(tmp_path, "acme-text>=1.1")) is None
+
+
+@pytest.mark.parametrize("name", ["winonly", "hostonly"])
+def test_a_library_with_no_wheel_for_lambdas_platform_is_refused_by_name(index, tmp_path, name):
+    # GIVEN a library whose only wheel is for another platform (Windows, or this very machine)
+    with pytest.raises(ConfigurationError) as caught:
+        deps.build(reqs(tmp_path, name))
+    # THEN synth refuses it, naming it and the platform, in one line
+    message = str(caught.value)
+    assert f"dependency {name} has no wheel for Lambda's platform" in message and "\n" not in message
+    assert "manylinux_2_28_aarch64" in message and "cp314" in message
+    assert not (tmp_path / deps.LOCK_NAME).exists()
+
+
+def test_what_lambda_provides_is_neither_fetched_nor_shipped(index, tmp_path):
+    # GIVEN a library needing pydantic and boto3, which the index does not even hold
+    built = deps.build(reqs(tmp_path, "uses-provided", "pydantic>=2"))
+    # THEN only the library ships: the layer's pydantic and the runtime's boto3 are taken as installed
+    assert built.pins == {"uses-provided": "1.0"}
+    assert not {"pydantic", "boto3", "botocore"} & built.modules
+
+
+def test_a_library_installed_here_ships_all_the_same(index, tmp_path):
+    # GIVEN jinja2, installed in this environment (for the tests) but provided by nothing on Lambda
+    built = deps.build(reqs(tmp_path, "jinja2"))
+    # THEN it is resolved and shipped, not taken as already there
+    assert built.pins == {"jinja2": "3.0.0"} and built.modules == {"jinja2"}
+
+
+def test_a_requirement_that_excludes_the_layers_version_is_refused_before_pip_runs(
+    index, tmp_path, monkeypatch
+):
+    no_pip(monkeypatch)
+    version = platform.layer_distributions()["pydantic"]
+    with pytest.raises(
+        ConfigurationError, match=rf"'pydantic<2' conflicts with pydantic {version} in the Powertools layer"
+    ):
+        deps.build(reqs(tmp_path, "pydantic<2"))
+
+
+def test_a_library_needing_another_version_of_a_layer_package_is_refused_with_the_cause(index, tmp_path):
+    with pytest.raises(ConfigurationError) as caught:
+        deps.build(reqs(tmp_path, "old-pydantic-user"))
+    message = str(caught.value)
+    assert "cannot be installed beside what Lambda provides" in message
+    assert "old-pydantic-user 1.0 depends on pydantic<2" in message and "the layer has pydantic==" in message
+
+
+def test_nothing_declared_builds_nothing(tmp_path, monkeypatch):
+    no_pip(monkeypatch)
+    assert deps.build(None) == deps.BuiltDependencies()
+
+
+def test_a_project_declares_them_in_pyproject_and_a_requirements_file(tmp_path):
+    (tmp_path / "requirements-lambda.txt").write_text("# for Lambda\nacme-speedups>=2  # compiled\n\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.lambdajobs]\njobs = "j"\ndependencies = ["acme-text"]\n'
+        'requirements = "requirements-lambda.txt"\n'
+    )
+    found = deps.project_requirements(tmp_path)
+    assert (
+        found is not None and found.lines == ("acme-text", "acme-speedups>=2") and found.lock_dir == tmp_path
+    )
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "j"\n')
+    assert deps.project_requirements(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        ('dependencies = "jinja2"', "dependencies must be a list of requirement strings"),
+        ('requirements = "missing.txt"', "missing.txt does not exist"),
+    ],
+)
+def test_a_bad_declaration_is_one_line_naming_the_fix(tmp_path, table, error):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.lambdajobs]\njobs = "j"\n{table}\n')
+    with pytest.raises(ConfigurationError, match=error):
+        deps.project_requirements(tmp_path)
+
+
+def test_an_invalid_requirement_is_refused_by_name(index, tmp_path):
+    with pytest.raises(ConfigurationError, match=r"dependency 'jinja2 >>> 3' is not a valid requirement"):
+        deps.build(reqs(tmp_path, "jinja2 >>> 3"))
