@@ -358,9 +358,14 @@ def test_the_rate_limiter_item_is_in_the_job_table_the_worker_may_read_and_updat
         if logical_id(stack, stack.table) in ref_ids(s["Resource"])
     ]
     # consistent GetItem reads the bucket, a conditional UpdateItem takes a slot (and the job record's
-    # first write is a PutItem): on the table itself
+    # first write is a PutItem; BatchGetItem is a workflow member's ctx.parent_results): on the table
     [statement] = statements
-    assert sorted(statement["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    assert sorted(statement["Action"]) == [
+        "dynamodb:BatchGetItem",
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    ]
     assert statement["Resource"] == {"Fn::GetAtt": [logical_id(stack, stack.table), "Arn"]}
 
 

@@ -202,8 +202,11 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
             granted.setdefault(target, set()).update(actions)
     spec = get_spec(job)
     table = logical_id(stack, stack.table)
-    # the job record (a first attempt's PutItem) and the rate limiter's item (both in the job table)
-    expected = {table: {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}}
+    # the job record (a first attempt's PutItem) and the rate limiter's item (both in the job table);
+    # BatchGetItem: a workflow member's ctx.parent_results (the stage before's records)
+    expected = {
+        table: {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
+    }
     for level in worker.all_levels:  # each of its queues (every priority level's) and their DLQs
         expected[logical_id(stack, level.queue)] = {
             "sqs:ReceiveMessage",

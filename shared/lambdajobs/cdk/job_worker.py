@@ -333,10 +333,21 @@ class JobWorker(Construct):
         # The job record: a first attempt's acquire is a PutItem that only lands on no record, every
         # other write an UpdateItem, status reads are GetItem; the rate limiter's item (id
         # `lambdajobs#ratelimit#...`) lives in the same table and takes GetItem and UpdateItem.
+        # BatchGetItem: a workflow member's `ctx.parent_results` reads the stage before's job records
+        # in batches (and so do `get_workflow` and `list_jobs` called from a job). Every worker has it:
+        # any job may be a later step of a chain (the producer decides, not the declaration), and
+        # whether its code reads its parents shows in no declaration. It reads nothing GetItem of the
+        # same table does not already reach (member ids are the workflow's, any string: no key
+        # condition could narrow it).
         # On the table only: Table.grant would add its indexes too, which these actions never touch.
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                actions=[
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                ],
                 resources=[table.table_arn],
             )
         )
