@@ -114,6 +114,18 @@ def test_installed_libraries_and_the_standard_library_are_not_copied_as_source(p
     assert job_modules("probe_e", ["probe_e.jobs"]) == ["probe_e", "probe_e.jobs"]
 
 
+def test_source_found_outside_the_projects_folders_is_not_copied(project, tmp_path_factory, monkeypatch):
+    from lambdajobs.cdk.asset import job_modules
+
+    # GIVEN a library found as plain source in a folder of another environment (a .pth, PYTHONPATH)
+    elsewhere = tmp_path_factory.mktemp("other-env")
+    write(elsewhere, {"probe_lib/__init__.py": "import probe_lib.inner\n", "probe_lib/inner.py": ""})
+    monkeypatch.syspath_prepend(str(elsewhere))
+    write(project, {"probe_g/__init__.py": "", "probe_g/jobs.py": "import probe_lib\n"})
+    # THEN it is not your code: it is left to the dependencies (and the import check names it)
+    assert job_modules("probe_g", ["probe_g.jobs"]) == ["probe_g", "probe_g.jobs"]
+
+
 def test_a_shipped_package_carries_its_data_files(project, tmp_path_factory):
     from lambdajobs.cdk.asset import stage_function_asset
 

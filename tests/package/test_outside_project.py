@@ -1,9 +1,12 @@
 """lambdajobs as a user gets it: the built wheel, installed into a fresh virtualenv, used by a small
-project elsewhere whose jobs package is not called `handlers`.
+project elsewhere whose jobs package is not called `handlers`, with a third-party library its jobs
+need on Lambda and a helper module of its own outside the jobs package.
 
 Quick and offline: the wheel is built without build isolation, installed with `--no-deps`, and the
 fresh virtualenv sees the dependencies already installed here through a `.pth` file (the extras a
-project would install: cdk, cli, local, and pytest for its tests).
+project would install: cdk, cli, local, and pytest for its tests). The project's own library comes
+from a package index the test makes (a folder of wheels): `acme-text`, which needs `acme-speedups`,
+published both for Lambda's platform and as pure Python, and `winonly`, published for Windows only.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from pathlib import Path
 import pytest
 
 from tests.dev_process import running_dev
+from tests.wheels import make_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 
 JOBS = """
 from pydantic import BaseModel
 
+from acme.common import cents
 from lambdajobs import JobContext, PermanentError, enqueue, job
 
 
@@ -40,8 +45,25 @@ class Invoice(BaseModel):
 def send_invoice(payload: Invoice, ctx: JobContext) -> dict:
     if payload.amount_cents <= 0:
         raise PermanentError("an invoice needs a positive amount")
+    import acme_text  # the project's dependency, imported where it is used
+
     enqueue("notify_customer", {"order_id": payload.order_id}, job_id=f"notify-{payload.order_id}")
-    return {"invoice": f"INV-{payload.order_id}"}
+    text = acme_text.render(payload.order_id, cents(payload.amount_cents))
+    return {"invoice": f"INV-{payload.order_id}", "text": text}
+"""
+
+COMMON = """
+def cents(amount: int) -> str:
+    return f"{amount / 100:.2f}"
+"""
+
+#: acme-text renders with acme-speedups, which says which build of it was imported.
+ACME_TEXT = """
+import acme_speedups
+
+
+def render(order, amount):
+    return f"{order}: {amount} ({acme_speedups.BUILD})"
 """
 
 NOTIFY = """
@@ -62,6 +84,7 @@ def notify_customer(payload: Notice) -> dict:
 USER_TESTS = """
 import pytest
 
+from acme_jobs.billing import Invoice
 from lambdajobs.testing import TestStack
 
 
@@ -72,9 +95,9 @@ def stack():
 
 
 def test_an_invoice_runs_and_notifies(stack):
-    job_id = stack.enqueue("send_invoice", {"order_id": "42", "amount_cents": 1999})
+    job_id = stack.enqueue("send_invoice", Invoice(order_id="42", amount_cents=1999))
     stack.runner("send_invoice").drain()
-    assert stack.status(job_id).result == {"invoice": "INV-42"}
+    assert stack.status(job_id).result == {"invoice": "INV-42", "text": "42: 19.99 (pure)"}
     stack.runner("notify_customer").drain()
     assert stack.status("notify-42").state == "succeeded"
 
@@ -87,29 +110,30 @@ def test_a_bad_invoice_is_dead_at_once(stack):
 """
 
 CDK_APP = """
-import json, sys
-import lambdajobs.cdk
+import lambdajobs.cdk  # first: it points jsii at the virtualenv's Node before aws_cdk starts it
 from aws_cdk import App
 from lambdajobs.cdk import LambdaJobsStack
 
-app = App(outdir=sys.argv[1])
-stack = LambdaJobsStack(app, "acme", jobs="acme_jobs")
-assembly = app.synth()
-template = json.load(open(assembly.get_stack_by_name("acme").template_full_path))
-functions = {
-    fn["Properties"]["Environment"]["Variables"]["LAMBDAJOBS_JOB"]: fn["Properties"]
-    for fn in template["Resources"].values()
-    if fn["Type"] == "AWS::Lambda::Function"
-    and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
-}
-continuers = [  # the workflow continuer: no job of its own, the library's entry point, no job modules
-    fn["Properties"] for fn in template["Resources"].values()
-    if fn["Type"] == "AWS::Lambda::Function"
-    and fn["Properties"]["Handler"] == "lambdajobs.runtime.continuer_entry.lambda_handler"
-]
-assert len(continuers) == 1 and "LAMBDAJOBS_JOBS" not in continuers[0]["Environment"]["Variables"]
-found = {job: {"handler": p["Handler"], "asset": p["Code"]["S3Key"]} for job, p in functions.items()}
-print(json.dumps(found))
+app = App()
+LambdaJobsStack(app, "acme", jobs="acme_jobs")
+app.synth()
+"""
+
+PYPROJECT = """[project]
+name = "acme"
+version = "1"
+
+[tool.lambdajobs]
+jobs = "acme_jobs"
+dependencies = [{dependencies}]
+"""
+
+#: A producer script in a subfolder: `python scripts/bill.py` puts scripts/ on sys.path, not the project.
+SCRIPT = """
+import sys
+from lambdajobs import enqueue
+
+print(enqueue("send_invoice", {"order_id": sys.argv[1], "amount_cents": 700}, job_id=f"inv-{sys.argv[1]}"))
 """
 
 
@@ -117,6 +141,40 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) ->
     out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, f"{cmd}\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     return out.stdout
+
+
+def fails(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 180) -> list[str]:
+    """The stderr lines of a command that must fail (exit 1) without a traceback."""
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, (
+        f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    )
+    return [line for line in out.stderr.splitlines() if line.strip()]
+
+
+def write_project(project: Path, dependencies: str) -> Path:
+    for folder in ("acme_jobs", "acme", "tests", "scripts"):
+        (project / folder).mkdir(parents=True, exist_ok=True)
+    (project / "pyproject.toml").write_text(PYPROJECT.format(dependencies=dependencies))
+    (project / "acme_jobs" / "__init__.py").write_text('"""Acme\'s jobs."""\n')
+    (project / "acme_jobs" / "billing.py").write_text(JOBS)
+    (project / "acme_jobs" / "notices.py").write_text(NOTIFY)
+    (project / "acme" / "__init__.py").write_text("")
+    (project / "acme" / "common.py").write_text(COMMON)
+    (project / "tests" / "test_acme.py").write_text(USER_TESTS)
+    (project / "scripts" / "bill.py").write_text(SCRIPT)
+    (project / "app.py").write_text(CDK_APP)
+    (project / "cdk.json").write_text(json.dumps({"app": "python app.py"}))
+    return project
+
+
+def console_script(venv: Path, name: str, module: str, function: str) -> None:
+    """A console script as pip writes one (the dependencies come through the .pth, scripts do not)."""
+    path = venv / "bin" / name
+    path.write_text(
+        f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+    )
+    path.chmod(0o755)
 
 
 @pytest.fixture(scope="module")
@@ -157,24 +215,29 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], base, clean).strip()
     )
     (target / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
-        base,
-        clean,
-    )
+    # AND the project's own package index: its library for Lambda's platform and as pure Python
+    index = base / "index"
+    make_wheel(index, "acme-text", "1.0", files={"acme_text.py": ACME_TEXT}, requires=("acme-speedups>=2",))
+    for tag, build in (("cp314-cp314-manylinux_2_28_aarch64", "lambda"), ("py3-none-any", "pure")):
+        make_wheel(index, "acme-speedups", "2.0", tag=tag, files={"acme_speedups.py": f"BUILD = {build!r}\n"})
+    make_wheel(index, "winonly", "1.0", tag="cp314-cp314-win_amd64")
+    env = {
+        **clean,
+        "PATH": f"{venv / 'bin'}:{clean.get('PATH', '')}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(index),
+        "PIP_CONFIG_FILE": os.devnull,
+        "LAMBDAJOBS_CACHE_DIR": str(base / "cache"),
+        # the CDK CLI `make install` fetched (the pinned one): the tests never fetch it again
+        "LAMBDAJOBS_CDK_CLI_DIR": str(ROOT / ".venv" / "cdk-cli"),
+    }
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+    run([*pip, "--no-deps", str(wheel)], base, clean)
+    run([*pip, "acme-text"], base, env)  # for its tests and the local stack (the pure build)
+    console_script(venv, "pytest", "pytest", "console_main")
     # AND a project of its own, whose jobs package is acme_jobs (not handlers)
-    project = base / "acme"
-    (project / "acme_jobs").mkdir(parents=True)
-    (project / "tests").mkdir()
-    (project / "pyproject.toml").write_text(
-        '[project]\nname = "acme"\nversion = "1"\n\n[tool.lambdajobs]\njobs = "acme_jobs"\n'
-    )
-    (project / "acme_jobs" / "__init__.py").write_text('"""Acme\'s jobs."""\n')
-    (project / "acme_jobs" / "billing.py").write_text(JOBS)
-    (project / "acme_jobs" / "notices.py").write_text(NOTIFY)
-    (project / "tests" / "test_acme.py").write_text(USER_TESTS)
-    (project / "app.py").write_text(CDK_APP)
-    env = {**clean, "PATH": f"{venv / 'bin'}:{clean.get('PATH', '')}", "PYTHONDONTWRITEBYTECODE": "1"}
+    project = write_project(base / "acme", '"acme-text>=1"')
     return {"wheel": wheel, "venv": venv, "python": python, "project": project, "env": env, "base": base}  # type: ignore[dict-item]
 
 
@@ -184,6 +247,7 @@ def test_the_wheel_installs_one_top_level_package(user):
     assert tops == {"lambdajobs"}
     assert not [n for n in names if n.startswith(("handlers/", "infra/", "shared/", "tests/"))]
     assert "lambdajobs/runtime/worker.py" in names and "lambdajobs/cdk/stack.py" in names
+    assert "lambdajobs/cdk/lambda_platform.json" in names  # what the import check resolves against
 
 
 def test_the_installed_package_is_the_wheel_and_not_this_checkout(user):
@@ -195,39 +259,155 @@ def test_the_installed_package_is_the_wheel_and_not_this_checkout(user):
     assert where.startswith(str(user["venv"])) and no_handlers
 
 
-def test_the_projects_jobs_run_through_lambdajobs_testing(user):
+def test_plain_pytest_runs_the_projects_tests(user):
+    # WHEN the project runs `pytest` (not `python -m pytest`: the project folder is not on sys.path)
     out = run(
-        [str(user["python"]), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        user["project"],
-        user["env"],
+        [str(user["venv"] / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"], user["project"], user["env"]
     )
+    # THEN its tests import its jobs package and pass
     assert "2 passed" in out
 
 
-def test_the_projects_cdk_app_ships_its_jobs_and_not_this_repos(user, tmp_path):
-    found = json.loads(
-        run([str(user["python"]), "app.py", str(tmp_path)], user["project"], user["env"]).splitlines()[-1]
-    )
-    assert set(found) == {"send_invoice", "notify_customer"}
-    for job, fn in found.items():
-        assert fn["handler"] == "lambdajobs.runtime.entry.lambda_handler"
-        asset = tmp_path / f"asset.{fn['asset'].removesuffix('.zip')}"
-        files = {
-            str(p.relative_to(asset)) for p in asset.rglob("*.py") if not p.parts[-2:][0].startswith("_")
-        }
+@pytest.fixture(scope="module")
+def synthesized(user) -> dict:
+    """`lambdajobs synth` in the project folder: cdk.out and its template."""
+    run([str(user["venv"] / "bin" / "lambdajobs"), "synth"], user["project"], user["env"], timeout=300)
+    outdir = user["project"] / "cdk.out"
+    template = json.loads((outdir / "acme.template.json").read_text())
+    functions = {
+        fn["Properties"]["Environment"]["Variables"]["LAMBDAJOBS_JOB"]: fn["Properties"]
+        for fn in template["Resources"].values()
+        if fn["Type"] == "AWS::Lambda::Function"
+        and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
+    }
+    return {"outdir": outdir, "template": template, "functions": functions}
+
+
+def asset_files(outdir: Path, key: str) -> set[str]:
+    asset = outdir / f"asset.{key.removesuffix('.zip')}"
+    return {str(p.relative_to(asset)) for p in asset.rglob("*") if p.is_file()}
+
+
+def test_each_function_ships_its_jobs_and_the_projects_helper_and_not_this_repos(synthesized):
+    functions, template = synthesized["functions"], synthesized["template"]
+    assert set(functions) == {"send_invoice", "notify_customer"}
+    continuers = [
+        fn["Properties"]
+        for fn in template["Resources"].values()
+        if fn["Type"] == "AWS::Lambda::Function"
+        and fn["Properties"]["Handler"] == "lambdajobs.runtime.continuer_entry.lambda_handler"
+    ]
+    assert len(continuers) == 1 and "LAMBDAJOBS_JOBS" not in continuers[0]["Environment"]["Variables"]
+    for job, fn in functions.items():
+        assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
+        files = {f for f in asset_files(synthesized["outdir"], fn["Code"]["S3Key"]) if f.endswith(".py")}
         assert not any(f.startswith("handlers/") for f in files), job
         assert "lambdajobs/runtime/worker.py" in files and not any(
             f.startswith("lambdajobs/cdk") for f in files
         )
-        ours = {f for f in files if f.startswith("acme_jobs/")}
-        # send_invoice enqueues notify_customer: it ships both modules; notify_customer only its own
+        ours = {f for f in files if f.startswith(("acme_jobs/", "acme/"))}
+        # send_invoice enqueues notify_customer: it ships both modules, and the helper its module
+        # imports from outside the jobs package; notify_customer only its own
         expected = {"acme_jobs/__init__.py", "acme_jobs/notices.py"}
         if job == "send_invoice":
-            expected |= {"acme_jobs/billing.py"}
+            expected |= {"acme_jobs/billing.py", "acme/__init__.py", "acme/common.py"}
         assert ours == expected, (job, ours)
 
 
-def test_a_job_completes_on_lambdajobs_dev_with_its_jobs_package(user):
+def test_the_dependencies_are_a_layer_built_for_lambda_and_locked_beside_the_project(user, synthesized):
+    resources = synthesized["template"]["Resources"]
+    [(layer_id, layer)] = [(k, r) for k, r in resources.items() if r["Type"] == "AWS::Lambda::LayerVersion"]
+    # every job function has it, after the Powertools layer; the continuer (no job code) does not
+    for fn in synthesized["functions"].values():
+        assert fn["Layers"][-1] == {"Ref": layer_id} and len(fn["Layers"]) == 2
+    files = asset_files(synthesized["outdir"], layer["Properties"]["Content"]["S3Key"])
+    assert {"python/acme_text.py", "python/acme_speedups.py"} <= files
+    # the build for Lambda's platform was chosen, not the pure-Python one
+    [tag] = [f for f in files if f.startswith("python/acme_speedups-2.0.dist-info/WHEEL")]
+    wheel = (
+        synthesized["outdir"] / f"asset.{layer['Properties']['Content']['S3Key'].removesuffix('.zip')}" / tag
+    )
+    assert "Tag: cp314-cp314-manylinux_2_28_aarch64" in wheel.read_text()
+    lock = (user["project"] / "lambdajobs.lock").read_text().splitlines()
+    assert [line for line in lock if not line.startswith("#")] == ["acme-speedups==2.0", "acme-text==1.0"]
+
+
+@pytest.fixture(scope="module")
+def lambda_packages(tmp_path_factory) -> Path:
+    """What Lambda gives a function beside its layers' own folders: the Powertools layer's packages (as
+    recorded for the pinned version) and the runtime's boto3, linked from this environment."""
+    import importlib.util
+
+    from lambdajobs.cdk import platform
+
+    folder = tmp_path_factory.mktemp("lambda-packages")
+    for name in sorted(platform.layer_modules() | platform.runtime_modules()):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin:  # in the layer, not installed here (nothing imports it)
+            continue
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        (folder / source.name).symlink_to(source)
+    return folder
+
+
+def test_a_cold_start_from_the_asset_alone_runs_one_record_with_the_dependency(
+    user, synthesized, lambda_packages
+):
+    # WHEN the function starts in an isolated interpreter whose path is only its asset, its layers and
+    # boto3, and runs one SQS record of send_invoice (on moto's server)
+    payload = json.dumps({"order_id": "77", "amount_cents": 1250})
+    out = run(
+        [
+            str(user["python"]),
+            str(ROOT / "tests" / "package" / "cold_start.py"),
+            str(synthesized["outdir"]),
+            "acme",
+            "send_invoice",
+            payload,
+            str(lambda_packages),
+        ],
+        user["project"],
+        user["env"],
+    )
+    ran = json.loads(out.strip().splitlines()[-1])
+    # THEN the job succeeded, rendering with the library built for Lambda (from the layer)
+    assert ran["response"] == {"batchItemFailures": []}
+    assert ran["state"] == "succeeded", ran["error"]
+    assert ran["result"] == {"invoice": "INV-77", "text": "77: 12.50 (lambda)"}
+    # AND every module of the project and of lambdajobs came from the asset, the library from the layer
+    asset, layer = ran["path"][0], ran["path"][-1]
+    files = ran["files"]
+    assert all(
+        files[m].startswith(asset) for m in ("acme_jobs.billing", "acme.common", "lambdajobs.runtime.worker")
+    )
+    assert files["acme_text"].startswith(layer) and files["acme_speedups"].startswith(layer)
+    assert not any(str(user["venv"]) in f or "site-packages" in f for f in files.values())
+
+
+def test_a_library_the_jobs_import_but_do_not_declare_fails_synth_naming_it(user, tmp_path):
+    # GIVEN the same project with its dependency left out
+    project = write_project(tmp_path / "acme", "")
+    # WHEN it synthesizes: one line names the module, the function, the file and line, and the fix
+    [line] = fails(
+        [str(user["python"]), "app.py"], project, {**user["env"], "CDK_OUTDIR": str(tmp_path / "out")}
+    )
+    assert line.startswith("error: function 'send_invoice' imports acme_text, which Lambda would not find")
+    assert (
+        "acme_jobs/billing.py:" in line
+        and "add the distribution that provides acme_text to [tool.lambdajobs] dependencies" in line
+    )
+
+
+def test_a_library_with_only_another_platforms_wheel_fails_synth_naming_it(user, tmp_path):
+    project = write_project(tmp_path / "acme", '"acme-text>=1", "winonly"')
+    [line] = fails(
+        [str(user["python"]), "app.py"], project, {**user["env"], "CDK_OUTDIR": str(tmp_path / "out")}
+    )
+    assert line.startswith("error: dependency winonly has no wheel for Lambda's platform")
+
+
+def test_a_job_completes_on_lambdajobs_dev_and_a_script_in_a_subfolder_enqueues(user):
     env = {**user["env"], "COLUMNS": "200"}
     cli = str(user["venv"] / "bin" / "lambdajobs")
     command = [cli, "dev", "--jobs", "acme_jobs", "--port", "0", "--log-file", str(user["base"] / "dev.log")]
@@ -248,5 +428,9 @@ def test_a_job_completes_on_lambdajobs_dev_with_its_jobs_package(user):
         while "succeeded" not in (notice := run([cli, "status", "notify-9"], user["project"], shell)):
             assert time.monotonic() < deadline, notice
             time.sleep(0.5)
+        # and a producer script run from its own folder finds the jobs package from the project's root
+        sent = run([str(user["python"]), "scripts/bill.py", "10"], user["project"], shell)
+        assert sent.strip() == "inv-10"
+        assert "succeeded" in run([cli, "status", "inv-10", "--wait", "30"], user["project"], shell)
         code = dev.stop()
     assert code == 0, dev.output

@@ -7,12 +7,12 @@ the function's job, the modules of the jobs it `enqueues` (so its producer valid
 every module of your project those import (read from their source: module level and function bodies,
 not under `TYPE_CHECKING`), the package `__init__` files on the way, and those packages' data files.
 Your project's code is the jobs package (found with `importlib.util.find_spec`, so it may be installed
-in site-packages too) and any module found as source outside the standard library and site-packages
-(a shared `acme/common.py` beside the jobs package). Never `lambdajobs.cdk`, `.local`, the CLI, tests,
-or the other jobs of the project. Third-party libraries are your dependencies
-(`lambdajobs.cdk.dependencies`, a layer), and `lambdajobs.cdk.imports` checks at synth that every
-import of the asset resolves on Lambda. Synthesis stays offline: everything is copied from this
-environment.
+in site-packages too) and any module found as Python source in your project's folders, outside the
+standard library and site-packages (a shared `acme/common.py` beside the jobs package; see
+`source_roots`). Never `lambdajobs.cdk`, `.local`, the CLI, tests, or the other jobs of the project.
+Third-party libraries are your dependencies (`lambdajobs.cdk.dependencies`, a layer), and
+`lambdajobs.cdk.imports` checks at synth that every import of the asset resolves on Lambda.
+Synthesis stays offline: everything is copied from this environment.
 """
 
 from __future__ import annotations
@@ -74,9 +74,29 @@ def _library_folders() -> tuple[Path, ...]:
     return tuple(Path(f).resolve() for f in folders if f)
 
 
-def _source_file(name: str) -> Path | None:
-    """The .py file of `name` when it is your project's source (found, Python source, and not in the
-    standard library or an installed distribution), else None."""
+def source_roots(jobs_package: str) -> tuple[Path, ...]:
+    """The folders your project's source is found in: the one holding the jobs package's top-level
+    package (`acme/` beside `acme_jobs/`, a `src/` layout's `src/`), and your project's root (the
+    folder whose pyproject.toml has `[tool.lambdajobs]`, else the nearest project folder)."""
+    from lambdajobs.project import lambdajobs_root, project_root
+
+    roots = []
+    top = jobs_package.split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        roots.append(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
+    root = lambdajobs_root() or project_root()
+    if root is not None:
+        roots.append(root.resolve())
+    return tuple(dict.fromkeys(roots))
+
+
+def _source_file(name: str, roots: tuple[Path, ...]) -> Path | None:
+    """The .py file of `name` when it is your project's source (Python source under one of `roots`,
+    and not in the standard library or an installed distribution), else None."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -84,7 +104,11 @@ def _source_file(name: str) -> Path | None:
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
     origin = Path(spec.origin).resolve()
-    if any(origin.is_relative_to(folder) for folder in _library_folders()):
+    if not any(origin.is_relative_to(root) for root in roots):
+        return None
+    if {"site-packages", "dist-packages"} & set(origin.parts) or any(
+        origin.is_relative_to(folder) for folder in _library_folders()
+    ):
         return None
     return origin
 
@@ -93,8 +117,9 @@ def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
     """`modules` and every module of your project they import (transitively: anywhere in a file,
     function bodies too, except under `TYPE_CHECKING`), with the package `__init__` modules on the
     way: what running `modules` needs from your code. Your code is the jobs package and any module
-    found as source outside the standard library and site-packages (`acme/common.py` beside the jobs
-    package, a package of yours installed with `pip install -e`). lambdajobs itself ships separately.
+    found as Python source in your project's folders (`source_roots`: `acme/common.py` beside the
+    jobs package), never in the standard library or site-packages. lambdajobs ships separately; a
+    module found nowhere of these is for the import check to name (`lambdajobs.cdk.imports`).
     """
 
     def parents(name: str) -> list[str]:
@@ -106,8 +131,9 @@ def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
             return False
         if name == jobs_package or name.startswith(f"{jobs_package}.") or name in parents(jobs_package):
             return _is_module(name)  # the jobs package ships wherever it is installed
-        return _source_file(name) is not None
+        return _source_file(name, roots) is not None
 
+    roots = source_roots(jobs_package)
     todo = [m for m in modules if m == jobs_package or m.startswith(f"{jobs_package}.")]
     todo += parents(jobs_package)
     seen: set[str] = set()
