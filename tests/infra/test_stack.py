@@ -315,38 +315,12 @@ def test_each_function_runs_the_librarys_entry_point_with_its_modules(template, 
     assert set(env[ENV_MODULES].split(",")) == modules
 
 
-#: What a function finds beside its asset: the Lambda Python runtime's boto3 (and what it needs) and
-#: the official Powertools layer (Powertools and pydantic, with what they need).
-LAMBDA_PROVIDES = (
-    "boto3",
-    "botocore",
-    "s3transfer",
-    "jmespath",
-    "dateutil",
-    "six",
-    "urllib3",
-    "aws_lambda_powertools",
-    "pydantic",
-    "pydantic_core",
-    "annotated_types",
-    "typing_extensions",
-    "typing_inspection",
-)
-
-
 @pytest.fixture(scope="module")
 def lambda_layer(tmp_path_factory) -> Path:
     """A folder holding only what Lambda and the Powertools layer provide (links into this venv)."""
-    import importlib.util
+    from tests.lambda_packages import link_lambda_packages
 
-    folder = tmp_path_factory.mktemp("layer")
-    for name in LAMBDA_PROVIDES:
-        spec = importlib.util.find_spec(name)
-        assert spec is not None and spec.origin, name
-        origin = Path(spec.origin)
-        source = origin.parent if origin.name == "__init__.py" else origin
-        (folder / source.name).symlink_to(source)
-    return folder
+    return link_lambda_packages(tmp_path_factory.mktemp("layer"))
 
 
 @pytest.mark.parametrize("job", JOBS)

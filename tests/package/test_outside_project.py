@@ -334,21 +334,10 @@ def test_the_dependencies_are_a_layer_built_for_lambda_and_locked_beside_the_pro
 
 @pytest.fixture(scope="module")
 def lambda_packages(tmp_path_factory) -> Path:
-    """What Lambda gives a function beside its layers' own folders: the Powertools layer's packages (as
-    recorded for the pinned version) and the runtime's boto3, linked from this environment."""
-    import importlib.util
+    """What Lambda gives a function beside its layers' own folders (tests/lambda_packages.py)."""
+    from tests.lambda_packages import link_lambda_packages
 
-    from lambdajobs.cdk import platform
-
-    folder = tmp_path_factory.mktemp("lambda-packages")
-    for name in sorted(platform.layer_modules() | platform.runtime_modules()):
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.origin:  # in the layer, not installed here (nothing imports it)
-            continue
-        origin = Path(spec.origin)
-        source = origin.parent if origin.name == "__init__.py" else origin
-        (folder / source.name).symlink_to(source)
-    return folder
+    return link_lambda_packages(tmp_path_factory.mktemp("lambda-packages"))
 
 
 def test_a_cold_start_from_the_asset_alone_runs_one_record_with_the_dependency(
