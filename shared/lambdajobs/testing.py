@@ -20,13 +20,36 @@ response rules (`lambdajobs.local.emulator`). Each DynamoDB and SQS request is a
 from many threads at once (`lambdajobs.local.atomic`: moto alone is not). Nothing reaches AWS: moto
 intercepts every client, and the harness sets fake credentials while it runs. Needs the
 `lambdajobs[local]` extra (moto).
+
+Time, when a test says so. `TestStack(..., clock=True)` (or a `datetime` to start at) stops the clock
+of this process while the stack runs, and only the test moves it (`stack.clock`, built on
+time-machine): moto's SQS visibility timeouts, message delays and redrive, Powertools' idempotency
+expiry and the job records' times all read it. A retry put off by its backoff, even by 0 s, comes back
+only once the test moves the clock past it; `runner.attempt()` delivers one batch and says what became
+of each job in it (docs/testing.md):
+
+    def test_a_failed_charge_is_retried(stack):          # TestStack("myjobs", clock=True)
+        job_id = stack.enqueue("charge_order", {"order_id": "42", "amount_cents": 1999})
+        first = stack.runner("charge_order").attempt()
+        assert first.job(job_id).state == "retrying"
+        stack.clock.advance_past_backoff()
+        ...
+
+One clock for everything that waits: a feature that puts work off until a time (a retry's backoff
+today) tells the clock when it is due (`TestClock.wake_at`), and the test moves past it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from lambdajobs.local import atomic
 from lambdajobs.local.emulator import BatchOutcome, poll_once
@@ -38,10 +61,23 @@ from lambdajobs.runtime.config import (
     set_process_default,
     using,
 )
-from lambdajobs.runtime.records import JobStatus, get_status
+from lambdajobs.runtime.errors import ClockError
+from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
 from lambdajobs.runtime.settings import CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
 from lambdajobs.runtime.spec import JobSpec, get_spec, load_jobs, registered_jobs
-from lambdajobs.runtime.worker import Worker
+from lambdajobs.runtime.worker import Worker, attempt_of
+
+__all__ = [
+    "FAKE_CREDENTIALS",
+    "ClockError",
+    "ContinuerRunner",
+    "Delivery",
+    "JobAttempt",
+    "JobRunner",
+    "TestClock",
+    "TestStack",
+]
 
 #: Credentials moto accepts; set while a TestStack runs so no real ones are ever used.
 FAKE_CREDENTIALS = {
@@ -54,12 +90,124 @@ FAKE_CREDENTIALS = {
 __test__ = False  # not a test module, whatever pytest's patterns say
 
 
+class TestClock:
+    """The clock of a `TestStack(..., clock=...)`: stopped at `start` while the stack runs, moved only
+    by the test. Built on time-machine, so whatever reads the wall clock in this process follows it
+    (`time.time`, `datetime.now`): moto's SQS (visibility timeouts, delays, receive counts, redrive),
+    DynamoDB, Powertools' idempotency expiry, the job records' times. `time.monotonic` is not moved:
+    an invocation's remaining time (the Lambda context) is real time.
+
+    On a stopped clock nothing put off comes back until the clock moves: a message made visible again
+    "now" (a retry whose jittered backoff is 0 s) stays out of sight until the next move, so one
+    delivery is one attempt whatever the jitter drew. SQS delays are whole seconds, and a message is
+    back once the clock has moved past its time: `advance_past_backoff()` moves 1 s past it.
+
+    What waits tells the clock when it is due (`wake_at`): the runners note every retry's backoff.
+    """
+
+    __test__ = False
+
+    def __init__(self, start: datetime) -> None:
+        if start.tzinfo is None:
+            raise ClockError(f"clock start {start!r} has no time zone; give an aware datetime (tzinfo=UTC).")
+        self.start = start.astimezone(UTC)
+        self._travel: Any = None
+        self._traveller: Any = None
+        self._due: list[tuple[float, str]] = []  # (epoch seconds, what is due then)
+
+    def _begin(self) -> None:
+        try:
+            import time_machine
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "TestStack(clock=...) needs time-machine: pip install 'time-machine>=3,<4'",
+                name="time_machine",
+            ) from exc
+
+        self._travel = time_machine.travel(self.start, tick=False)
+        self._traveller = self._travel.start()
+
+    def _end(self) -> None:
+        if self._travel is not None:
+            self._travel.stop()
+            self._travel = self._traveller = None
+        self._due.clear()
+
+    @property
+    def running(self) -> bool:
+        return self._traveller is not None
+
+    def now(self) -> datetime:
+        """The time on the clock (aware, UTC)."""
+        return datetime.now(UTC)
+
+    def advance(self, seconds: float) -> datetime:
+        """Move the clock `seconds` forward; returns the new time.
+
+        Raises:
+            ClockError: a negative move, the stack stopped, or another time-machine travel started
+                inside the stack's (it would hide this clock: use `stack.clock` alone).
+        """
+        if seconds < 0:
+            raise ClockError(f"advance({seconds}): the clock only moves forward; give seconds >= 0.")
+        if self._traveller is None:
+            raise ClockError("the stack's clock is not running: advance it inside `with TestStack(...)`.")
+        expected = time.time() + seconds
+        self._traveller.shift(seconds)
+        if abs(time.time() - expected) > 0.001:
+            raise ClockError(
+                "another time-machine travel is in effect inside the stack's clock, so moving the stack's "
+                "clock changes nothing; use stack.clock alone (drop the other travel or fixture)."
+            )
+        return self.now()
+
+    def advance_to(self, moment: datetime) -> datetime:
+        """Move the clock to `moment` (aware); returns the new time."""
+        return self.advance((moment - self.now()).total_seconds())
+
+    def wake_at(self, when: datetime | float, what: str = "retry") -> None:
+        """Note that something (`what`: "retry") is due at `when` (a datetime, or epoch seconds). The
+        runners note each retry's backoff here; whatever else puts work off until a time notes it the
+        same way, and the test moves the clock past it."""
+        self._due.append((when.timestamp() if isinstance(when, datetime) else float(when), what))
+
+    def due(self, what: str | None = None) -> list[datetime]:
+        """When the things noted and not passed yet (of kind `what`) are due, soonest first."""
+        now = time.time()
+        return sorted(
+            datetime.fromtimestamp(when, UTC)
+            for when, kind in self._due
+            if when >= now and (what is None or kind == what)
+        )
+
+    def advance_past_backoff(self) -> datetime:
+        """Move the clock 1 s past the latest retry that waits for its backoff (every retry the
+        runners saw put off and not due yet); returns the new time.
+
+        Raises:
+            ClockError: no retry is waiting (nothing failed, or the clock already passed them).
+        """
+        waiting = self.due("retry")
+        if not waiting:
+            raise ClockError(
+                "no retry is waiting for its backoff: deliver a failing job first (runner.attempt()), "
+                "or move the clock by seconds (stack.clock.advance(seconds))."
+            )
+        moved = self.advance_to(waiting[-1] + timedelta(seconds=1))
+        self._due = [(when, kind) for when, kind in self._due if when >= time.time()]
+        return moved
+
+
 class TestStack:
     """A stack of your jobs on moto, in this process. Use as a context manager (it starts moto, sets
     fake credentials, provisions queues/table/bucket/schedules from the job specs, and makes its
     configuration current); everything is undone on exit.
 
     `jobs` is your jobs package (loaded here); or give `specs` directly.
+
+    `clock=True` stops the clock while the stack runs (at the time it starts; give a `datetime` to
+    start there instead) and `stack.clock` moves it: see `TestClock`. Without it the stack runs on the
+    real clock (threads, benchmarks, anything that waits in real time).
 
     Attributes: `config` (a `StackConfig` with every resource known), `provisioned`.
     """
@@ -73,6 +221,7 @@ class TestStack:
         specs: Iterable[JobSpec] | None = None,
         stack: str = "test",
         job_index: str | None = None,
+        clock: bool | datetime = False,
     ) -> None:
         self.jobs = jobs
         #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
@@ -86,12 +235,28 @@ class TestStack:
         self._using: Any = None
         self._previous_default: StackConfig | None = None
         self._atomic = False
+        self._clock_start = clock
+        self._clock: TestClock | None = None
 
     @property
     def specs(self) -> list[JobSpec]:
         if self._specs is None:
             self._specs = load_jobs(self.jobs) if self.jobs else registered_jobs()
         return self._specs
+
+    @property
+    def clock(self) -> TestClock:
+        """The stack's clock (`TestStack(..., clock=True)`), stopped while the stack runs.
+
+        Raises:
+            ClockError: the stack runs on the real clock.
+        """
+        if self._clock is None:
+            raise ClockError(
+                "this TestStack runs on the real clock; give TestStack(..., clock=True) to stop it and "
+                "move it from the test."
+            )
+        return self._clock
 
     def start(self) -> TestStack:
         try:
@@ -102,6 +267,18 @@ class TestStack:
             ) from exc
 
         specs = self.specs
+        try:
+            return self._start(mock_aws, specs)
+        except BaseException:
+            self.stop()  # a start that failed half way leaves nothing behind (clock, moto, variables)
+            raise
+
+    def _start(self, mock_aws: Any, specs: list[JobSpec]) -> TestStack:
+        if self._clock_start is not False:
+            start = self._clock_start if isinstance(self._clock_start, datetime) else None
+            # first, so the queues, the table and every record are made on the stack's time
+            self._clock = TestClock(start or datetime.now(UTC).replace(microsecond=0))
+            self._clock._begin()
         for key, value in FAKE_CREDENTIALS.items():  # never real credentials, even by mistake
             self._saved_env.setdefault(key, os.environ.get(key))
             os.environ[key] = value
@@ -143,6 +320,8 @@ class TestStack:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
+        if self._clock is not None:  # last: time is real again after the stack, never before
+            self._clock._end()
 
     def __enter__(self) -> TestStack:
         return self.start()
@@ -238,10 +417,72 @@ def _drain(poll: Any, max_batches: int) -> list[BatchOutcome]:
     return outcomes
 
 
+@dataclass(frozen=True)
+class JobAttempt:
+    """What one delivery of a message did to its job, read from the job's record after the batch."""
+
+    #: The job id the worker derives for the message (None: its envelope cannot be read).
+    job_id: str | None
+    message_id: str
+    #: Which attempt this delivery was (1-based: the receive count, plus the attempts of earlier copies).
+    attempt: int
+    #: The job's state after the delivery ("succeeded", "retrying", "dead", ...; None: no job id).
+    state: JobState | None
+    #: The backoff the worker chose before the next attempt (the message's new visibility timeout, in
+    #: seconds; full jitter may draw 0); None when it set none.
+    retry_in_seconds: int | None = None
+    #: The job's last error, as its record keeps it ({"type", "message"}; a job that succeeded on a
+    #: retry keeps the error of the attempt before).
+    error: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The outcome of one delivery of a job's queue (`JobRunner.attempt`): one batch, as Lambda's event
+    source would deliver it, and what became of each job in it."""
+
+    jobs: tuple[JobAttempt, ...]
+    #: The batch as the event source saw it (message ids, the ones reported failed, the response).
+    batch: BatchOutcome
+
+    def job(self, job_id: str) -> JobAttempt:
+        """The attempt of job `job_id` in this delivery.
+
+        Raises:
+            KeyError: the job was not in this batch (naming those that were).
+        """
+        for attempt in self.jobs:
+            if attempt.job_id == job_id:
+                return attempt
+        raise KeyError(
+            f"job {job_id!r} was not in this delivery; it delivered {[a.job_id for a in self.jobs]}"
+        )
+
+    def _ids(self, state: JobState) -> list[str]:
+        return [a.job_id for a in self.jobs if a.state == state and a.job_id is not None]
+
+    @property
+    def succeeded(self) -> list[str]:
+        return self._ids(JobState.SUCCEEDED)
+
+    @property
+    def retrying(self) -> dict[str, int | None]:
+        """Job id -> the seconds until its next attempt (None: the worker set no delay)."""
+        return {a.job_id: a.retry_in_seconds for a in self.jobs if a.state == JobState.RETRYING and a.job_id}
+
+    @property
+    def dead(self) -> list[str]:
+        return self._ids(JobState.DEAD)
+
+
 class JobRunner:
     """Delivers a job's queue to the real worker the way Lambda's event source mapping would: a batch
     of up to `batch_size` records, the partial batch response applied (failures stay, successes are
-    deleted), visibility timeouts and receive counts as SQS keeps them."""
+    deleted), visibility timeouts and receive counts as SQS keeps them.
+
+    `attempt()` delivers one batch and returns what became of each job (`Delivery`); `poll()` and
+    `drain()` return the event source's view (`BatchOutcome`). Every retry delay the worker sets while
+    the runner delivers is noted on the stack's clock, if it has one (`advance_past_backoff`)."""
 
     def __init__(
         self,
@@ -265,18 +506,87 @@ class JobRunner:
 
     def poll(self) -> BatchOutcome | None:
         """Receive one batch and run it; None when nothing was visible."""
-        return poll_once(
-            queue_url=self.queues.queue_url,
-            queue_arn=self.queues.queue_arn,
-            handler=self.handler,
-            function_name=f"{self.stack.stack}-{self.spec.name}",
-            timeout_seconds=self.spec.timeout_seconds,
-            batch_size=self.spec.batch_size,
-            config=self.source_config,
-        )
+        delivered = self._deliver()
+        return delivered[0] if delivered else None
+
+    def attempt(self) -> Delivery | None:
+        """Receive one batch, run it, and say what became of each job in it (its attempt, its state
+        after, the backoff before its next attempt); None when nothing was visible.
+
+        One call is one attempt of each job delivered: a retry is not run again here, whatever its
+        backoff. On the stack's clock (`TestStack(..., clock=True)`) it comes back only after the
+        clock moves past its backoff (`stack.clock.advance_past_backoff()`), even a 0 s one.
+        """
+        delivered = self._deliver()
+        if delivered is None:
+            return None
+        batch, records, delays = delivered
+        ids = [self.worker.job_id_of(self.spec, record) for record in records]
+        statuses = get_statuses([i for i in ids if i], config=self.stack.config)
+        jobs = []
+        for record, job_id in zip(records, ids, strict=True):
+            status = statuses.get(job_id) if job_id else None
+            jobs.append(
+                JobAttempt(
+                    job_id=job_id,
+                    message_id=record.message_id,
+                    attempt=attempt_of(record),
+                    state=status.state if status else None,
+                    retry_in_seconds=delays.get(record.receipt_handle),
+                    error=status.error if status else None,
+                )
+            )
+        return Delivery(jobs=tuple(jobs), batch=batch)
+
+    def _deliver(self) -> tuple[BatchOutcome, list[SQSRecord], dict[str, int]] | None:
+        """One batch through the worker: the event source's outcome, the records it delivered, and the
+        retry delay the worker set on each (by receipt handle)."""
+        records: list[SQSRecord] = []
+
+        def handler(event: dict[str, Any], context: Any) -> Any:
+            records.extend(SQSRecord(r) for r in event.get("Records", []))
+            return self.handler(event, context)
+
+        with self._watching_retries() as delays:
+            batch = poll_once(
+                queue_url=self.queues.queue_url,
+                queue_arn=self.queues.queue_arn,
+                handler=handler,
+                function_name=f"{self.stack.stack}-{self.spec.name}",
+                timeout_seconds=self.spec.timeout_seconds,
+                batch_size=self.spec.batch_size,
+                config=self.source_config,
+            )
+        return (batch, records, delays) if batch is not None else None
+
+    @contextmanager
+    def _watching_retries(self) -> Iterator[dict[str, int]]:
+        """The retry delays the worker sets while the block runs: it puts a failed record off by
+        changing its message's visibility timeout to the backoff (`Worker._retry_after`); each call
+        is seen on the worker's SQS client (a botocore event) and noted on the stack's clock."""
+        delays: dict[str, int] = {}
+        clock = self.stack._clock if self.stack._clock is not None and self.stack._clock.running else None
+
+        def seen(params: dict[str, Any], **_: Any) -> None:
+            seconds = int(params.get("VisibilityTimeout", 0))
+            delays[str(params.get("ReceiptHandle"))] = seconds
+            if clock is not None:
+                clock.wake_at(time.time() + seconds, "retry")
+
+        events = getattr(getattr(self.worker.stack_config.client("sqs"), "meta", None), "events", None)
+        if events is None:  # a client a test injected that is not botocore's: delays are not seen
+            yield delays
+            return
+        event, unique = "before-parameter-build.sqs.ChangeMessageVisibility", f"lambdajobs-testing-{id(self)}"
+        events.register(event, seen, unique_id=unique)
+        try:
+            yield delays
+        finally:
+            events.unregister(event, unique_id=unique)
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
-        """Poll until nothing is visible (retries wait for their backoff: move a clock to see them)."""
+        """Poll until nothing is visible. A retry whose backoff has passed is run again; on the stack's
+        clock none has until the test moves the clock (`stack.clock`)."""
         return _drain(self.poll, max_batches)
 
     def depth(self, dlq: bool = False) -> int:

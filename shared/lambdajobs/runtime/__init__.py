@@ -10,6 +10,7 @@ from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.config import StackConfig, current, using
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.errors import (
+    ClockError,
     ConfigurationError,
     DeclarationError,
     EnqueueError,
@@ -42,6 +43,7 @@ from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, 
 __all__ = [
     "Alarms",
     "Backoff",
+    "ClockError",
     "ConfigurationError",
     "DeclarationError",
     "EnqueueError",

@@ -124,6 +124,11 @@ class RecordHeldError(LambdaJobsError):
         self.item = item
 
 
+class ClockError(LambdaJobsError):
+    """The test harness's clock (`lambdajobs.testing.TestClock`) was asked for what it cannot do: a
+    stack on the real clock, a move backwards, no retry waiting for its backoff."""
+
+
 class PermanentError(LambdaJobsError):
     """Raise from a job when retrying cannot help (bad input, a refused request).
 
@@ -133,6 +138,7 @@ class PermanentError(LambdaJobsError):
 
 
 __all__ = [
+    "ClockError",
     "ConfigurationError",
     "DeclarationError",
     "EnqueueError",

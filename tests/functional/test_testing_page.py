@@ -1,0 +1,39 @@
+"""docs/testing.md is true: its code, written out as the project it describes (a jobs package and its
+tests), passes, run by pytest as a user runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lambdajobs.runtime.spec import isolated_registry
+
+pytest_plugins = ["pytester"]
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+#: A fenced Python block whose first line names the file it is: "# myjobs/billing.py".
+BLOCK = re.compile(r"```python\n# (?P<path>[\w/]+\.py)\n(?P<code>.*?)```", re.DOTALL)
+
+
+def page_files() -> dict[str, str]:
+    return {m["path"]: m["code"] for m in BLOCK.finditer(PAGE.read_text(encoding="utf-8"))}
+
+
+def test_the_page_shows_a_jobs_package_its_stack_and_its_tests():
+    assert sorted(page_files()) == ["myjobs/billing.py", "tests/conftest.py", "tests/test_billing.py"]
+
+
+def test_the_retry_and_dead_letter_tests_on_the_page_pass(pytester: pytest.Pytester):
+    # GIVEN the project the page shows: its jobs package, its fixture and its tests
+    for path, code in page_files().items():
+        pytester.path.joinpath(path).parent.mkdir(parents=True, exist_ok=True)
+        pytester.path.joinpath(path).write_text(code, encoding="utf-8")
+    pytester.path.joinpath("myjobs", "__init__.py").write_text("", encoding="utf-8")
+    pytester.syspathinsert()  # the project's root, as an installed or `pythonpath` package would be
+    # WHEN pytest runs its tests (the page's jobs declared apart from this process's registry)
+    with isolated_registry(keep=True):
+        result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "tests")
+    # THEN both pass
+    result.assert_outcomes(passed=2)
