@@ -4,15 +4,22 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# The CDK CLI, pinned: tested with the pinned aws-cdk-lib (tests/infra/test_cdk_cli.py runs its synth).
-CDK_CLI_VERSION := 2.1148.1
-CDK_CLI := $(VENV)/cdk-cli/node_modules/.bin/cdk
+# The CDK CLI, pinned once, in the package (lambdajobs.deploy.CDK_CLI_VERSION: `lambdajobs synth` and
+# the other CDK commands fetch it on first use). Here it goes into $(VENV)/cdk-cli, which this
+# repository's targets and its tests use, fetched again only when the pin changes.
+CDK_CLI_VERSION := $(shell sed -n 's/^CDK_CLI_VERSION = "\([^"]*\)".*/\1/p' shared/lambdajobs/deploy.py)
+ifeq ($(CDK_CLI_VERSION),)
+$(error shared/lambdajobs/deploy.py pins no CDK_CLI_VERSION = "<version>")
+endif
 CLI_STAMP := $(VENV)/.cdk-cli-$(CDK_CLI_VERSION)
-# Only the virtualenv's node, npm and npx: no system Node needed.
-VENV_PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
-CDK := PATH="$(VENV_PATH)" $(CDK_CLI)
+LAMBDAJOBS := LAMBDAJOBS_CDK_CLI_DIR="$(CURDIR)/$(VENV)/cdk-cli" $(VENV)/bin/lambdajobs
+# The board's browser tests (tests/browser) drive Debian's headless Chromium (never Playwright's own
+# browser download); LAMBDAJOBS_CHROMIUM names another one.
+DEBIAN_CHROMIUM := /usr/bin/chromium
+CHROMIUM := $(or $(LAMBDAJOBS_CHROMIUM),$(DEBIAN_CHROMIUM))
+CHROMIUM_LOG := build/chromium-install.log
 
-.PHONY: install test lint synth demo dev bench chaos clean bootstrap deploy destroy
+.PHONY: install test lint synth demo dev bench chaos clean bootstrap diff deploy destroy chromium
 
 install: $(STAMP) $(CLI_STAMP)
 
@@ -31,13 +38,33 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 	@echo "==> Installed into $(VENV)."
 
+# `lambdajobs cdk` fetches the pinned CLI from npm on first use (and says so), on the virtualenv's Node.
 $(CLI_STAMP): $(STAMP)
-	@echo "==> Installing the CDK CLI $(CDK_CLI_VERSION) from npm into $(VENV)/cdk-cli (once)"
-	PATH="$(VENV_PATH)" $(VENV)/bin/npm install --no-audit --no-fund --prefix $(VENV)/cdk-cli aws-cdk@$(CDK_CLI_VERSION)
+	@echo "==> The CDK CLI $(CDK_CLI_VERSION) in $(VENV)/cdk-cli (once)"
+	$(LAMBDAJOBS) cdk --version
 	touch $(CLI_STAMP)
 
-test: $(STAMP) $(CLI_STAMP)
+test: $(STAMP) $(CLI_STAMP) chromium
 	$(PY) -m pytest -q
+
+# Chromium for the browser tests: Debian's package, installed with apt-get (sudo when not root) when
+# it is missing; where that cannot be done, one line says what to install, before any test runs.
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	    if [ "$(CHROMIUM)" != "$(DEBIAN_CHROMIUM)" ]; then \
+	        echo "error: no Chromium at $(CHROMIUM) (LAMBDAJOBS_CHROMIUM); point it at one, or unset it for Debian's." >&2; exit 1; \
+	    fi; \
+	    sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo"; \
+	    if ! command -v apt-get >/dev/null || { [ -n "$$sudo" ] && ! command -v sudo >/dev/null; }; then \
+	        echo "error: the browser tests need Chromium at $(DEBIAN_CHROMIUM): install Debian's chromium package, or set LAMBDAJOBS_CHROMIUM to a Chromium." >&2; exit 1; \
+	    fi; \
+	    echo "==> Installing Debian's chromium for the browser tests (apt-get, once; log in $(CHROMIUM_LOG))"; \
+	    mkdir -p "$(dir $(CHROMIUM_LOG))"; \
+	    { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	      $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >"$(CHROMIUM_LOG)" 2>&1 \
+	        && [ -x "$(DEBIAN_CHROMIUM)" ] \
+	        || { echo "error: apt-get could not install chromium ($(CHROMIUM_LOG) says why): install Debian's chromium package, or set LAMBDAJOBS_CHROMIUM to a Chromium." >&2; exit 1; }; \
+	fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -65,24 +92,25 @@ chaos: $(STAMP)
 dev: $(STAMP)
 	$(VENV)/bin/lambdajobs dev
 
-synth: $(STAMP)
-	rm -rf cdk.out
-	CDK_OUTDIR=cdk.out $(PY) app.py
-	@ls cdk.out/*.template.json
+# The pinned CDK CLI's synth, into cdk.out/ (cdk-nag's errors fail it): no AWS account needed.
+synth: $(STAMP) $(CLI_STAMP)
+	$(LAMBDAJOBS) synth $(ARGS)
 
-# Deploying needs an AWS account: `lambdajobs whoami` first says in one line what is missing, if
-# anything. Pass CDK options with ARGS, e.g. make deploy ARGS="-c alarm_email=oncall@example.com".
+# Deploying needs an AWS account: `lambdajobs deploy` (diff, destroy, bootstrap) runs `lambdajobs whoami`
+# first, which says in one line what is missing, if anything. ARGS goes to the command: CDK options
+# (ARGS="-c alarm_email=oncall@example.com") and, in CI where no terminal can approve IAM changes,
+# ARGS=--yes (docs/deploying.md).
 bootstrap: $(STAMP) $(CLI_STAMP)
-	@$(VENV)/bin/lambdajobs whoami
-	$(CDK) bootstrap $(ARGS)
+	@$(LAMBDAJOBS) bootstrap $(ARGS)
+
+diff: $(STAMP) $(CLI_STAMP)
+	@$(LAMBDAJOBS) diff $(ARGS)
 
 deploy: $(STAMP) $(CLI_STAMP)
-	@$(VENV)/bin/lambdajobs whoami
-	$(CDK) deploy $(ARGS)
+	@$(LAMBDAJOBS) deploy $(ARGS)
 
 destroy: $(STAMP) $(CLI_STAMP)
-	@$(VENV)/bin/lambdajobs whoami
-	$(CDK) destroy $(ARGS)
+	@$(LAMBDAJOBS) destroy $(ARGS)
 
 clean:
 	rm -rf $(VENV) cdk.out build .pytest_cache .mypy_cache .ruff_cache

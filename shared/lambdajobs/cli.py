@@ -121,16 +121,16 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def help_text(doc: str | None) -> str | None:
-    """A command's docstring as `--help` shows it: the first paragraph on one line (the command list
-    shows it whole, as written, line breaks and all), brackets shown as written (not read as rich
-    markup: `lambdajobs[board]`)."""
+    """A command's docstring as `--help` shows it: each paragraph on one line (the command list would
+    show the first as written, line breaks and all, and `--help` keeps every line break before it
+    wraps at the terminal's width), brackets shown as written (not read as rich markup:
+    `lambdajobs[board]`)."""
     if not doc:
         return doc
     import inspect
 
-    first, _, rest = inspect.cleandoc(doc).partition("\n\n")
-    joined = " ".join(line.strip() for line in first.splitlines())
-    return escape(joined + ("\n\n" + rest if rest else ""))
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return escape("\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs))
 
 
 def _no_type_for_flags() -> None:
@@ -273,6 +273,147 @@ def whoami() -> None:
     )
 
 
+# -- projects: new, synth, diff, deploy, destroy, bootstrap, cdk -----------------------------------
+
+#: CDK options are passed on as given (after ours, or after `--` when one is also ours, like --help).
+CDK_COMMAND = {"ignore_unknown_options": True}
+CDK_ARGS = typer.Argument(
+    None,
+    metavar="CDK_ARGS",
+    help="passed to the CDK CLI as given, e.g. -c alarm_email=oncall@example.com (after -- for --help)",
+    show_default=False,
+)
+YES_OPTION = typer.Option(
+    False,
+    "--yes",
+    "--ci",
+    help="never ask, for CI (no terminal): deploy approves IAM and security changes "
+    "(cdk --require-approval never), destroy does not ask (cdk --force)",
+)
+
+
+def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, needs_app: bool = True) -> None:
+    """Run the pinned CDK CLI (fetched on first use) on the virtualenv's Node, in the folder of the
+    nearest cdk.json; `lambdajobs whoami` first for the commands that act on an account. `command`
+    None: `extra` names the CDK command (`lambdajobs cdk ...`)."""
+    from lambdajobs import deploy as cdk_cli
+
+    extra = list(extra or [])
+    cfg = _config
+    folder = cdk_cli.require_app() if needs_app else (cdk_cli.find_app() or Path.cwd())
+    node = cdk_cli.find_node()
+    environ = dict(os.environ)
+    if command in cdk_cli.ACCOUNT_COMMANDS:
+        if cfg.endpoint_url:
+            _fail(
+                f"cdk {command} works on AWS, but the endpoint is {cfg.endpoint_url} (--endpoint-url or "
+                "AWS_ENDPOINT_URL, e.g. from `lambdajobs dev`): unset it."
+            )
+        whoami()
+    if cfg.region:  # --region: the CLI reads the region from the environment
+        environ.update(AWS_REGION=cfg.region, AWS_DEFAULT_REGION=cfg.region)
+    script = cdk_cli.ensure_cli(node=node)
+    args = cdk_cli.cdk_arguments(command, extra, yes=yes, profile=cfg.profile)
+    code = cdk_cli.run_cli(script, args, cwd=folder, node=node, environ=environ)
+    if code and command in ("deploy", "destroy") and not yes and not sys.stdin.isatty():
+        _fail(
+            f"cdk {command} failed (exit {code}); if it wanted to ask you something (approve IAM or "
+            f"security changes, confirm), it could not without a terminal: `lambdajobs {command} --yes` "
+            "does not ask (CI).",
+            code,
+        )
+    if code:
+        raise typer.Exit(code)
+    if command == "synth":
+        for template in cdk_cli.templates(folder, extra):
+            shown = os.path.relpath(template)
+            console.print(f"wrote {shown}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command()
+@friendly
+def new(
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="the project's folder and name; its jobs package is NAME_jobs"
+    ),
+    lambdajobs_requirement: str = typer.Option(
+        None,
+        "--lambdajobs-requirement",
+        help="the project's dependency on lambdajobs: a requirement, a URL, a wheel or a folder "
+        "(default: what this lambdajobs was installed from)",
+    ),
+) -> None:
+    """A new project in the folder NAME: a jobs package with one job and its test, pyproject.toml,
+    app.py and cdk.json. Its tests pass and it synthesizes as it is."""
+    from lambdajobs.scaffold import new_project
+
+    made = new_project(name, lambdajobs_requirement=lambdajobs_requirement)
+    for line in (
+        f"made {name}/: jobs package {made.jobs} (one job, greet), its test, app.py, cdk.json; "
+        f"stack {made.stack}",
+        f"its lambdajobs: {made.requirement}",
+        "next, in a virtualenv:",
+        f"  cd {name}",
+        "  pip install -e .      # lambdajobs and pytest",
+        "  python -m pytest      # the job's tests",
+        "  lambdajobs dev        # every job on a local stack",
+        "  lambdajobs synth      # the template, in cdk.out/",
+        "  lambdajobs deploy     # to the account `lambdajobs whoami` shows",
+    ):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def synth(cdk_args: list[str] = CDK_ARGS) -> None:
+    """Synthesize your CDK app (cdk.json's "app") into cdk.out/ with the pinned CDK CLI, which is
+    fetched from npm on first use; needs no AWS account.
+
+    Runs in the folder of the nearest cdk.json, on the virtualenv's Node (the `cdk` extra). The CLI is
+    cached in $XDG_CACHE_HOME/lambdajobs/cdk-cli-<version> (LAMBDAJOBS_CDK_CLI_DIR: another folder).
+    """
+    _cdk("synth", cdk_args)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def diff(cdk_args: list[str] = CDK_ARGS) -> None:
+    """What a deploy would change in the account `lambdajobs whoami` shows (cdk diff)."""
+    _cdk("diff", cdk_args)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def deploy(yes: bool = YES_OPTION, cdk_args: list[str] = CDK_ARGS) -> None:
+    """Deploy your CDK app to the account `lambdajobs whoami` shows (cdk deploy); --yes in CI.
+
+    Without --yes the CDK CLI asks before it adds IAM or security group changes, and without a
+    terminal (CI) it cannot ask, so it fails (TtyNotAttached).
+    """
+    _cdk("deploy", cdk_args, yes=yes)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def destroy(yes: bool = YES_OPTION, cdk_args: list[str] = CDK_ARGS) -> None:
+    """Delete your CDK app's stacks from the account `lambdajobs whoami` shows (cdk destroy)."""
+    _cdk("destroy", cdk_args, yes=yes)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def bootstrap(cdk_args: list[str] = CDK_ARGS) -> None:
+    """Prepare an AWS account and region for CDK deploys, once (cdk bootstrap)."""
+    _cdk("bootstrap", cdk_args, needs_app=False)
+
+
+@app.command(context_settings=CDK_COMMAND)
+@friendly
+def cdk(cdk_args: list[str] = CDK_ARGS) -> None:
+    """Any other command of the pinned CDK CLI, e.g. `lambdajobs cdk ls`, `lambdajobs cdk --version`."""
+    _cdk(None, cdk_args, needs_app=False)
+
+
 # -- queues, enqueue, status -----------------------------------------------------------------------
 
 
@@ -393,17 +534,34 @@ def enqueue(
     )
 
 
+#: `lambdajobs status` exit codes, besides 0 (found; with --wait: succeeded), 1 (an error) and 2 (a
+#: usage error, as for every command).
+STATUS_NO_RECORD = 3
+STATUS_DEAD = 4
+STATUS_TIMED_OUT = 5
+
+
 @app.command()
 @friendly
 def status(
     job_id: str = typer.Argument(..., metavar="JOB_ID", help="job id"),
     wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
 ) -> None:
-    """A job's state, attempts, progress, result and last error."""
-    from lambdajobs.runtime.records import get_status, wait_for
+    """A job's state, attempts, progress, result and last error.
+
+    Exit codes: 0 the job has a record (with --wait: it succeeded); 1 an error; 2 a usage error; 3 no
+    record (an unknown id, or a job not started yet: nothing is written at enqueue); 4 the job is
+    dead; 5 --wait ran out before the job succeeded or died.
+    """
+    from lambdajobs.runtime.errors import WaitTimeoutError
+    from lambdajobs.runtime.records import NO_RECORD, get_status, wait_for
 
     cfg = _config
-    info = wait_for(job_id, wait, poll_seconds=1, config=cfg) if wait else get_status(job_id, config=cfg)
+    timed_out = False
+    try:
+        info = wait_for(job_id, wait, poll_seconds=1, config=cfg) if wait else get_status(job_id, config=cfg)
+    except WaitTimeoutError as exc:
+        info, timed_out = exc.status, True
     table = _table("field", "value", show_header=False, title=f"job {job_id}")
     for key in (
         "state",
@@ -426,6 +584,12 @@ def status(
     if info.result is not None:
         table.add_row("result", json.dumps(info.result))
     console.print(table)
+    if timed_out:
+        _fail(f"job '{job_id}' is still {info.state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
+    if info.state == "dead":
+        raise typer.Exit(STATUS_DEAD)
+    if info.note == NO_RECORD:
+        raise typer.Exit(STATUS_NO_RECORD)
 
 
 @app.command()

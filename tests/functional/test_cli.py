@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lambdajobs.cli import app
+from lambdajobs.cli import STATUS_DEAD, STATUS_NO_RECORD, STATUS_TIMED_OUT, app
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
@@ -167,7 +167,8 @@ def test_queues_enqueue_and_status(cli, deliver_runner, sink, clock):
         "cli-1",
     )
     assert sent.exit_code == 0 and sent.output.strip() == "cli-1"
-    assert "pending" in cli("status", "cli-1").output
+    pending = cli("status", "cli-1")  # nothing is written at enqueue: no record yet
+    assert pending.exit_code == STATUS_NO_RECORD and "pending" in pending.output, pending.output
     deliver_runner.drain()
     status = cli("status", "cli-1")
     assert status.exit_code == 0 and "succeeded" in status.output and "provider_id" in status.output
@@ -175,6 +176,28 @@ def test_queues_enqueue_and_status(cli, deliver_runner, sink, clock):
     assert queues.exit_code == 0
     for job in ("deliver", "encode", "digest"):
         assert job in queues.output
+
+
+def test_status_exit_codes_tell_a_script_how_the_job_is(cli, deliver_runner, sink, clock):
+    # GIVEN a job that died at once (an invalid address), one that succeeded, one not started
+    kill_messages(deliver_runner, sink, clock, transient=[], invalid=["bad-1"])
+    enqueue("deliver", Message(to="ada@example.com", subject="s", body="b"), job_id="fine-1")
+    deliver_runner.drain()
+    enqueue("deliver", Message(to="bob@example.com", subject="s", body="b"), job_id="later-1")
+    # WHEN a script asks for each, with and without --wait
+    dead, dead_waited = cli("status", "mail-bad-1"), cli("status", "mail-bad-1", "--wait", "5")
+    fine, fine_waited = cli("status", "fine-1"), cli("status", "fine-1", "--wait", "5")
+    unknown, waited_out = cli("status", "no-such-id"), cli("status", "later-1", "--wait", "0.2")
+    # THEN the exit code says it, and the table is shown all the same
+    assert (dead.exit_code, dead_waited.exit_code) == (STATUS_DEAD, STATUS_DEAD), dead.output
+    assert "dead" in dead.output and "PermanentError" in dead.output
+    assert (fine.exit_code, fine_waited.exit_code) == (0, 0) and "succeeded" in fine_waited.output
+    assert unknown.exit_code == STATUS_NO_RECORD and "no record" in unknown.output
+    assert waited_out.exit_code == STATUS_TIMED_OUT and "pending" in waited_out.stdout
+    assert waited_out.stderr.strip() == "error: job 'later-1' is still pending after 0.2 s (--wait)."
+    # AND --help lists the codes
+    shown = CliRunner().invoke(app, ["status", "--help"], env={"COLUMNS": "200"}).output
+    assert all(f"{code} " in shown for code in range(6)), shown
 
 
 def test_cron_list_and_trigger(cli, stack, clock):
