@@ -314,7 +314,9 @@ def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, nee
         environ.update(AWS_REGION=cfg.region, AWS_DEFAULT_REGION=cfg.region)
     script = cdk_cli.ensure_cli(node=node)
     args = cdk_cli.cdk_arguments(command, extra, yes=yes, profile=cfg.profile)
-    code = cdk_cli.run_cli(script, args, cwd=folder, node=node, environ=environ)
+    code = cdk_cli.run_cli(
+        script, args, cwd=folder, node=node, environ=environ, interactive=command != "synth"
+    )
     if code and command in ("deploy", "destroy") and not yes and not sys.stdin.isatty():
         _fail(
             f"cdk {command} failed (exit {code}); if it wanted to ask you something (approve IAM or "
@@ -355,7 +357,7 @@ def new(
         "next, in a virtualenv:",
         f"  cd {name}",
         "  pip install -e .      # lambdajobs and pytest",
-        "  python -m pytest      # the job's tests",
+        "  pytest                # the job's tests",
         "  lambdajobs dev        # every job on a local stack",
         "  lambdajobs synth      # the template, in cdk.out/",
         "  lambdajobs deploy     # to the account `lambdajobs whoami` shows",

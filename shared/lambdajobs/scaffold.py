@@ -193,12 +193,12 @@ packages = ["$jobs"]
 # Your jobs package: the CDK app, `lambdajobs dev`, the CLI and lambdajobs.testing read it from here.
 jobs = "$jobs"
 # What your jobs import on Lambda besides lambdajobs (pip requirements, e.g. "httpx>=0.28,<1"):
-# synth puts them, built for Lambda's platform, into the functions' assets.
+# synth builds them for Lambda's platform into a layer every job function gets, and locks their
+# versions in lambdajobs.lock (commit it). Boto3, Powertools and pydantic are there already.
 dependencies = []
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
-pythonpath = ["."]
 """
 
 APP = '''\
@@ -286,7 +286,7 @@ Background jobs on AWS with lambdajobs: the jobs are in `$jobs/`, the stack in `
 
 ```sh
 pip install -e .        # in a virtualenv: lambdajobs[cdk,cli,local] and pytest
-python -m pytest        # the jobs' tests, on a moto-backed TestStack
+pytest                  # the jobs' tests, on a moto-backed TestStack
 lambdajobs dev          # every job on a local stack (no AWS account needed)
 lambdajobs synth        # the CloudFormation template, in cdk.out/
 lambdajobs bootstrap    # once per AWS account and region

@@ -159,3 +159,16 @@ def test_a_bad_declaration_is_one_line_naming_the_fix(tmp_path, table, error):
 def test_an_invalid_requirement_is_refused_by_name(index, tmp_path):
     with pytest.raises(ConfigurationError, match=r"dependency 'jinja2 >>> 3' is not a valid requirement"):
         deps.build(reqs(tmp_path, "jinja2 >>> 3"))
+
+
+def test_a_pip_too_old_to_resolve_for_another_platform_says_to_upgrade_it(index, tmp_path, monkeypatch):
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    # GIVEN a virtualenv's bundled pip from before 23.3 (its dry run cannot take --platform)
+    monkeypatch.setattr(importlib.metadata, "version", lambda n: "23.2.1" if n == "pip" else real(n))
+    with pytest.raises(
+        ConfigurationError,
+        match=r"needs pip 23\.3 or later .* \(it has 23\.2\.1\): python -m pip install --upgrade pip",
+    ):
+        deps.build(reqs(tmp_path, "acme-text"))

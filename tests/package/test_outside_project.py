@@ -376,10 +376,9 @@ def test_a_cold_start_from_the_asset_alone_runs_one_record_with_the_dependency(
 def test_a_library_the_jobs_import_but_do_not_declare_fails_synth_naming_it(user, tmp_path):
     # GIVEN the same project with its dependency left out
     project = write_project(tmp_path / "acme", "")
-    # WHEN it synthesizes: one line names the module, the function, the file and line, and the fix
-    [line] = fails(
-        [str(user["python"]), "app.py"], project, {**user["env"], "CDK_OUTDIR": str(tmp_path / "out")}
-    )
+    # WHEN `lambdajobs synth` runs: one line (the CDK CLI's own about the app's exit left out) names
+    # the module, the function, the file and line, and the fix
+    [line] = fails([str(user["venv"] / "bin" / "lambdajobs"), "synth"], project, user["env"])
     assert line.startswith("error: function 'send_invoice' imports acme_text, which Lambda would not find")
     assert (
         "acme_jobs/billing.py:" in line

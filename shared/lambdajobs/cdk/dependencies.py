@@ -189,7 +189,7 @@ def _pip(args: list[str], what: str, *, provided_env: Path | None = None) -> sub
             "from pip._internal.cli.main import main; sys.exit(main())"
         )
         command = [sys.executable, "-I", "-S", "-c", boot]
-    command += ["--disable-pip-version-check", "--no-input", *args]
+    command += ["--disable-pip-version-check", "--no-input", "--no-color", *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     except subprocess.TimeoutExpired:
@@ -204,16 +204,27 @@ def _pip(args: list[str], what: str, *, provided_env: Path | None = None) -> sub
     return done
 
 
+#: pip 23.3 resolves for another platform in a dry run (`--dry-run` with `--platform`, pip #12215).
+MIN_PIP = (23, 3)
+
+
 def _provided_env(folder: Path) -> Path:
     """A folder pip can run from that holds pip and a stub `.dist-info` of each distribution Lambda
     provides, at its version there (see `_pip`)."""
+    import importlib.metadata
     import importlib.util
 
     spec = importlib.util.find_spec("pip")
-    if spec is None or not spec.submodule_search_locations:
+    try:
+        has = importlib.metadata.version("pip")
+        found = tuple(int(part) for part in has.split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        has, found = "none", (0, 0)
+    if spec is None or not spec.submodule_search_locations or found < MIN_PIP:
         raise ConfigurationError(
-            "synth needs pip in this environment to install your jobs' dependencies for Lambda: "
-            "python -m ensurepip (or pip install pip) first."
+            f"synth needs pip {'.'.join(map(str, MIN_PIP))} or later in this environment to resolve "
+            f"your jobs' dependencies for Lambda's platform (it has {has}): "
+            "python -m pip install --upgrade pip"
         )
     (folder / "pip").symlink_to(Path(next(iter(spec.submodule_search_locations))), target_is_directory=True)
     for name, (version, _) in _provided().items():
