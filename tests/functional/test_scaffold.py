@@ -54,26 +54,9 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     new = run(["lambdajobs", "new", NAME], base, env)
     project = base / NAME
     files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
-    # WHEN its tests run with plain `pytest` (harder than `python -m pytest`, which also puts the
-    # current folder on sys.path) and it is synthesized, with no edit
-    tests = run(["pytest", "-q", "-p", "no:cacheprovider"], project, env)
-    synth = run(["lambdajobs", "synth"], project, env)
-    return {"project": project, "files": files, "new": new, "tests": tests, "synth": synth}
-
-
-def test_its_tests_pass(made):
-    assert "2 passed" in made["tests"].stdout, made["tests"].stdout
-
-
-def test_it_synthesizes_into_its_cdk_out_with_no_edit(made):
-    project, synth = made["project"], made["synth"]
-    assert synth.stdout.splitlines() == ["wrote cdk.out/acme-shop.template.json"]
-    assert "feature flags are not configured" not in synth.stderr  # cdk.json carries them
-    template = json.loads((project / "cdk.out" / "acme-shop.template.json").read_text())
-    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
-    jobs = {f["Properties"]["Environment"]["Variables"].get("LAMBDAJOBS_JOB") for f in functions}
-    assert "greet" in jobs
-    assert any(r["Type"] == "AWS::SQS::Queue" for r in template["Resources"].values())
+    # (its tests and its synth, with no edit, run in a new virtualenv from the built wheel, as a new
+    # user's would: tests/package/test_outside_project.py)
+    return {"project": project, "files": files, "new": new}
 
 
 def test_its_pyproject_names_the_jobs_package_and_the_running_lambdajobs(made):

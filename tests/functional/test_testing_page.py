@@ -12,7 +12,12 @@ from lambdajobs.runtime.spec import isolated_registry
 
 pytest_plugins = ["pytester"]
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "testing.md"
+#: The README's retry and dead-letter tests, which continue the page's tests/test_billing.py.
+README_TESTS = re.compile(
+    r"```python\n# tests/test_billing\.py, continued[^\n]*\n(?P<code>.*?)```", re.DOTALL
+)
 #: A fenced Python block whose first line names the file it is: "# myjobs/billing.py".
 BLOCK = re.compile(r"```python\n# (?P<path>[\w/]+\.py)\n(?P<code>.*?)```", re.DOTALL)
 
@@ -25,9 +30,13 @@ def test_the_page_shows_a_jobs_package_its_stack_and_its_tests():
     assert sorted(page_files()) == ["myjobs/billing.py", "tests/conftest.py", "tests/test_billing.py"]
 
 
-def test_the_retry_and_dead_letter_tests_on_the_page_pass(pytester: pytest.Pytester):
+def test_the_retry_and_dead_letter_tests_on_the_page_and_in_the_readme_pass(pytester: pytest.Pytester):
     # GIVEN the project the page shows: its jobs package, its fixture and its tests
-    for path, code in page_files().items():
+    files = page_files()
+    # AND the README's two, at the end of the same test module
+    [readme] = README_TESTS.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    files["tests/test_billing.py"] += "\n\n" + readme
+    for path, code in files.items():
         pytester.path.joinpath(path).parent.mkdir(parents=True, exist_ok=True)
         pytester.path.joinpath(path).write_text(code, encoding="utf-8")
     pytester.path.joinpath("myjobs", "__init__.py").write_text("", encoding="utf-8")
@@ -35,5 +44,5 @@ def test_the_retry_and_dead_letter_tests_on_the_page_pass(pytester: pytest.Pytes
     # WHEN pytest runs its tests (the page's jobs declared apart from this process's registry)
     with isolated_registry(keep=True):
         result = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "tests")
-    # THEN both pass
-    result.assert_outcomes(passed=2)
+    # THEN all four pass
+    result.assert_outcomes(passed=4)

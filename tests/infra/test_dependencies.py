@@ -172,3 +172,21 @@ def test_a_pip_too_old_to_resolve_for_another_platform_says_to_upgrade_it(index,
         match=r"needs pip 23\.3 or later .* \(it has 23\.2\.1\): python -m pip install --upgrade pip",
     ):
         deps.build(reqs(tmp_path, "acme-text"))
+
+
+def test_a_function_over_lambdas_250_mb_with_its_layers_is_refused(tmp_path):
+    from lambdajobs.cdk.imports import Provided
+    from lambdajobs.cdk.stack import _check_function
+
+    asset = tmp_path / "asset"
+    asset.mkdir()
+    (asset / "job.py").write_text("import json\n")
+    provided = Provided(
+        frozenset(), platform.layer_modules(), platform.runtime_modules(), frozenset({"json"})
+    )
+    room = platform.MAX_UNZIPPED_BYTES - platform.layer_unzipped_bytes() - deps.folder_bytes(asset)
+    _check_function(asset, provided, "send_invoice", room)  # exactly at the limit: fine
+    with pytest.raises(
+        ConfigurationError, match=r"function 'send_invoice' would be 250 MB unzipped .* over Lambda's 250 MB"
+    ):
+        _check_function(asset, provided, "send_invoice", room + 1)

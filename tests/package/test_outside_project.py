@@ -418,3 +418,21 @@ def test_a_job_completes_on_lambdajobs_dev_and_a_script_in_a_subfolder_enqueues(
         assert "succeeded" in run([cli, "status", "inv-10", "--wait", "30"], user["project"], shell)
         code = dev.stop()
     assert code == 0, dev.output
+
+
+def test_lambdajobs_new_makes_a_project_whose_plain_pytest_passes_and_which_synthesizes(user, tmp_path):
+    cli = str(user["venv"] / "bin" / "lambdajobs")
+    # GIVEN a new project, made by the console script of the virtualenv the wheel went into
+    run([cli, "new", "demo_app"], tmp_path, user["env"])
+    project = tmp_path / "demo_app"
+    # WHEN its tests run with plain `pytest` and it is synthesized, with no edit
+    tests = run([str(user["venv"] / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"], project, user["env"])
+    synth = subprocess.run([cli, "synth"], cwd=project, env=user["env"], capture_output=True, text=True)
+    # THEN both pass: the template has its job, and cdk.json's feature flags left CDK nothing to warn of
+    assert "2 passed" in tests, tests
+    assert synth.returncode == 0, synth.stderr[-3000:]
+    assert synth.stdout.splitlines() == ["wrote cdk.out/demo-app.template.json"]
+    assert "feature flags are not configured" not in synth.stderr
+    template = json.loads((project / "cdk.out" / "demo-app.template.json").read_text())
+    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert "greet" in {f["Properties"]["Environment"]["Variables"].get("LAMBDAJOBS_JOB") for f in functions}
