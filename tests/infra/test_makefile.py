@@ -40,7 +40,12 @@ def machine(tmp_path):
     log = tmp_path / "build" / "chromium-install.log"
 
     def make(env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-        environ = {k: v for k, v in os.environ.items() if k != "LAMBDAJOBS_CHROMIUM"}
+        # (MAKELEVEL and MAKEFLAGS: under `make test` this make would be a sub-make, `make[1]: ***`)
+        environ = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("LAMBDAJOBS_CHROMIUM", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+        }
         environ.update(PATH=f"{tools}:/usr/bin:/bin", STAND_IN_CALLS=str(calls), **(env or {}))
         out = subprocess.run(
             ["make", "-s", "chromium", f"DEBIAN_CHROMIUM={debian}", f"CHROMIUM_LOG={log}"],
@@ -58,7 +63,7 @@ def machine(tmp_path):
 
 
 def errors(out: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in out.stderr.splitlines() if not line.startswith("make: ***")]
+    return [line for line in out.stderr.splitlines() if not re.match(r"make(\[\d+\])?: \*\*\*", line)]
 
 
 def test_make_test_checks_chromium_before_pytest():
