@@ -317,7 +317,7 @@ def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, nee
     code = cdk_cli.run_cli(
         script, args, cwd=folder, node=node, environ=environ, interactive=command != "synth"
     )
-    if code and command in ("deploy", "destroy") and not yes and not sys.stdin.isatty():
+    if code and command in ("deploy", "destroy") and not yes and not (sys.stdin and sys.stdin.isatty()):
         _fail(
             f"cdk {command} failed (exit {code}); if it wanted to ask you something (approve IAM or "
             f"security changes, confirm), it could not without a terminal: `lambdajobs {command} --yes` "

@@ -275,10 +275,13 @@ def run_cli(
     command = [str(node.node), str(script), *args]
     try:
         if interactive:
-            return subprocess.call(command, cwd=cwd, env=env)
-        with subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True) as proc:
-            _forward_stderr(proc)
-            return proc.wait()
+            code = subprocess.call(command, cwd=cwd, env=env)
+        else:
+            with subprocess.Popen(command, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True) as proc:
+                _forward_stderr(proc)
+                code = proc.wait()
+        # killed by a signal (-2 for SIGINT): exit as a shell reports it (130), not as -2 (254)
+        return 128 - code if code < 0 else code
     except OSError as exc:
         raise LambdaJobsError(f"cannot run the CDK CLI {script}: {exc.strerror or exc}.") from None
     finally:

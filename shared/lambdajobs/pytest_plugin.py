@@ -10,6 +10,7 @@ Nothing else changes, and a folder with no such pyproject.toml is left as it is.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: list[str]) -> None:
+    from lambdajobs.runtime.errors import LambdaJobsError
     from lambdajobs.runtime.project import make_importable
 
-    make_importable(early_config.invocation_params.dir)
+    # a pyproject.toml above that cannot be read is not this plugin's to judge: pytest goes on
+    with contextlib.suppress(LambdaJobsError):
+        make_importable(early_config.invocation_params.dir)

@@ -302,26 +302,28 @@ class TestStack:
         return self
 
     def stop(self) -> None:
-        if self._using is not None:
-            self._using.__exit__(None, None, None)
-            self._using = None
-            set_process_default(self._previous_default)
-        if self._mock is not None:
-            self._mock.stop()
-            self._mock = None
-        if self._atomic:
-            atomic.uninstall()
-            self._atomic = False
-        aws.reset_clients()
-        clear_manifest_cache()
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved_env.clear()
-        if self._clock is not None:  # last: time is real again after the stack, never before
-            self._clock._end()
+        try:
+            if self._using is not None:
+                self._using.__exit__(None, None, None)
+                self._using = None
+                set_process_default(self._previous_default)
+            if self._mock is not None:
+                mock, self._mock = self._mock, None
+                mock.stop()
+        finally:  # whatever failed above, the process gets its environment and its clock back
+            if self._atomic:
+                atomic.uninstall()
+                self._atomic = False
+            aws.reset_clients()
+            clear_manifest_cache()
+            for key, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            self._saved_env.clear()
+            if self._clock is not None:  # last: time is real again after the stack, never before
+                self._clock._end()
 
     def __enter__(self) -> TestStack:
         return self.start()

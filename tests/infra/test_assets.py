@@ -3,6 +3,7 @@ reading the modules (relative imports, subpackages, dotted packages), and nothin
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
@@ -124,6 +125,27 @@ def test_source_found_outside_the_projects_folders_is_not_copied(project, tmp_pa
     write(project, {"probe_g/__init__.py": "", "probe_g/jobs.py": "import probe_lib\n"})
     # THEN it is not your code: it is left to the dependencies (and the import check names it)
     assert job_modules("probe_g", ["probe_g.jobs"]) == ["probe_g", "probe_g.jobs"]
+
+
+def test_finding_what_ships_never_imports_a_library(project, tmp_path_factory, monkeypatch):
+    from lambdajobs.cdk.asset import job_modules
+
+    # GIVEN a library whose import raises (it needs a GPU), imported by a submodule in a job's body
+    elsewhere = tmp_path_factory.mktemp("libs")
+    write(elsewhere, {"probe_gpu/__init__.py": "raise RuntimeError('needs a GPU')\n", "probe_gpu/sub.py": ""})
+    monkeypatch.syspath_prepend(str(elsewhere))
+    write(
+        project,
+        {
+            "probe_h/__init__.py": "",
+            "probe_h/jobs.py": (
+                "def run():\n    try:\n        import probe_gpu.sub\n    except ImportError:\n        pass\n"
+            ),
+        },
+    )
+    # THEN synthesis does not import it (nor fail): it is not your code
+    assert job_modules("probe_h", ["probe_h.jobs"]) == ["probe_h", "probe_h.jobs"]
+    assert "probe_gpu" not in sys.modules
 
 
 def test_a_shipped_package_carries_its_data_files(project, tmp_path_factory):

@@ -279,3 +279,14 @@ def test_the_cli_is_cached_per_version_unless_a_folder_is_named(tmp_path):
 def test_account_commands_refuse_a_local_endpoint(project, stand_in):
     result = CliRunner().invoke(app, ["--endpoint-url", "http://127.0.0.1:4580", "deploy", "--yes"])
     assert "unset it" in one_line_error(result) and not stand_in.exists()
+
+
+@pytest.mark.parametrize("interactive", [True, False])
+def test_a_cli_killed_by_a_signal_exits_as_a_shell_reports_it(tmp_path, interactive):
+    # GIVEN a CLI that dies of SIGTERM (Ctrl-C is SIGINT: the same path)
+    script = tmp_path / "cdk.js"
+    script.write_text("process.kill(process.pid, 'SIGTERM');\n")
+    node = deploy.find_node()
+    # THEN its exit code is 128 + the signal, not the negative number subprocess gives (exit 254)
+    code = deploy.run_cli(script, [], cwd=tmp_path, node=node, interactive=interactive)
+    assert code == 128 + 15

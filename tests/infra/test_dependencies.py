@@ -4,6 +4,7 @@ cache that make the next synth offline. The index here is a folder of hand-made 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,13 @@ def test_a_library_and_its_dependency_are_built_for_lambdas_platform_and_locked(
     assert built.pins == {"acme-text": "1.2", "acme-speedups": "2.0"}
     assert built.modules == {"acme_text", "acme_speedups"}
     assert (built.folder / "python" / "acme_speedups" / "__init__.py").read_text() == "VERSION = '2.0'\n"
-    lock = (tmp_path / deps.LOCK_NAME).read_text().splitlines()
-    assert [line for line in lock if not line.startswith("#")] == ["acme-speedups==2.0", "acme-text==1.2"]
+    lock = [line for line in (tmp_path / deps.LOCK_NAME).read_text().splitlines() if not line.startswith("#")]
+    assert [line.split(" --hash=")[0] for line in lock] == ["acme-speedups==2.0", "acme-text==1.2"]
+    # with each wheel's hash: the next install takes exactly the files resolved now
+    speedups = hashlib.sha256(
+        (index / "acme_speedups-2.0-cp314-cp314-manylinux_2_28_aarch64.whl").read_bytes()
+    )
+    assert lock[0] == f"acme-speedups==2.0 --hash=sha256:{speedups.hexdigest()}"
     assert built.unzipped_bytes == deps.folder_bytes(built.folder / "python") > 0
 
 
@@ -136,9 +142,8 @@ def test_a_project_declares_them_in_pyproject_and_a_requirements_file(tmp_path):
         'requirements = "requirements-lambda.txt"\n'
     )
     found = deps.project_requirements(tmp_path)
-    assert (
-        found is not None and found.lines == ("acme-text", "acme-speedups>=2") and found.lock_dir == tmp_path
-    )
+    assert found is not None and found.lines == ("acme-text",) and found.lock_dir == tmp_path
+    assert found.files == ((tmp_path / "requirements-lambda.txt").resolve(),)
     (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "j"\n')
     assert deps.project_requirements(tmp_path) is None
 
@@ -190,3 +195,55 @@ def test_a_function_over_lambdas_250_mb_with_its_layers_is_refused(tmp_path):
         ConfigurationError, match=r"function 'send_invoice' would be 250 MB unzipped .* over Lambda's 250 MB"
     ):
         _check_function(asset, provided, "send_invoice", room + 1)
+
+
+def test_a_requirements_file_is_read_by_pip_with_its_options_hashes_and_nested_files(
+    index, tmp_path, monkeypatch
+):
+    # GIVEN a requirements file in a subfolder naming its own index (relative), with a hashed
+    # requirement on two lines and a nested constraints file, and no index in pip's configuration
+    monkeypatch.delenv("PIP_FIND_LINKS")
+    project = tmp_path / "project"
+    (project / "reqs").mkdir(parents=True)
+    (project / "reqs" / "wheels").symlink_to(index, target_is_directory=True)
+    wheel = index / "acme_speedups-2.0-cp314-cp314-manylinux_2_28_aarch64.whl"
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (project / "reqs" / "lambda.txt").write_text(
+        "--find-links ./wheels  # our own index\n-c pins.txt\n"
+        f"acme-speedups==2.0 \\\n    --hash=sha256:{digest}\n"
+    )
+    (project / "reqs" / "pins.txt").write_text("acme-speedups<3\n")
+    (project / "pyproject.toml").write_text(
+        '[tool.lambdajobs]\njobs = "j"\nrequirements = "reqs/lambda.txt"\n'
+    )
+    requirements = deps.project_requirements(project)
+    # WHEN it is built
+    built = deps.build(requirements)
+    # THEN pip read it as written, and the lock keeps the index, relative to the lock's folder
+    assert built.pins == {"acme-speedups": "2.0"}
+    lock = (project / deps.LOCK_NAME).read_text().splitlines()
+    assert "--find-links reqs/wheels" in lock
+    # AND the next synth installs from the lock alone (a new cache: pip reads the lock's index)
+    monkeypatch.setenv("LAMBDAJOBS_CACHE_DIR", str(tmp_path / "cache2"))
+    assert deps.build(requirements).pins == {"acme-speedups": "2.0"}
+    # AND a change to the nested file makes the lock stale
+    (project / "reqs" / "pins.txt").write_text("acme-speedups<2.5\n")
+    assert deps.read_lock(requirements) is None
+
+
+@pytest.mark.parametrize("published", [True, False])
+def test_a_library_needing_another_version_of_a_runtime_package_is_refused_by_name(
+    index, tmp_path, published
+):
+    # GIVEN a library that needs a six the Lambda runtime does not have (published on the index, or not)
+    make_wheel(index, "needs-new-six", "1.0", requires=("six>=99",))
+    if published:
+        make_wheel(index, "six", "99.0")
+    with pytest.raises(ConfigurationError) as caught:
+        deps.build(reqs(tmp_path, "needs-new-six"))
+    # THEN synth refuses it, naming six, and never ships a second six
+    message = str(caught.value)
+    if published:
+        assert "need another six than the" in message and "needs-new-six 1.0 needs six>=99" in message
+    else:
+        assert "need six>=99, but every function has six" in message

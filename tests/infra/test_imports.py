@@ -171,3 +171,49 @@ def test_the_recorded_layer_manifest_is_the_pinned_powertools(tmp_path):
     layer = platform.layer_modules()
     assert {"aws_lambda_powertools", "pydantic", "pydantic_core", "typing_extensions"} <= layer
     assert not {"boto3", "botocore", "dateutil", "urllib3", "six", "jmespath", "s3transfer"} & layer
+
+
+def test_shared_code_in_a_folder_without_init_is_a_namespace_package_that_resolves(tmp_path):
+    # GIVEN acme/common.py shipped from a folder with no __init__.py (a namespace package)
+    root = asset(
+        tmp_path,
+        {"acme/common.py": "", "jobs/__init__.py": "", "jobs/billing.py": "from acme import common\n"},
+    )
+    assert missing(root) == []
+
+
+def test_imports_that_never_run_on_lambdas_python_are_exempt(tmp_path):
+    # GIVEN the usual fallbacks: an except-ImportError branch whose try resolves, a version gate,
+    # contextlib.suppress(ImportError)
+    root = asset(
+        tmp_path,
+        {
+            "job.py": """
+                import contextlib
+                import sys
+
+                try:
+                    from zoneinfo import ZoneInfo
+                except ImportError:
+                    from backports.zoneinfo import ZoneInfo
+
+                if sys.version_info < (3, 11):
+                    import tomli as tomllib
+                else:
+                    import tomllib
+
+                if sys.version_info[:2] >= (3, 15):
+                    import future_only
+                else:
+                    import json
+
+                with contextlib.suppress(ImportError):
+                    import orjson
+
+                if sys.version_info >= (3, 12):
+                    import runs_on_314
+            """
+        },
+    )
+    # THEN only the import Lambda's 3.14 does run is checked
+    assert missing(root) == [("runs_on_314", "job.py:24")]

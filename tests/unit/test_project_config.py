@@ -9,6 +9,8 @@ from lambdajobs import ConfigurationError
 from lambdajobs.cli import app
 from lambdajobs.project import jobs_module, require_jobs_module
 
+pytest_plugins = ["pytester"]
+
 
 def test_pyproject_names_the_jobs_package(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "acme_jobs"\n')
@@ -159,3 +161,19 @@ def test_a_jobs_package_missing_from_the_project_too_says_where_it_looked(tmp_pa
     assert f"nor in the project folder {tmp_path} (its pyproject.toml has [tool.lambdajobs])" in str(
         caught.value
     )
+
+
+def test_the_pytest_plugin_leaves_a_project_alone_whose_parent_has_an_unreadable_pyproject(
+    pytester, monkeypatch
+):
+    # GIVEN a folder whose parent's pyproject.toml is not TOML (not lambdajobs' business)
+    (pytester.path / "pyproject.toml").write_text("this is [not toml\n")
+    sub = pytester.path / "sub"
+    sub.mkdir()
+    (sub / "pytest.ini").write_text("[pytest]\n")
+    (sub / "test_x.py").write_text("def test_ok():\n    pass\n")
+    monkeypatch.chdir(sub)
+    # WHEN pytest runs there, with lambdajobs' plugin loaded as installed
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    # THEN the tests run as they would without lambdajobs
+    result.assert_outcomes(passed=1)

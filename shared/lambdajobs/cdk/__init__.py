@@ -31,7 +31,8 @@ _use_wheel_node()
 def _errors_in_one_line() -> None:
     """A CDK app that fails on a lambdajobs error (a bad declaration or option, an import its function
     would not find on Lambda, a dependency refused) prints `error: <what and the fix>` and exits 1,
-    like the CLI, instead of a traceback; any other exception keeps Python's usual report."""
+    like the CLI, instead of a traceback (LAMBDAJOBS_DEBUG=1 shows it); any other exception keeps
+    Python's usual report."""
     import sys
 
     previous = sys.excepthook
@@ -39,7 +40,7 @@ def _errors_in_one_line() -> None:
     def hook(kind: type[BaseException], value: BaseException, tb: Any) -> None:
         from lambdajobs.runtime.errors import LambdaJobsError
 
-        if isinstance(value, LambdaJobsError):
+        if isinstance(value, LambdaJobsError) and not os.environ.get("LAMBDAJOBS_DEBUG"):
             print(f"error: {value}", file=sys.stderr)
         else:
             previous(kind, value, tb)

@@ -17,6 +17,7 @@ Synthesis stays offline: everything is copied from this environment.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
 from collections.abc import Iterable
@@ -60,10 +61,11 @@ def module_path(name: str) -> Path:
 def _is_module(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except (ModuleNotFoundError, ValueError):
+    except Exception:  # finding a submodule imports its package, whatever that raises
         return False
 
 
+@functools.cache
 def _library_folders() -> tuple[Path, ...]:
     """Where installed and standard-library code lives: a module found there is not your source."""
     import site
@@ -94,23 +96,42 @@ def source_roots(jobs_package: str) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(roots))
 
 
+def _in_source(path: Path, roots: tuple[Path, ...]) -> bool:
+    """Under one of `roots`, and not in the standard library or an installed distribution."""
+    path = path.resolve()
+    if not any(path.is_relative_to(root) for root in roots):
+        return False
+    return not ({"site-packages", "dist-packages"} & set(path.parts)) and not any(
+        path.is_relative_to(folder) for folder in _library_folders()
+    )
+
+
 def _source_file(name: str, roots: tuple[Path, ...]) -> Path | None:
     """The .py file of `name` when it is your project's source (Python source under one of `roots`,
-    and not in the standard library or an installed distribution), else None."""
+    and not in the standard library or an installed distribution), else None.
+
+    The top-level name is looked at first: finding it imports nothing, while finding `x.y` imports
+    `x`, which synthesis must never do for a library (importing it may fail, or do anything)."""
+    top = name.split(".")[0]
     try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+        found = importlib.util.find_spec(top)
+    except Exception:
+        return None
+    if found is None:
+        return None
+    places = (
+        [Path(found.origin)] if found.origin else [Path(p) for p in found.submodule_search_locations or ()]
+    )
+    if not any(_in_source(place, roots) for place in places):
+        return None
+    try:
+        spec = importlib.util.find_spec(name) if name != top else found
+    except Exception:  # your own package failed to import: the import check will name the module
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
-    origin = Path(spec.origin).resolve()
-    if not any(origin.is_relative_to(root) for root in roots):
-        return None
-    if {"site-packages", "dist-packages"} & set(origin.parts) or any(
-        origin.is_relative_to(folder) for folder in _library_folders()
-    ):
-        return None
-    return origin
+    origin = Path(spec.origin)
+    return origin.resolve() if _in_source(origin, roots) else None
 
 
 def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:

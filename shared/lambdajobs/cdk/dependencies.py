@@ -59,12 +59,14 @@ def normalize(name: str) -> str:
 
 @dataclass(frozen=True)
 class Requirements:
-    """What a project's jobs need on Lambda: requirement lines (PEP 508, or pip options in a file),
-    where they were declared (for messages) and where the lock lives."""
+    """What a project's jobs need on Lambda: requirement strings (PEP 508) and requirements files
+    (pip's format, read by pip itself: options, hashes, nested `-r`/`-c` relative to the file), where
+    they were declared (for messages) and where the lock lives."""
 
     lines: tuple[str, ...]
     source: str
     lock_dir: Path
+    files: tuple[Path, ...] = ()
 
     @property
     def lock_path(self) -> Path:
@@ -102,22 +104,68 @@ def project_requirements(root: Path | None) -> Requirements | None:
             f'strings, e.g. dependencies = ["jinja2>=3.1"].'
         )
     lines += [d.strip() for d in declared if d.strip()]
+    files: list[Path] = []
     file = settings.get("requirements")
     if file is not None:
-        path = root / str(file)
+        path = (root / str(file)).resolve()
         if not path.is_file():
             raise ConfigurationError(
                 f"{root / 'pyproject.toml'}: [tool.lambdajobs] requirements = {file!r}, but {path} does not "
                 f"exist; create it or remove the key."
             )
-        lines += [
-            line.split(" #")[0].strip()
-            for line in path.read_text().splitlines()
-            if line.strip() and not line.lstrip().startswith("#")
-        ]
-    if not lines:
+        files.append(path)
+    if not lines and not any(_logical_lines(f) for f in files):
         return None
-    return Requirements(tuple(lines), "pyproject.toml [tool.lambdajobs]", root)
+    return Requirements(tuple(lines), "pyproject.toml [tool.lambdajobs]", root, tuple(files))
+
+
+def _logical_lines(path: Path) -> list[str]:
+    """A requirements file's lines as pip reads them: continuations joined, comments left out."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    lines = (re.sub(r"(^|\s)#.*$", "", line).strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+_NESTED = re.compile(r"^(?:-r|--requirement|-c|--constraint)[\s=]+(\S+)")
+#: Options of a requirements file that say where packages come from: the install uses them too.
+_INDEX_OPTIONS = re.compile(
+    r"^(?:-i|--index-url|--extra-index-url|-f|--find-links|--no-index|--trusted-host)\b"
+)
+
+
+def _files_read(requirements: Requirements) -> list[Path]:
+    """The requirements files and every file they name with `-r`/`-c`, relative to the naming one."""
+    found: list[Path] = []
+    todo = list(requirements.files)
+    while todo:
+        path = todo.pop(0)
+        if path in found or not path.is_file():
+            continue
+        found.append(path)
+        for line in _logical_lines(path):
+            nested = _NESTED.match(line)
+            if nested and "://" not in nested.group(1):
+                todo.append((path.parent / nested.group(1)).resolve())
+    return found
+
+
+def _index_options(requirements: Requirements) -> list[str]:
+    """The index options of the requirements files, local paths made relative to the lock's folder
+    (so that the lock, read from there, finds the same packages)."""
+    options = []
+    for path in _files_read(requirements):
+        for line in _logical_lines(path):
+            if not _INDEX_OPTIONS.match(line):
+                continue
+            parts = re.match(r"^(\S+?)(?:[=\s]+(.*))?$", line)
+            assert parts is not None  # a logical line is never empty
+            flag, value = parts.group(1), (parts.group(2) or "").strip()
+            if flag in ("-f", "--find-links") and value and "://" not in value:
+                local = os.path.abspath(path.parent / value)  # (a link stays a link)
+                if os.path.exists(local):
+                    value = os.path.relpath(local, requirements.lock_dir.resolve())
+            options.append(f"{flag} {value}".strip())
+    return options
 
 
 def cache_root() -> Path:
@@ -149,12 +197,17 @@ def _check_direct(requirements: Requirements) -> None:
     from packaging.requirements import InvalidRequirement, Requirement
 
     provided = _provided()
-    for line in requirements.lines:
+    given = [(line, True) for line in requirements.lines]
+    for path in _files_read(requirements):  # pip's format: options and bare paths are pip's to read
+        given += [(re.split(r"\s+--?\w", line)[0], False) for line in _logical_lines(path)]
+    for line, strict in given:
         if line.startswith("-"):
-            continue  # a pip option (an index, a constraint file): pip reads it
+            continue
         try:
             req = Requirement(line)
         except InvalidRequirement as exc:
+            if not strict:
+                continue  # a path, a URL, an option pip understands: pip reports what it cannot read
             raise ConfigurationError(
                 f"{requirements.source}: dependency {line!r} is not a valid requirement ({exc}); write it "
                 f'as pip would, e.g. "jinja2>=3.1".'
@@ -174,24 +227,35 @@ def _key(*parts: object) -> str:
 
 
 def _requirements_key(requirements: Requirements) -> str:
-    return _key(list(requirements.lines), platform.pip_platform_args(), platform.layer_distributions())
+    """What the lock was made from: the requirements, every file read (nested ones too), the platform
+    and the layer's versions."""
+    base = requirements.lock_dir.resolve()
+    files = [
+        [str(p.relative_to(base)) if p.is_relative_to(base) else str(p), p.read_text()]
+        for p in _files_read(requirements)
+    ]
+    layer = platform.layer_distributions()
+    return _key(list(requirements.lines), files, platform.pip_platform_args(), layer)
 
 
-def _pip(args: list[str], what: str, *, provided_env: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _pip(
+    args: list[str], what: str, *, provided_env: Path | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run pip. With `provided_env`, pip runs isolated (`-I -S`) with only that folder on its path,
     where the distributions Lambda provides are stubbed: it takes them as installed (so it neither
     fetches nor ships them, and finds their versions), and sees nothing of this environment."""
     if provided_env is None:
         command = [sys.executable, "-m", "pip"]
     else:
+        # sys.prefix as this environment's: pip reads its pip.conf there (a virtualenv's own)
         boot = (
-            f"import sys; sys.path.insert(0, {str(provided_env)!r}); "
+            f"import sys; sys.path.insert(0, {str(provided_env)!r}); sys.prefix = {sys.prefix!r}; "
             "from pip._internal.cli.main import main; sys.exit(main())"
         )
         command = [sys.executable, "-I", "-S", "-c", boot]
     command += ["--disable-pip-version-check", "--no-input", "--no-color", *args]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise ConfigurationError(
             f"pip took more than 15 minutes to {what}; check your package index."
@@ -241,6 +305,15 @@ def _pip_failure(stderr: str, requirements: Requirements) -> ConfigurationError:
     """pip's refusal as one line: the package without a wheel for the platform, or the conflict."""
     missing = re.findall(r"No matching distribution found for (\S+)", stderr)
     label = platform.platform_label()
+    provided = _provided()
+    wanted = normalize(re.split(r"[<>=!~;\[ ]", missing[0], maxsplit=1)[0]) if missing else ""
+    if wanted in provided:  # a version of what Lambda provides that the index does not have either
+        version, where = provided[wanted]
+        return ConfigurationError(
+            f"the dependencies in {requirements.source} need {missing[0]}, but every function has "
+            f"{wanted} {version} from {where} and lambdajobs never ships a second one; change the "
+            f"versions in {_HOW}."
+        )
     if missing:
         return ConfigurationError(
             f"dependency {missing[0]} has no wheel for Lambda's platform ({label}) in your package index, "
@@ -291,6 +364,7 @@ def resolve(requirements: Requirements) -> list[str]:
         constraints.write_text("".join(f"{n}=={v}\n" for n, v in platform.layer_distributions().items()))
         env = Path(tmp, "provided")
         env.mkdir()
+        files = [arg for path in requirements.files for arg in ("-r", str(path))]
         done = _pip(
             [
                 "install",
@@ -302,23 +376,46 @@ def resolve(requirements: Requirements) -> list[str]:
                 str(constraints),
                 "-r",
                 str(reqs),
+                *files,
             ],
             "resolve your dependencies",
             provided_env=_provided_env(env),
+            cwd=requirements.lock_dir,
         )
         if done.returncode != 0:
             raise _pip_failure(f"{done.stdout}\n{done.stderr}", requirements)
         installs = json.loads(report.read_text()).get("install", [])
+    clash = [item for item in installs if normalize(item["metadata"]["name"]) in provided]
+    if clash:  # pip would replace what Lambda provides (a runtime package: the layer's are constrained)
+        raise _provided_conflict(clash[0], installs, provided, requirements)
     pins = []
-    for item in installs:
-        name, version = item["metadata"]["name"], item["metadata"]["version"]
-        if normalize(name) in provided:
-            continue  # Lambda has it: never shipped
+    hashes = [item.get("download_info", {}).get("archive_info", {}).get("hashes", {}) for item in installs]
+    hashed = all("sha256" in h for h in hashes)
+    for item, digest in zip(installs, hashes, strict=True):
+        name, version = normalize(item["metadata"]["name"]), item["metadata"]["version"]
         url = item.get("download_info", {}).get("url", "")
-        pins.append(
-            f"{normalize(name)} @ {url}" if item.get("is_direct") and url else f"{normalize(name)}=={version}"
-        )
+        pin = f"{name} @ {url}" if item.get("is_direct") and url else f"{name}=={version}"
+        pins.append(f"{pin} --hash=sha256:{digest['sha256']}" if hashed else pin)
     return sorted(pins)
+
+
+def _provided_conflict(
+    item: dict, installs: list[dict], provided: dict[str, tuple[str, str]], requirements: Requirements
+) -> ConfigurationError:
+    name = normalize(item["metadata"]["name"])
+    version, where = provided[name]
+    needs = [
+        f"{other['metadata']['name']} {other['metadata']['version']} needs {dep}"
+        for other in installs
+        for dep in other["metadata"].get("requires_dist", []) or []
+        if normalize(re.split(r"[\s<>=!~;\[(]", dep, maxsplit=1)[0]) == name
+    ]
+    why = "; ".join(needs) or f"it asks for {name} {item['metadata']['version']}"
+    return ConfigurationError(
+        f"the dependencies in {requirements.source} need another {name} than the {version} of {where}: "
+        f"{why}; every function has that {name} and lambdajobs never ships a second one; change the "
+        f"versions in {_HOW}."
+    )
 
 
 def read_lock(requirements: Requirements) -> list[str] | None:
@@ -334,6 +431,8 @@ def read_lock(requirements: Requirements) -> list[str] | None:
 
 
 def write_lock(requirements: Requirements, pins: Sequence[str]) -> None:
+    """Write the lock (atomically: a synth running beside this one reads the old or the new one):
+    its header, the index options of the requirements files, the pins."""
     header = [
         f"# {LOCK_NAME}: what `lambdajobs synth` ships to your functions for Lambda "
         f"({platform.platform_label()}).",
@@ -342,21 +441,23 @@ def write_lock(requirements: Requirements, pins: Sequence[str]) -> None:
         f"({_layer_pins()}, ...), the runtime's boto3.",
         f"# requirements-sha256: {_requirements_key(requirements)}",
     ]
-    requirements.lock_path.write_text("\n".join([*header, *pins]) + "\n")
+    partial = requirements.lock_path.with_name(f".{LOCK_NAME}.{os.getpid()}")
+    partial.write_text("\n".join([*header, *_index_options(requirements), *pins]) + "\n")
+    os.replace(partial, requirements.lock_path)
 
 
-def install(pins: Sequence[str], *, cache: Path | None = None) -> Path:
-    """The folder holding `pins` installed for Lambda's platform under `python/` (a layer's layout),
-    from the cache when it was built before."""
-    key = _key(list(pins), platform.pip_platform_args())
+def install(pins: Sequence[str], *, cache: Path | None = None, base: Path | None = None) -> Path:
+    """The folder holding `pins` (a lock's lines: index options, then pins) installed for Lambda's
+    platform under `python/` (a layer's layout), from the cache when it was built before. Relative
+    `--find-links` paths are relative to `base` (the lock's folder)."""
+    key = _key([p for p in pins if not p.startswith("-")], platform.pip_platform_args())
     folder = (cache or cache_root()) / "dependencies" / key[:32]
     if (folder / ".complete").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=folder.parent))
     try:
-        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as file:
-            file.write("\n".join(pins) + "\n")
+        (building / "requirements.txt").write_text("\n".join(pins) + "\n")
         done = _pip(
             [
                 "install",
@@ -367,20 +468,23 @@ def install(pins: Sequence[str], *, cache: Path | None = None) -> Path:
                 str(building / "python"),
                 *platform.pip_platform_args(),
                 "-r",
-                file.name,
+                str(building / "requirements.txt"),
             ],
             "install your dependencies",
+            cwd=base,
         )
-        os.unlink(file.name)
         if done.returncode != 0:
-            raise _pip_failure(done.stderr, Requirements(tuple(pins), LOCK_NAME, Path.cwd()))
+            raise _pip_failure(done.stderr, Requirements(tuple(pins), LOCK_NAME, base or Path.cwd()))
         for junk in (building / "python").glob("bin"):
             shutil.rmtree(junk)  # console scripts: nothing on Lambda runs them
+        (building / "requirements.txt").unlink()
         (building / ".complete").write_text("\n".join(pins) + "\n")
         with contextlib.suppress(OSError):  # another synth built it meanwhile
             building.rename(folder)
     finally:
         shutil.rmtree(building, ignore_errors=True)
+    if not (folder / ".complete").is_file():
+        raise ConfigurationError(f"cannot keep the built dependencies in {folder}; check that folder.")
     return folder
 
 
@@ -398,14 +502,16 @@ def build(requirements: Requirements | None, *, cache: Path | None = None) -> Bu
         return BuiltDependencies()
     pins = read_lock(requirements)
     if pins is None:
-        pins = resolve(requirements)
-        write_lock(requirements, pins)
-    if not pins:  # everything asked for is provided by Lambda
+        write_lock(requirements, resolve(requirements))
+        pins = read_lock(requirements) or []  # the lock's lines: its index options with the pins
+    if not [p for p in pins if not p.startswith("-")]:  # everything asked for is provided by Lambda
         return BuiltDependencies()
-    folder = install(pins, cache=cache)
+    folder = install(pins, cache=cache, base=requirements.lock_dir)
     versions = {}
     for pin in pins:
-        name, _, version = pin.partition("==")
+        if pin.startswith("-"):
+            continue  # an index option
+        name, _, version = pin.split(" --hash")[0].partition("==")
         versions[name.split(" @ ")[0]] = version or "direct"
     return BuiltDependencies(
         folder=folder,

@@ -30,8 +30,11 @@ class ImportRef:
     """One import statement's target, as a file names it.
 
     `module` must resolve; `names` are the names of a `from module import a, b` (each may be a
-    submodule or an attribute); `exempt` is True under `TYPE_CHECKING` or a `try/except ImportError`;
-    `type_checking` is True under `TYPE_CHECKING` (never run at all).
+    submodule or an attribute); `exempt` is True where a missing module is handled or never imported
+    (under `TYPE_CHECKING`, in a `try` that catches `ImportError`, in `with suppress(ImportError)`,
+    under a `sys.version_info` test that is false on Lambda's Python); `type_checking` is True under
+    `TYPE_CHECKING` (never run at all); `fallback_for` names the modules of the `try` whose
+    `except ImportError` branch holds this import (needed only when one of those is missing).
     """
 
     module: str
@@ -39,6 +42,7 @@ class ImportRef:
     names: tuple[str, ...] = ()
     exempt: bool = False
     type_checking: bool = False
+    fallback_for: tuple[str, ...] = ()
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -53,6 +57,43 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     )
 
 
+def _suppresses_import_error(item: ast.withitem) -> bool:
+    call = item.context_expr
+    if not isinstance(call, ast.Call):
+        return False
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name == "suppress" and any(
+        (isinstance(a, ast.Name) and a.id in _IMPORT_ERRORS)
+        or (isinstance(a, ast.Attribute) and a.attr in _IMPORT_ERRORS)
+        for a in call.args
+    )
+
+
+def _on_lambdas_python(test: ast.expr) -> bool | None:
+    """A `sys.version_info <op> (3, n)` test (or `sys.version_info[:2]`) evaluated for Lambda's
+    Python; None for any other test."""
+    import operator
+
+    from lambdajobs.cdk.platform import PYTHON_VERSION
+
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and len(test.comparators) == 1):
+        return None
+    left = test.left.value if isinstance(test.left, ast.Subscript) else test.left
+    if not (isinstance(left, ast.Attribute) and left.attr == "version_info"):
+        return None
+    try:
+        version = ast.literal_eval(test.comparators[0])
+    except ValueError:
+        return None
+    if not (isinstance(version, tuple) and all(isinstance(v, int) for v in version)):
+        return None
+    ops = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge}
+    compare = ops.get(type(test.ops[0]))
+    ours = tuple(int(part) for part in PYTHON_VERSION.split("."))
+    return None if compare is None else bool(compare(ours[: len(version)], version))
+
+
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
@@ -65,9 +106,16 @@ class _Visitor(ast.NodeVisitor):
         self.found: list[ImportRef] = []
         self._exempt = 0
         self._typing = 0
+        self._fallback: tuple[str, ...] = ()
 
     def _ref(self, module: str, line: int, names: tuple[str, ...] = ()) -> ImportRef:
-        return ImportRef(module, line, names, self._exempt > 0, self._typing > 0)
+        return ImportRef(module, line, names, self._exempt > 0, self._typing > 0, self._fallback)
+
+    def _visit_exempt(self, nodes: list[ast.stmt]) -> None:
+        self._exempt += 1
+        for child in nodes:
+            self.visit(child)
+        self._exempt -= 1
 
     def _absolute(self, node: ast.ImportFrom) -> str:
         if not node.level:
@@ -94,17 +142,39 @@ class _Visitor(ast.NodeVisitor):
             self._typing -= 1
             for child in node.orelse:
                 self.visit(child)
+            return
+        runs = _on_lambdas_python(node.test)
+        if runs is None:
+            self.generic_visit(node)
+            return
+        self.visit(node.test)
+        for nodes, taken in ((node.body, runs), (node.orelse, not runs)):
+            if taken:
+                for child in nodes:
+                    self.visit(child)
+            else:  # the branch Lambda's Python never takes
+                self._visit_exempt(nodes)
+
+    def visit_With(self, node: ast.With) -> None:
+        if any(_suppresses_import_error(item) for item in node.items):
+            self._visit_exempt(node.body)
         else:
             self.generic_visit(node)
 
     def visit_Try(self, node: ast.Try) -> None:
         guarded = any(_catches_import_error(h) for h in node.handlers)
+        before = len(self.found)
         self._exempt += guarded
         for child in node.body:
             self.visit(child)
         self._exempt -= guarded
+        tried = tuple(ref.module for ref in self.found[before:])
         for handler in node.handlers:
+            saved = self._fallback
+            if guarded and _catches_import_error(handler) and tried:
+                self._fallback = tried  # runs on Lambda only when one of those is missing
             self.visit(handler)
+            self._fallback = saved
         for child in [*node.orelse, *node.finalbody]:
             self.visit(child)
 
@@ -162,8 +232,9 @@ class Provided:
 
 
 def _in_asset(asset: Path, module: str) -> bool:
+    """A module or package of the asset; a folder without `__init__.py` is a namespace package."""
     base = asset.joinpath(*module.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return base.with_suffix(".py").is_file() or base.is_dir()
 
 
 def unresolved_imports(asset: Path, provided: Provided) -> list[tuple[ImportRef, Path]]:
@@ -174,14 +245,19 @@ def unresolved_imports(asset: Path, provided: Provided) -> list[tuple[ImportRef,
     module resolves by its top-level name in `provided`.
     """
     shipped_tops = top_level_modules(asset)
+
+    def resolves(module: str) -> bool:
+        top = module.split(".")[0]
+        return _in_asset(asset, module) if top in shipped_tops else provided.has(top)
+
     missing = []
     for name, path in asset_modules(asset):
         for ref in imports_of(name, path):
             if ref.exempt or not ref.module or ref.module == "__future__":
                 continue
-            top = ref.module.split(".")[0]
-            ok = _in_asset(asset, ref.module) if top in shipped_tops else provided.has(top)
-            if not ok:
+            if ref.fallback_for and all(resolves(m) for m in ref.fallback_for):
+                continue  # the `except ImportError` branch of imports that all resolve: never runs
+            if not resolves(ref.module):
                 missing.append((ref, path))
     return missing
 
