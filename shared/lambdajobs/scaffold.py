@@ -63,8 +63,8 @@ def check_name(name: str, parent: Path) -> Path:
 
     Raises:
         InvalidOptionError: `name` is not a Python identifier of letters, digits and single underscores
-            starting with a letter, is a keyword, is longer than `MAX_NAME`, or names something that
-            exists.
+            starting with a letter, is a keyword, is longer than `MAX_NAME`, names an installed
+            distribution or a standard library module, or names something that exists.
     """
     if not NAME_RE.fullmatch(name or ""):
         words = [w for w in re.split(r"[^A-Za-z0-9]+", name or "") if w]
@@ -81,10 +81,32 @@ def check_name(name: str, parent: Path) -> Path:
             f"{name!r} has {len(name)} characters; use at most {MAX_NAME} (it names the stack, and "
             "queue names built from it may have 80)."
         )
+    taken = _installed_distribution(name)
+    if taken:  # the project would depend on a distribution of its own name (lambdajobs, pytest...)
+        raise InvalidOptionError(
+            f"{name!r} is the name of {taken}, which is installed here (the project would clash with it "
+            f"on install); pick another name, e.g. {name}_app."
+        )
     folder = parent / name
     if folder.exists() or folder.is_symlink():
         raise InvalidOptionError(f"{folder} exists; pick another name, or move it away first.")
     return folder
+
+
+def _installed_distribution(name: str) -> str | None:
+    """The installed distribution (or standard library module) a project called `name` would clash
+    with, or None."""
+    import importlib.metadata
+    import sys
+
+    if name in sys.stdlib_module_names:
+        return f"a standard library module ({name})"
+    wanted = re.sub(r"[-_.]+", "-", name).lower()
+    for dist in importlib.metadata.distributions():
+        found = dist.metadata["Name"] or ""
+        if re.sub(r"[-_.]+", "-", found).lower() == wanted:
+            return f"the distribution {found}"
+    return None
 
 
 def requirement_from_direct_url(found: dict[str, Any] | None) -> str:

@@ -147,6 +147,9 @@ def test_new_takes_the_requirement_as_an_option(tmp_path, monkeypatch):
         ("class", "'class' is a Python keyword; pick another name."),
         ("a" * 41, "use at most 40"),
         ("taken", "exists; pick another name, or move it away first."),
+        ("lambdajobs", "'lambdajobs' is the name of the distribution lambdajobs, which is installed here"),
+        ("pytest", "is the name of the distribution pytest"),
+        ("json", "'json' is the name of a standard library module (json)"),
         ("--lambdajobs-requirement=nowhere", "not a requirement on lambdajobs"),
     ],
 )
