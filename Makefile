@@ -19,7 +19,7 @@ DEBIAN_CHROMIUM := /usr/bin/chromium
 CHROMIUM := $(or $(LAMBDAJOBS_CHROMIUM),$(DEBIAN_CHROMIUM))
 CHROMIUM_LOG := build/chromium-install.log
 
-.PHONY: install test lint synth demo dev bench chaos clean bootstrap diff deploy destroy chromium
+.PHONY: install test test-report test-unit lint docs synth demo dev bench chaos clean bootstrap diff deploy destroy chromium
 
 install: $(STAMP) $(CLI_STAMP)
 
@@ -44,8 +44,17 @@ $(CLI_STAMP): $(STAMP)
 	$(LAMBDAJOBS) cdk --version
 	touch $(CLI_STAMP)
 
+# The whole suite; build/reports/tests.json records how long it took (`make test-report` writes the
+# generated page docs/reports/tests.md from it: the budget is 6 minutes on an idle 2-core machine).
 test: $(STAMP) $(CLI_STAMP) chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -p reports.pytest_durations
+
+test-report: $(STAMP)
+	$(PY) -m reports.tests --doc-only
+
+# The unit layer alone (tests/unit: no AWS, no moto, no CDK synth): the quick loop while editing.
+test-unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
 
 # Chromium for the browser tests: Debian's package, installed with apt-get (sudo when not root) when
 # it is missing; where that cannot be done, one line says what to install, before any test runs.
@@ -66,24 +75,32 @@ chromium:
 	        || { echo "error: apt-get could not install chromium ($(CHROMIUM_LOG) says why): install Debian's chromium package, or set LAMBDAJOBS_CHROMIUM to a Chromium." >&2; exit 1; }; \
 	fi
 
-lint: $(STAMP)
+lint: $(STAMP) docs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy shared/lambdajobs infra app.py demo.py
 
+# The documentation site (mkdocs.yml), built strictly into build/site: a broken link or anchor, a page
+# missing from the nav, or a reference to a name the code does not have fails it. NO_MKDOCS_2_WARNING
+# silences Material's banner about its successor (Zensical, which reads the same mkdocs.yml).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
+
+# ARGS="--write-doc" also rewrites docs/reports/demo.md from the run.
 demo: $(STAMP)
-	$(PY) demo.py
+	$(PY) demo.py $(ARGS)
 
 # lambdajobs against a hand-written Powertools worker, boto3 loops and Celery, each comparison
-# alternating its sides: build/reports/bench.json and a table, 5-8 minutes (docs/BENCHMARKS.md).
+# alternating its sides: build/reports/bench.json and a table, 5-8 minutes (docs/reports/benchmarks.md).
 # Celery is bench-only (the `bench` extra): installed here on first use. ARGS="--write-doc" also
-# rewrites docs/BENCHMARKS.md from the run; ARGS="--quick" is the make-test size.
+# rewrites docs/reports/benchmarks.md from the run; ARGS="--quick" is the make-test size.
 bench: $(STAMP)
 	@$(PY) -c "import celery, kombu.transport.SQS, pycurl" 2>/dev/null || $(PY) -m pip install -e '.[bench]'
 	$(PY) -m bench $(ARGS)
 
 # A seeded soak of the real worker under injected faults (10 seeds x 1,000 jobs, moto in-process):
-# writes build/reports/chaos.json and fails when a gate fails. ARGS="--quick" for the make-test size.
+# writes build/reports/chaos.json and fails when a gate fails. ARGS="--quick" for the make-test size;
+# ARGS="--write-doc" also rewrites docs/reports/chaos.md from the run.
 # Then the workflow completion counter at full size: 10,000 members (make test runs it at 1,000).
 chaos: $(STAMP)
 	$(PY) -m chaos $(ARGS)
@@ -99,7 +116,7 @@ synth: $(STAMP) $(CLI_STAMP)
 # Deploying needs an AWS account: `lambdajobs deploy` (diff, destroy, bootstrap) runs `lambdajobs whoami`
 # first, which says in one line what is missing, if anything. ARGS goes to the command: CDK options
 # (ARGS="-c alarm_email=oncall@example.com") and, in CI where no terminal can approve IAM changes,
-# ARGS=--yes (docs/deploying.md).
+# ARGS=--yes (docs/how-to/deploying.md).
 bootstrap: $(STAMP) $(CLI_STAMP)
 	@$(LAMBDAJOBS) bootstrap $(ARGS)
 

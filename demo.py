@@ -16,10 +16,13 @@ pyproject.toml) through `lambdajobs.local.LocalStack`, as a user's own script wo
 5. The DLQ, listed with reasons.
 
 Writes build/reports/demo.json and exits non-zero if any outcome differs from what the tour expects.
+`--write-doc` also writes docs/reports/demo.md from it (`--doc-only`: from the last demo.json, without
+running the tour).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import threading
@@ -39,6 +42,7 @@ from lambdajobs.local import LocalStack
 from lambdajobs.ops import peek_dead_letters
 from lambdajobs.project import require_jobs_module
 from lambdajobs.runtime.records import JobStatus, get_statuses
+from reports import header, run_info, write_page
 
 CAMPAIGN = "spring"
 RECIPIENTS = 240
@@ -350,7 +354,37 @@ def within_bounds(figures: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     return wrong
 
 
-def main() -> int:
+def render(figures: dict[str, Any]) -> list[str]:
+    """docs/reports/demo.md: the run's outcomes against what the tour expects."""
+    want = expected()
+    lines = header("Demo run", str(REPORT_FILE), "python demo.py --write-doc", figures.get("run"))
+    lines += [
+        f"The tour ({'every outcome as expected' if figures.get('ok') else 'some outcomes NOT as expected'}) "
+        f"took {figures.get('seconds')} s. The tutorial's demo page says what each outcome means.",
+        "",
+        "| outcome | value | expected |",
+        "|---|---|---|",
+    ]
+    for key in ("enqueued", *want, *BOUNDS):
+        wanted = want.get(key, BOUND_TEXT.get(key, ""))
+        lines.append(f"| `{key}` | {_cell(figures.get(key))} | {_cell(wanted)} |")
+    return lines
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text.replace("|", "\\|")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python demo.py", description="the scripted tour (make demo)")
+    parser.add_argument("--write-doc", action="store_true", help="also write docs/reports/demo.md")
+    parser.add_argument("--doc-only", action="store_true", help="write the page from the last demo.json")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.doc_only:
+        figures = json.loads(REPORT_FILE.read_text())
+        console.print(f"wrote {write_page('demo', render(figures))} from {REPORT_FILE}")
+        return 0 if figures.get("ok") else 1
     started = time.monotonic()
     provider = FlakyProvider({address(i): n for i, n in FLAKY.items()})
     previous_sender = emails.set_sender(provider)
@@ -375,6 +409,7 @@ def main() -> int:
     mismatches.update(within_bounds(figures))
     mismatches.update(consistent(figures))
     figures["ok"] = not mismatches
+    figures["run"] = run_info()
 
     summary = Table("outcome", "value", "expected", title="demo summary")
     for key in ("enqueued", *want, *BOUNDS, "seconds"):
@@ -383,6 +418,8 @@ def main() -> int:
     REPORT_FILE.parent.mkdir(parents=True, exist_ok=True)
     REPORT_FILE.write_text(json.dumps(figures, indent=2) + "\n")
     console.print(f"wrote {REPORT_FILE}")
+    if args.write_doc:
+        console.print(f"wrote {write_page('demo', render(figures))}")
     if mismatches:
         for key, (got, wanted) in mismatches.items():
             why = f" ({WHY[key]})" if key in WHY else ""

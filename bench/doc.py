@@ -1,4 +1,4 @@
-"""docs/BENCHMARKS.md, written from bench.json (`python -m bench --write-doc`, or `--doc-only`): the
+"""docs/reports/benchmarks.md, written from bench.json (`python -m bench --write-doc`, or `--doc-only`): the
 method, the figures of the run against the targets, and what a missed target needs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from bench.common import ROOT
 from bench.harness import FULL, ROWS
 
-DOC = ROOT / "docs" / "BENCHMARKS.md"
+DOC = ROOT / "docs" / "reports" / "benchmarks.md"
 
 #: The method (static text; `{cold}` etc. are the run's sizes) and the analysis of missed targets:
 #: markdown beside this module. In the analysis, a block between `<!-- if missed: KEY -->` and
@@ -31,7 +31,7 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
     out = [
         "# Benchmarks",
         "",
-        "Issue 15: is lambdajobs as cheap and as fast as the worker a Powertools user writes by hand?",
+        "Is lambdajobs as cheap and as fast as the worker a Powertools user writes by hand?",
         f"This page is generated from `build/reports/bench.json` (`make bench ARGS=--write-doc`); the "
         f"figures below are from the run of {run['at']} on {machine['cpus']} CPUs ({machine['cpu_model']},"
         f" Python {machine['python']}, {machine['system']}), commit {run['commit'] or 'unknown'}: "

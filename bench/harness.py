@@ -4,7 +4,7 @@ Each comparison alternates its sides (A B A B ...) on one backend and reports me
 spread; ratios are of medians. Phases that run a worker run in a child process of their own
 (`bench.phases`), so the two sides of a comparison share a fresh interpreter and nothing else runs
 in it. `--quick` runs everything at a tiny size (the test); `--write-doc` rewrites
-docs/BENCHMARKS.md from the figures (`--doc-only`: from the last bench.json, without measuring).
+docs/reports/benchmarks.md from the figures (`--doc-only`: from the last bench.json, without measuring).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ PRICES = {
     "lambda_per_gb_second_arm64": 0.0000133334,
     "cloudwatch_logs_per_gb_ingested": 0.50,
 }
-#: Assumptions of the cost model (see docs/BENCHMARKS.md).
+#: Assumptions of the cost model (see docs/reports/benchmarks.md).
 MEMORY_MB = 256  # JobSpec.memory_mb's default: send_email's function
 DYNAMODB_WRITE_LATENCY_MS = 5.0  # each write's round trip, waited for inside the invocation
 BATCH_SIZE = 10  # Lambda's SQS batch: one invocation, one ReceiveMessage, one DeleteMessageBatch
@@ -353,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a tiny run: checks that every part works")
     parser.add_argument("--out", type=Path, default=REPORT, help="where to write the JSON figures")
-    parser.add_argument("--write-doc", action="store_true", help="rewrite docs/BENCHMARKS.md from the run")
+    parser.add_argument(
+        "--write-doc", action="store_true", help="rewrite docs/reports/benchmarks.md from the run"
+    )
     parser.add_argument("--doc-only", action="store_true", help="rewrite the doc from the last --out file")
     args = parser.parse_args(argv)
     if args.doc_only:

@@ -1,5 +1,5 @@
 """python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--chord-members N] [--chain-steps N] [--no-workflows]
-[--processes N] [--mutation NAME] [--out PATH]"""
+[--processes N] [--mutation NAME] [--out PATH] [--write-doc | --doc-only]"""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from chaos import run, settings_for
+from chaos import doc, run, settings_for
 from chaos.report import ChaosReport
+from reports import run_info
 
 DEFAULT_OUT = Path("build/reports/chaos.json")
 
@@ -26,6 +27,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--settle-timeout", type=float, help="bounded wait before judging, seconds")
     parser.add_argument("--mutation", help="a regression to patch in (chaos.mutations.MUTATIONS)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the report (default {DEFAULT_OUT})")
+    parser.add_argument("--write-doc", action="store_true", help="also write docs/reports/chaos.md")
+    parser.add_argument("--doc-only", action="store_true", help="write docs/reports/chaos.md from --out")
     return parser.parse_args(argv)
 
 
@@ -56,6 +59,10 @@ def summary(report: ChaosReport) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.doc_only:
+        data = json.loads(args.out.read_text())
+        print(f"  page: {doc.write(data, args.out)} (from {args.out})")
+        return 0 if data.get("passed") else 1
     settings = settings_for(
         args.quick,
         seeds=tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None,
@@ -68,9 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     report = run(settings, mutation=args.mutation)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    data = {"run": run_info(), **report.to_dict()}
+    args.out.write_text(json.dumps(data, indent=2, default=str) + "\n")
     print(summary(report))
     print(f"  report: {args.out}")
+    if args.write_doc:
+        print(f"  page: {doc.write(data, args.out)}")
     return 0 if report.passed else 1
 
 

@@ -26,7 +26,7 @@ of this process while the stack runs, and only the test moves it (`stack.clock`,
 time-machine): moto's SQS visibility timeouts, message delays and redrive, Powertools' idempotency
 expiry and the job records' times all read it. A retry put off by its backoff, even by 0 s, comes back
 only once the test moves the clock past it; `runner.attempt()` delivers one batch and says what became
-of each job in it (docs/testing.md):
+of each job in it (docs/how-to/testing.md):
 
     def test_a_failed_charge_is_retried(stack):          # TestStack("myjobs", clock=True)
         job_id = stack.enqueue("charge_order", {"order_id": "42", "amount_cents": 1999})

@@ -1,6 +1,6 @@
 """`make bench` works: the harness at a tiny size writes every key, with positive numbers.
 
-No thresholds here: the targets live in the bench (`bench.harness.TARGETS`) and docs/BENCHMARKS.md.
+No thresholds here: the targets live in the bench (`bench.harness.TARGETS`) and docs/reports/benchmarks.md.
 """
 
 from __future__ import annotations

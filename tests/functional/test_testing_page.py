@@ -1,5 +1,5 @@
-"""docs/testing.md is true: its code, written out as the project it describes (a jobs package and its
-tests), passes, run by pytest as a user runs it."""
+"""docs/how-to/testing.md is true: its code, written out as the project it describes (a jobs package
+and its tests), passes, run by pytest as a user runs it."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from lambdajobs.runtime.spec import isolated_registry
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = ROOT / "docs" / "testing.md"
-#: The README's retry and dead-letter tests, which continue the page's tests/test_billing.py.
-README_TESTS = re.compile(
-    r"```python\n# tests/test_billing\.py, continued[^\n]*\n(?P<code>.*?)```", re.DOTALL
-)
+PAGE = ROOT / "docs" / "how-to" / "testing.md"
+#: The page's shorter retry and dead-letter tests, which continue its tests/test_billing.py.
+CONTINUED = re.compile(r"```python\n# tests/test_billing\.py, continued[^\n]*\n(?P<code>.*?)```", re.DOTALL)
 #: A fenced Python block whose first line names the file it is: "# myjobs/billing.py".
 BLOCK = re.compile(r"```python\n# (?P<path>[\w/]+\.py)\n(?P<code>.*?)```", re.DOTALL)
 
@@ -30,12 +28,12 @@ def test_the_page_shows_a_jobs_package_its_stack_and_its_tests():
     assert sorted(page_files()) == ["myjobs/billing.py", "tests/conftest.py", "tests/test_billing.py"]
 
 
-def test_the_retry_and_dead_letter_tests_on_the_page_and_in_the_readme_pass(pytester: pytest.Pytester):
+def test_the_retry_and_dead_letter_tests_on_the_page_pass(pytester: pytest.Pytester):
     # GIVEN the project the page shows: its jobs package, its fixture and its tests
     files = page_files()
-    # AND the README's two, at the end of the same test module
-    [readme] = README_TESTS.findall((ROOT / "README.md").read_text(encoding="utf-8"))
-    files["tests/test_billing.py"] += "\n\n" + readme
+    # AND its two shorter ones, at the end of the same test module
+    [continued] = CONTINUED.findall(PAGE.read_text(encoding="utf-8"))
+    files["tests/test_billing.py"] += "\n\n" + continued
     for path, code in files.items():
         pytester.path.joinpath(path).parent.mkdir(parents=True, exist_ok=True)
         pytester.path.joinpath(path).write_text(code, encoding="utf-8")

@@ -235,6 +235,7 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     run([*pip, "--no-deps", str(wheel)], base, clean)
     run([*pip, "acme-text"], base, env)  # for its tests and the local stack (the pure build)
     console_script(venv, "pytest", "pytest", "console_main")
+    console_script(venv, "pip", "pip._internal.cli.main", "main")
     # AND a project of its own, whose jobs package is acme_jobs (not handlers)
     project = write_project(base / "acme", '"acme-text>=1"')
     return {"wheel": wheel, "venv": venv, "python": python, "project": project, "env": env, "base": base}  # type: ignore[dict-item]
@@ -421,19 +422,54 @@ def test_a_job_completes_on_lambdajobs_dev_and_a_script_in_a_subfolder_enqueues(
     assert code == 0, dev.output
 
 
-def test_lambdajobs_new_makes_a_project_whose_plain_pytest_passes_and_which_synthesizes(user, tmp_path):
-    cli = str(user["venv"] / "bin" / "lambdajobs")
-    # GIVEN a new project, made by the console script of the virtualenv the wheel went into
-    run([cli, "new", "demo_app"], tmp_path, user["env"])
-    project = tmp_path / "demo_app"
-    # WHEN its tests run with plain `pytest` and it is synthesized, with no edit
-    tests = run([str(user["venv"] / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"], project, user["env"])
-    synth = subprocess.run([cli, "synth"], cwd=project, env=user["env"], capture_output=True, text=True)
-    # THEN both pass: the template has its job, and cdk.json's feature flags left CDK nothing to warn of
-    assert "2 passed" in tests, tests
-    assert synth.returncode == 0, synth.stderr[-3000:]
-    assert synth.stdout.splitlines() == ["wrote cdk.out/demo-app.template.json"]
-    assert "feature flags are not configured" not in synth.stderr
-    template = json.loads((project / "cdk.out" / "demo-app.template.json").read_text())
+TUTORIAL = ROOT / "docs" / "tutorial" / "first-project.md"
+#: A shell block of the tutorial, and whether the page marks it as one the tests do not run.
+SHELL_BLOCK = re.compile(
+    r"(?P<marker><!-- not run by the tests:[^>]*-->\n)?```sh\n(?P<code>.*?)```", re.DOTALL
+)
+
+
+def tutorial_script(wheel: Path) -> tuple[str, list[str]]:
+    """The tutorial's shell blocks that the page does not mark, in order, as one bash script (a `cd`
+    carries on to the next block, as in the reader's shell), with the wheel's real path; and the
+    blocks the page marks."""
+    page = TUTORIAL.read_text(encoding="utf-8")
+    run, skipped = [], []
+    for block in SHELL_BLOCK.finditer(page):
+        (skipped if block["marker"] else run).append(block["code"])
+    script = "set -euo pipefail\n" + "".join(f"echo '>>> block {n}'\n{code}" for n, code in enumerate(run, 1))
+    return script.replace("path/to/lambdajobs-0.1.0-py3-none-any.whl", str(wheel)), skipped
+
+
+def test_the_tutorials_commands_work_as_written_in_a_new_virtualenv(user, tmp_path):
+    # GIVEN the tutorial's commands, but for those it marks (an AWS account, lambdajobs dev, the
+    # wheel and virtualenv this test made itself)
+    script, skipped = tutorial_script(user["wheel"])
+    assert "lambdajobs new acme" in script and "lambdajobs synth" in script
+    assert all(
+        (
+            "deploy" in b
+            or "bootstrap" in b
+            or "dev" in b
+            or "enqueue" in b
+            or "status" in b
+            or "export" in b
+            or "wheel" in b
+            or "venv" in b
+        )
+        for b in skipped
+    ), skipped
+    # WHEN they run in order, in one shell, in an empty folder (pip offline: what they install is
+    # installed already, and the editable install builds with this environment's setuptools)
+    env = {**user["env"], "PIP_NO_BUILD_ISOLATION": "0"}
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    # THEN every command passes: the new project's tests, then the changed job's, and its synth
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.stdout.count(" passed") == 2 and "3 passed" in done.stdout, done.stdout
+    assert "wrote cdk.out/acme.template.json" in done.stdout.splitlines()
+    assert "feature flags are not configured" not in done.stderr  # cdk.json carries them
+    template = json.loads((tmp_path / "acme" / "cdk.out" / "acme.template.json").read_text())
     functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
     assert "greet" in {f["Properties"]["Environment"]["Variables"].get("LAMBDAJOBS_JOB") for f in functions}

@@ -242,7 +242,7 @@ class JobWorker(Construct):
     `lambdajobs.cdk.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
 
     Raises:
-        jsii errors from CDK for settings it refuses (none for a spec `@job` accepted).
+        jsii.errors.JSIIError: CDK refuses a setting (none for a spec that `@job` accepted).
 
     Example:
         >>> asset = stage_function_asset(out, jobs_package="myjobs", modules=["myjobs.billing"])

@@ -63,7 +63,7 @@ class Monitoring(Construct):
     the workflow queue and DLQ, `ContinuerErrors` and `ContinuerThrottles`; {} without `workflows`).
 
     Raises:
-        jsii errors from CDK for an invalid alarm email address.
+        jsii.errors.JSIIError: CDK refuses the alarm email address.
 
     Example:
         >>> monitoring = Monitoring(stack, "Monitoring", workers=jobs.workers, alarm_email="ops@example.com")
@@ -162,7 +162,7 @@ class Monitoring(Construct):
                 threshold=0,
                 periods=1,
                 description="lambdajobs: scheduled runs EventBridge Scheduler could not deliver "
-                "(the Scheduler DLQ holds them). Runbook: README.",
+                "(the Scheduler DLQ holds them). Runbook: lambdajobs docs/how-to/runbooks.md.",
             )
 
     def _row(self, job: str, worker: JobWorker) -> list[cw.IWidget]:
@@ -314,7 +314,10 @@ class Monitoring(Construct):
                     metric,
                     threshold=threshold,
                     periods=periods,
-                    description=f"lambdajobs {subject}: {what} above {threshold}. Runbook: README.",
+                    description=(
+                        f"lambdajobs {subject}: {what} above {threshold}. "
+                        "Runbook: lambdajobs docs/how-to/runbooks.md."
+                    ),
                 )
         return made
 

@@ -249,7 +249,7 @@ class LambdaJobs(Construct):
         cron_group_name, once_group_name = schedule_group_names(stack.stack_name)
         # Deleted with the stack (with the schedules in them): a group left behind would make the next
         # deploy of the same stack name fail, and its one-time schedules would keep firing at deleted
-        # queues. Pending run_at jobs are lost on destroy (README: Deploying).
+        # queues. Pending run_at jobs are lost on destroy (docs/how-to/deploying.md).
         self.cron_group = scheduler.ScheduleGroup(
             self, "CronSchedules", schedule_group_name=cron_group_name, removal_policy=RemovalPolicy.DESTROY
         )

@@ -19,8 +19,8 @@ queue behind those reservations: it takes the earliest one ahead of its holder (
 premium mail is not stuck behind a rate-limited campaign.
 
 Why the job table: its items are keyed by `id` already, the worker may read and write them, and
-nothing else needs provisioning or permissions; a limiter item (`ratelimit#...`) has no `job` or
-`finished_at`, so it never enters the job-stats index, and its `expiration` lets an idle limiter
+nothing else needs provisioning or permissions; a limiter item (`lambdajobs#ratelimit#...`) has no
+job index key (`ix`), so it never enters the job index, and its `expiration` lets an idle limiter
 vanish (a missing limiter is a fresh one). Cost: one consistent read and one write per job (and a
 record write when a job has to wait, and one more consistent read when it comes back on its slot).
 """

@@ -54,49 +54,30 @@ USES = frozenset({"bucket", "job_stats"})
 
 @dataclass(frozen=True)
 class JobSpec:
-    """Everything lambdajobs knows about one job. Built by `@job`, read by every layer."""
+    """Everything lambdajobs knows about one job. Built by `@job`, read by every layer.
+
+    Its option fields are the keyword arguments of `job()`, whose docstring documents each one, once
+    (the job options reference page is generated from it); the fields below them are derived.
+    """
 
     name: str
     func: Callable[..., Any] = field(compare=False, repr=False)
     payload_model: type[BaseModel] = field(repr=False)
-    #: Lambda timeout of the worker; the queue's visibility timeout is derived from it. Default 30.
+    # The options of `job()` (documented there); their defaults are written here, once.
     timeout_seconds: int = 30
-    #: Runs before the job is dead. Default 5, as AWS recommends for maxReceiveCount: throttles and
-    #: crashes consume receives too. The queue's maxReceiveCount is one more (`max_receive_count`).
     max_attempts: int = 5
-    #: Records per Lambda invocation. Default 10.
     batch_size: int = 10
-    #: How long the event source waits to fill a batch. Default 0.
     max_batching_window_seconds: int = 0
-    #: Concurrent batches at most (event source MaximumConcurrency, 2..1000). Default 10.
     max_concurrency: int = 10
-    #: Worker memory. Default 256.
     memory_mb: int = 256
-    #: Reserve this many concurrent executions for the worker (opt-in; None: no reservation). At least
-    #: `max_concurrency`: a reservation below it throttles the event source, and throttles consume
-    #: receives, pushing good jobs to the DLQ.
     reserved_concurrency: int | None = None
-    #: Payload fields whose values identify a job. When set, a job id is derived from them unless the
-    #: producer gives one, so the same values run once. Default: None (the producer's job id).
     idempotency_key: tuple[str, ...] | None = None
-    #: Delay before each retry (exponential, full jitter by default: 10 s doubling up to 10 min).
     backoff: Backoff = field(default_factory=Backoff)
-    #: Other jobs this job enqueues: CDK gives it their queue URLs and permission to send to them.
     enqueues: tuple[str, ...] = ()
-    #: Stack resources the job uses beyond its own queue and record: "bucket" (read/write the stack's
-    #: data bucket, `LAMBDAJOBS_BUCKET`), "job_stats" (query job records by job and finish time).
     uses: tuple[str, ...] = ()
-    #: Payload fields that hold personal data (dotted paths for nested models): their values never
-    #: appear in logs, job-record errors or DLQ reasons. Default: none.
     pii_fields: tuple[str, ...] = ()
-    #: Alarm thresholds (CloudWatch alarms to the stack's SNS topic). Default: `Alarms()`.
     alarms: Alarms = field(default_factory=Alarms)
-    #: Starts allowed per period across every worker (`"100/minute"`, or a `RateLimit`: shared by name,
-    #: keyed by a payload field with per-key quotas). Default: none. See `lambdajobs.runtime.ratelimit`.
     rate_limit: RateLimit | None = None
-    #: Priority levels, highest first (`("high", "normal")`): each has its own queue, DLQ and event
-    #: source on the job's function. `enqueue` without `priority=` uses the lowest, which is the job's
-    #: own queue. Default: none (one queue).
     priorities: tuple[str, ...] = ()
     #: Each level's event-source MaximumConcurrency, in the order of `priorities`: the lowest level has
     #: `max_concurrency`, each level above twice the one below (capped at 1000) unless
@@ -419,6 +400,44 @@ def job(
     everything: the CDK constructs build the job's queue, DLQ and worker from it, the worker runs it,
     producers validate payloads with it. Every option is checked now, against the AWS limits.
 
+    Parameters:
+        name: The job's name: lower-case letters, digits and `_`, starting with a letter, at most 48
+            characters. Default: the function's name.
+        timeout_seconds: Lambda timeout of the worker, 1 to 900. The queue's visibility timeout is
+            6 x this + the batching window, so a message is not handed to a second worker while the
+            first may still run it.
+        max_attempts: Runs before the job is dead; 5, as AWS recommends for maxReceiveCount, since
+            throttles and crashes consume receives too. The queue's `maxReceiveCount` is one more: a
+            spare receive for a last attempt that crashed.
+        batch_size: Records per Lambda invocation, 1 to 10,000; above 10 needs
+            `max_batching_window_seconds` >= 1.
+        max_batching_window_seconds: How long the event source waits to fill a batch, 0 to 300.
+        max_concurrency: Concurrent batches at most (the event source's `MaximumConcurrency`, 2 to
+            1000).
+        memory_mb: Worker memory, 128 to 10,240.
+        reserved_concurrency: Reserve this many concurrent executions for the worker (opt-in), at
+            least `max_concurrency` (every priority level's together): a reservation below it throttles
+            the event source, and throttles use up attempts, pushing good jobs to the DLQ.
+        idempotency_key: Payload field(s) whose values identify a job: the job id is derived from them
+            unless the producer gives one, so the same values run once. Unset: the producer's job id.
+        backoff: Delay before each retry, exponential with full jitter by default (10 s doubling up to
+            10 min): `Backoff(base_seconds=10, max_seconds=600, jitter="full")`, or
+            `Backoff.fixed(30)`.
+        enqueues: Other jobs this job enqueues: CDK gives it their queue URLs, permission to send to
+            them, and their modules in its function (so it validates their payloads).
+        uses: Stack resources the job uses beyond its own queue and record: `"bucket"` (read and write
+            its prefix of the stack's data bucket, `LAMBDAJOBS_BUCKET`), `"job_stats"` (query job
+            records by job and finish time).
+        pii_fields: Payload fields that hold personal data (dotted paths for nested models): their
+            values never appear in logs, job-record errors or DLQ reasons.
+        alarms: Alarm thresholds: CloudWatch alarms to the stack's SNS topic (`Alarms`).
+        rate_limit: Starts allowed per second, minute, hour or day across every worker: `"100/minute"`,
+            or a `RateLimit` shared by name or keyed by a payload field with per-key quotas.
+        priorities: Priority levels, highest first: `("high", "normal")`, or `{"high": 50, "normal": 10}`
+            with each level's concurrency (otherwise the lowest has `max_concurrency` and each level
+            above twice the one below). Each level has its own queue, DLQ and event source on the
+            job's function; `enqueue` without `priority=` uses the lowest, the job's own queue.
+
     Raises:
         DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
             pydantic payload annotation, or a name already used by another job; the message names
@@ -457,7 +476,16 @@ def cron(
 
     Every run gets `payload` (validated against the job's model now) and is an ordinary job on the
     job's queue: same retries, backoff, DLQ and idempotency; its job id is the job and the slot's
-    time, so Scheduler's at-least-once delivery runs each slot once. `options` are those of `@job`.
+    time, so Scheduler's at-least-once delivery runs each slot once.
+
+    Parameters:
+        expression: When it runs: an EventBridge Scheduler `cron(minutes hours day-of-month month
+            day-of-week year)` or `rate(value unit)` expression, checked now.
+        timezone: The IANA time zone the cron expression is read in (daylight saving time included).
+        flexible_window_minutes: Let Scheduler start a run up to this many minutes late, spreading
+            load (1 to 1440). Unset: each run starts at its time.
+        payload: The payload of every run, validated against the job's model now. Unset: `{}`.
+        **options: Any option of `job()`.
 
     Raises:
         DeclarationError: an invalid expression or time zone, a payload that does not fit the
@@ -526,7 +554,7 @@ def _register(
     unknown = sorted(set(options) - _INT_OPTIONS)
     if unknown:
         raise DeclarationError(
-            f"job '{job_name}': unknown option(s) {unknown}; see the README's option table."
+            f"job '{job_name}': unknown option(s) {unknown}; see docs/reference/job-options.md."
         )
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
     payload_json = None

@@ -3,7 +3,7 @@ built frozen afterwards.
 
 A cold start allocates about 90,000 long-lived objects (modules, classes, pydantic validators, the
 boto3 client's models). With the collector on, CPython walks them again and again as they pile up:
-about 30 ms of a worker's cold start here (`docs/BENCHMARKS.md`). Paused, then frozen (`gc.freeze`,
+about 30 ms of a worker's cold start here (`docs/reports/benchmarks.md`). Paused, then frozen (`gc.freeze`,
 the pattern Python's `gc` documentation gives for long-lived startup state), they are never walked:
 not during the init phase, and not by the collections of later invocations either. The cost is that
 the few reference cycles the imports leave as garbage (about 700 objects for send_email) are kept for
