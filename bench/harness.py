@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import reports
 from bench.common import BUILD, FAKE_CREDENTIALS, ROOT, moto_server, ratio, summary
 
 REPORT = ROOT / "build" / "reports" / "bench.json"
@@ -248,8 +248,8 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
         "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "seconds": round(time.perf_counter() - started, 1),
         "sizes": sizes,
-        "machine": _machine(),
-        "commit": _commit(),
+        "machine": reports.machine(),
+        "commit": reports.commit(),
     }
     return figures
 
@@ -258,40 +258,6 @@ def _met(value: float | None, op: str, target: float) -> bool | None:
     if value is None:
         return None
     return value <= target if op == "<=" else value >= target
-
-
-def _machine() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": model or platform.processor(),
-        "python": platform.python_version(),
-        "system": f"{platform.system()} {platform.machine()}",
-    }
-
-
-def _commit() -> str:
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "shared", "handlers"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return done.stdout.strip() + (" (runtime modified)" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return ""
 
 
 ROWS = [
