@@ -52,9 +52,7 @@ _FORMAT = 1
 _HOW = "[tool.lambdajobs] dependencies in pyproject.toml"
 
 
-def normalize(name: str) -> str:
-    """A distribution name as the package index compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+normalize = platform.normalize  # a distribution name as the package index compares them (PEP 503)
 
 
 @dataclass(frozen=True)
@@ -180,11 +178,11 @@ def cache_root() -> Path:
 def _provided() -> dict[str, tuple[str, str]]:
     """Distributions Lambda provides: name -> (version or "" when unknown, where)."""
     where = f"the Powertools layer {platform.layer_version()}"
-    found = {name: (version, where) for name, version in platform.layer_distributions().items()}
+    from importlib.metadata import version
+
+    found = {name: (pinned, where) for name, pinned in platform.layer_distributions().items()}
     for name in platform.RUNTIME_PACKAGES:
         try:
-            from importlib.metadata import version
-
             found[name] = (version(name), "the Lambda runtime (its version there may differ)")
         except Exception:  # not installed here: nothing to compare a specifier with
             found[name] = ("", "the Lambda runtime")

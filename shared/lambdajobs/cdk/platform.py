@@ -130,7 +130,8 @@ def platform_label() -> str:
     return f"python{PYTHON_VERSION}, arm64 ({', '.join(PLATFORMS)}, abi {ABI}, or pure Python)"
 
 
-def _normalize(name: str) -> str:
+def normalize(name: str) -> str:
+    """A distribution name as the package index compares them (PEP 503)."""
     import re
 
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -167,7 +168,7 @@ def record_manifest(version: str, out: Path = _MANIFEST) -> dict[str, Any]:
                 key, _, value = line.partition(": ")
                 if key in ("Name", "Version") and key not in meta:
                     meta[key] = value
-            name = _normalize(meta["Name"])
+            name = normalize(meta["Name"])
             if name in RUNTIME_PACKAGES:
                 for row in (info / "RECORD").read_text().splitlines():
                     removed.add(row.split(",")[0].split("/")[0])

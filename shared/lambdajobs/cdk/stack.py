@@ -110,10 +110,11 @@ def _requirements(given: Sequence[str] | None) -> deps.Requirements | None:
     """The dependencies given to the construct, else those the project declares."""
     from lambdajobs.project import lambdajobs_root, project_root
 
-    root = lambdajobs_root() or project_root() or Path.cwd()
+    declaring = lambdajobs_root()
     if given is None:
-        return deps.project_requirements(lambdajobs_root())
+        return deps.project_requirements(declaring)
     lines = tuple(line.strip() for line in given if line.strip())
+    root = declaring or project_root() or Path.cwd()  # where the lock is written
     return deps.Requirements(lines, "LambdaJobs(dependencies=...)", root) if lines else None
 
 
