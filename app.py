@@ -7,8 +7,8 @@ Fails (exit 1) when cdk-nag reports an unsuppressed error.
 import sys
 
 from infra.app import build_app
-from lambdajobs import LambdaJobsError
 from lambdajobs.cdk import nag_errors
+from lambdajobs.errors import LambdaJobsError
 
 if __name__ == "__main__":
     try:

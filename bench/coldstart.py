@@ -109,7 +109,8 @@ def plain_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
 def _stage_plain() -> tuple[Any, Path]:
     """The plain job's package under build/bench/, staged as CDK stages a function: (its spec, asset)."""
     from lambdajobs.cdk.asset import stage_function_asset
-    from lambdajobs.runtime.spec import isolated_registry, load_jobs
+    from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.testing import isolated_registry
 
     source = BUILD / "plainsrc"
     shutil.rmtree(source, ignore_errors=True)

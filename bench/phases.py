@@ -41,7 +41,7 @@ BASELINE_TABLE = "bench-idempotency"
 
 @contextmanager
 def plain_job() -> Iterator[Any]:
-    from lambdajobs.runtime.spec import isolated_registry
+    from lambdajobs.testing import isolated_registry
 
     with isolated_registry():
         yield declare()

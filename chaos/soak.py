@@ -53,7 +53,7 @@ from lambdajobs.runtime.settings import (
     CONTINUER_TIMEOUT_SECONDS,
     SERVICE_NAME,
 )
-from lambdajobs.runtime.spec import get_spec
+from lambdajobs.runtime.spec import ensure_loaded, get_spec
 from lambdajobs.runtime.worker import Worker
 from lambdajobs.runtime.workflow import Canvas, WorkflowStatus, chain, chord, get_workflow, group, sig
 from lambdajobs.testing import TestStack
@@ -68,6 +68,12 @@ TICK_SECONDS = 0.25  # the settle loop's period
 PACE_TIMEOUT_SECONDS = 120.0
 UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.PENDING)
 CONTINUER = "(workflows)"  # the continuer's key among the handlers and pollers
+
+
+def _spec(name: str) -> Any:
+    """A job of the soak's jobs package (loaded once, explicitly)."""
+    ensure_loaded(JOBS_PACKAGE)
+    return get_spec(name)
 
 
 # -- the machinery ----------------------------------------------------------------------------------
@@ -242,7 +248,7 @@ class Soak:
             {"dynamodb": worker_config.client("dynamodb"), "sqs": worker_config.client("sqs")}
         )
         for job in (WORK, SLOW):
-            spec = get_spec(job, jobs=JOBS_PACKAGE)
+            spec = _spec(job)
             handler = ChaosHandler(Worker(job, config=worker_config, emit_metrics=False), self.injector)
             poller = Poller(
                 queue_url=self.queues[job].queue_url,
@@ -340,7 +346,7 @@ class Soak:
         ref: dict[str, Any] = {"id": planned.workflow, "stage": planned.stage, "index": planned.index}
         if planned.stage:
             ref["parents"] = ledger.parents[job_id][0]
-        payload = get_spec(WORK, jobs=JOBS_PACKAGE).payload_data({"kind": planned.kind})
+        payload = _spec(WORK).payload_data({"kind": planned.kind})
         return encode(WORK, payload, job_id, workflow=ref)
 
     @staticmethod
@@ -350,7 +356,7 @@ class Soak:
     def _send(self, send: Send) -> None:
         planned = send.job
         if planned.scheduled_at is not None:  # the envelope Scheduler sends for a slot, every time
-            envelope = get_spec(WORK, jobs=JOBS_PACKAGE).scheduled_envelope(planned.scheduled_at)
+            envelope = _spec(WORK).scheduled_envelope(planned.scheduled_at)
             self._send_body(WORK, json.dumps(envelope))
         elif send.copy == "resend":  # the producer sends the same job again, same job id
             enqueue(WORK, {}, job_id=planned.job_id, config=self.harness)
@@ -360,7 +366,7 @@ class Soak:
             payload = {"kind": "slow", "sleep_ms": self.settings.slow_sleep_ms}
             enqueue(SLOW, payload, job_id=planned.job_id, config=self.harness)
         elif planned.redeliver:  # the body enqueue sends, kept to send again after the job completed
-            body = encode(WORK, get_spec(WORK, jobs=JOBS_PACKAGE).payload_data({}), planned.job_id)
+            body = encode(WORK, _spec(WORK).payload_data({}), planned.job_id)
             self.redeliveries[planned.job_id] = body
             self._send_body(WORK, body)
         else:

@@ -11,9 +11,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field
 
 from handlers.emails import SendEmail
-from lambdajobs import JobContext, cron, enqueue_many
-from lambdajobs.runtime.records import count_finished
-from lambdajobs.runtime.settings import bucket_prefix
+from lambdajobs import JobContext, bucket_prefix, count_finished, cron, enqueue_many
 
 REPORT_ZONE = "America/New_York"
 

@@ -2,6 +2,11 @@
 
     from lambdajobs import job, cron, enqueue, get_status, JobContext, PermanentError
 
+`__all__` is the API a job module, a producer or an operator's script calls: declaring jobs, sending
+them, reading their status, workflows, and the stack's configuration. Every error is in
+`lambdajobs.errors` (`PermanentError`, which jobs raise, is here too); the rest of the runtime
+(`lambdajobs.runtime.*`: the registry, the worker, the job table) is internal.
+
 This module ships inside every Lambda function, so it imports only `lambdajobs.runtime` (and the
 producer and status readers only when first used). The parts that never ship live beside it:
 `lambdajobs.cdk` (constructs), `lambdajobs.local` (the local stack), `lambdajobs.testing` (a harness
@@ -25,9 +30,19 @@ try:
         # every event source's records (Kafka, Kinesis, ...) that the worker never uses (about 18 ms).
         import aws_lambda_powertools.utilities.batch  # noqa: F401
 
-    from lambdajobs.runtime import *  # noqa: F403  (the runtime's public API: its __all__)
     from lambdajobs.runtime import LAZY as _LAZY
-    from lambdajobs.runtime import __all__ as _RUNTIME
+    from lambdajobs.runtime import (
+        Alarms,
+        Backoff,
+        JobContext,
+        JobState,
+        PermanentError,
+        StackConfig,
+        bucket_prefix,
+        cron,
+        job,
+        using,
+    )
 finally:
     if _COLD_START:
         _gc.freeze()
@@ -39,7 +54,9 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.producer import enqueue_many as enqueue_many
     from lambdajobs.runtime.ratelimit import RateLimit as RateLimit
     from lambdajobs.runtime.records import JobStatus as JobStatus
+    from lambdajobs.runtime.records import count_finished as count_finished
     from lambdajobs.runtime.records import get_status as get_status
+    from lambdajobs.runtime.records import get_statuses as get_statuses
     from lambdajobs.runtime.records import wait_for as wait_for
     from lambdajobs.runtime.workflow import WorkflowStatus as WorkflowStatus
     from lambdajobs.runtime.workflow import chain as chain
@@ -48,11 +65,46 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.workflow import group as group
     from lambdajobs.runtime.workflow import sig as sig
 
-__all__ = sorted([*_RUNTIME, *_LAZY])
+#: The public API. Declaring jobs: job, cron, JobContext, PermanentError, Backoff, Alarms, RateLimit,
+#: bucket_prefix. Sending them: enqueue, enqueue_many. Their status: get_status, get_statuses, wait_for,
+#: count_finished, JobStatus, JobState. Workflows: sig, chain, group, chord, get_workflow,
+#: WorkflowStatus. Which stack: StackConfig, using.
+__all__ = [
+    "Alarms",
+    "Backoff",
+    "JobContext",
+    "JobState",
+    "JobStatus",
+    "PermanentError",
+    "RateLimit",
+    "StackConfig",
+    "WorkflowStatus",
+    "bucket_prefix",
+    "chain",
+    "chord",
+    "count_finished",
+    "cron",
+    "enqueue",
+    "enqueue_many",
+    "get_status",
+    "get_statuses",
+    "get_workflow",
+    "group",
+    "job",
+    "sig",
+    "using",
+    "wait_for",
+]
 
 
 def __getattr__(name: str) -> object:
-    # enqueue, enqueue_many, get_status, wait_for, JobStatus, the workflow API: loaded on first use.
-    import lambdajobs.runtime
+    # RateLimit, enqueue, enqueue_many, the status readers, the workflow API: loaded on first use.
+    if name in _LAZY:
+        import lambdajobs.runtime
 
-    return getattr(lambdajobs.runtime, name)
+        return getattr(lambdajobs.runtime, name)
+    from lambdajobs.runtime import errors
+
+    # an error class: the message says where errors are
+    hint = "; import it from lambdajobs.errors" if name in errors.__all__ else ""
+    raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}{hint}")

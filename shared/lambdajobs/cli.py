@@ -101,9 +101,11 @@ def config() -> Any:
 
 
 def _all_jobs() -> list[Any]:
-    from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.runtime.spec import ensure_loaded, jobs_in
 
-    return load_jobs(config().jobs)
+    jobs = config().jobs
+    ensure_loaded(jobs)
+    return jobs_in(jobs)
 
 
 def _table(*columns: str, title: str | None = None, show_header: bool = True) -> Table:
@@ -177,9 +179,10 @@ def friendly(command: F) -> F:
 
 
 def _spec(job: str) -> Any:
-    from lambdajobs.runtime.spec import get_spec
+    from lambdajobs.runtime.spec import ensure_loaded, get_spec
 
-    return get_spec(job, jobs=config().jobs)
+    ensure_loaded(config().jobs)
+    return get_spec(job)
 
 
 def _declared(job: str) -> bool:

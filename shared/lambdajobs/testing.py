@@ -35,6 +35,10 @@ of each job in it (docs/how-to/testing.md):
         stack.clock.advance_past_backoff()
         ...
 
+Jobs declared for one test only: `with isolated_registry(): ...` (`keep=True` to start from the jobs
+already declared) puts a registry of their own in effect for the block, and the previous one back
+after it.
+
 One clock for everything that waits: a feature that puts work off until a time (a retry's backoff
 today) tells the clock when it is due (`TestClock.wake_at`), and the test moves past it.
 """
@@ -65,7 +69,16 @@ from lambdajobs.runtime.errors import ClockError
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
 from lambdajobs.runtime.settings import CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
-from lambdajobs.runtime.spec import JobSpec, get_spec, load_jobs, registered_jobs
+from lambdajobs.runtime.spec import (
+    JobSpec,
+    Registry,
+    active_registry,
+    ensure_loaded,
+    get_spec,
+    jobs_in,
+    registered_jobs,
+    using_registry,
+)
 from lambdajobs.runtime.worker import Worker, attempt_of
 
 __all__ = [
@@ -77,6 +90,7 @@ __all__ = [
     "JobRunner",
     "TestClock",
     "TestStack",
+    "isolated_registry",
 ]
 
 #: Credentials moto accepts; set while a TestStack runs so no real ones are ever used.
@@ -88,6 +102,33 @@ FAKE_CREDENTIALS = {
 }
 
 __test__ = False  # not a test module, whatever pytest's patterns say
+
+
+@contextmanager
+def isolated_registry(*, keep: bool = False) -> Iterator[Registry]:
+    """Declare jobs in a block without touching the registry outside it: a fresh `Registry` is in
+    effect inside the block (`@job` declares there, `get_spec` reads there), and the previous one is
+    back on exit, even when the block raises.
+
+    With `keep=True` the block starts with a copy of the jobs already declared (and of the jobs
+    packages loaded): the block sees them, and what it declares goes to the copy only. A jobs package
+    loaded inside the block (`load_jobs`, `ensure_loaded`, `TestStack`) loads into the block's
+    registry; the registry outside loads it again when it needs it.
+
+        from lambdajobs import job
+        from lambdajobs.testing import isolated_registry
+
+        def test_a_job_declared_for_one_test():
+            with isolated_registry() as registry:
+                @job
+                def ping(payload: Ping) -> None: ...
+
+                assert registry.names() == ["ping"]
+            # here ping is not declared: the registry outside is back
+    """
+    registry = active_registry().copy() if keep else Registry()
+    with using_registry(registry):
+        yield registry
 
 
 class TestClock:
@@ -241,7 +282,8 @@ class TestStack:
     @property
     def specs(self) -> list[JobSpec]:
         if self._specs is None:
-            self._specs = load_jobs(self.jobs) if self.jobs else registered_jobs()
+            ensure_loaded(self.jobs)
+            self._specs = jobs_in(self.jobs) if self.jobs else registered_jobs()
         return self._specs
 
     @property
@@ -497,7 +539,8 @@ class JobRunner:
     ) -> None:
         assert stack.provisioned is not None, "start the TestStack first"
         self.stack = stack
-        self.spec = get_spec(job, jobs=stack.config.jobs)
+        ensure_loaded(stack.config.jobs)
+        self.spec = get_spec(job)
         self.queues = stack.provisioned.queues[queue_key(self.spec.name, self.spec.level_for(priority))]
         self.worker = worker or Worker(self.spec.name, config=stack.config)
         #: Whose credentials the event source receives and deletes with (Lambda's: the function's role).

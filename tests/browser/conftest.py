@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from lambdajobs.local.stack import LocalStack
-from lambdajobs.runtime.spec import isolated_registry, load_jobs
+from lambdajobs.runtime.spec import load_jobs
+from lambdajobs.testing import isolated_registry
 from tests.browser.board_server import BoardServer
 from tests.conftest import FAKE_AWS_ENV
 

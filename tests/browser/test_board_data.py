@@ -17,7 +17,8 @@ from lambdajobs.ops import DeadLetter
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import QueueAddress, StackConfig, clear_manifest_cache
 from lambdajobs.runtime.pii import MASK
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 ACCOUNT = "123456789012"
 QUEUE = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/prod-invoice"

@@ -1,5 +1,6 @@
 """The API reference covers the public API: every public name of `lambdajobs` (its lazily exported
-ones included), `lambdajobs.cdk` and `lambdajobs.testing` has an entry in the site's object inventory.
+ones included), `lambdajobs.errors`, `lambdajobs.cdk` and `lambdajobs.testing` has an entry in the
+site's object inventory, and no name `lambdajobs` does not export has one under `lambdajobs.`.
 
 The site is built once per session, strictly (`mkdocs build --strict`, as `make docs`), into a
 temporary folder; its `objects.inv` (Sphinx's format: four header lines, then zlib-compressed lines
@@ -58,7 +59,9 @@ def public_names(module_name: str) -> list[str]:
     return sorted(names)
 
 
-@pytest.mark.parametrize("module", ["lambdajobs", "lambdajobs.cdk", "lambdajobs.testing"])
+@pytest.mark.parametrize(
+    "module", ["lambdajobs", "lambdajobs.errors", "lambdajobs.cdk", "lambdajobs.testing"]
+)
 def test_every_public_name_has_a_reference_entry(module: str, inventory: set[str]) -> None:
     # GIVEN the module's public names
     names = public_names(module)
@@ -69,6 +72,15 @@ def test_every_public_name_has_a_reference_entry(module: str, inventory: set[str
         f"{module} exports {missing} but the reference has no entry for them: add them to a "
         f"`::: {module}` block's members in docs/reference/python-api.md (errors: docs/reference/errors.md)"
     )
+
+
+def test_the_reference_documents_under_lambdajobs_only_what_it_exports(inventory: set[str]) -> None:
+    # GIVEN the entries right under `lambdajobs.` (`lambdajobs.job`, not `lambdajobs.cdk.JobWorker`)
+    import lambdajobs
+
+    top_level = {name.split(".")[1] for name in inventory if name.count(".") == 1}
+    # THEN each is a public name: a page naming `lambdajobs.get_spec` would promise what is internal
+    assert top_level - set(lambdajobs.__all__) == set()
 
 
 def test_the_lazily_exported_names_are_checked() -> None:

@@ -1,5 +1,5 @@
-"""The example `send_email` job: an invalid address dies at once and is never echoed; the default
-(log) sender never logs the address. A campaign sent as a chord (`send_campaign`): its report runs
+"""The example `send_email` job: an invalid address dies at once and is never echoed; a sent email is
+logged without its address. A campaign sent as a chord (`send_campaign`): its report runs
 once, with the members' counts, and emails one summary, even when it is retried."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import pytest
 
 from handlers import emails
 from handlers.emails import SendEmail
-from lambdajobs import get_workflow
-from lambdajobs.runtime.producer import enqueue
-from lambdajobs.runtime.records import get_status, get_statuses
+from lambdajobs import enqueue, get_status, get_statuses, get_workflow
 from tests.example_fakes import crash_after_enqueue
 
 
@@ -49,18 +47,24 @@ def test_an_invalid_address_is_dead_lettered_at_once_and_never_echoed(stack, sen
     assert sender.sent == []
 
 
-def test_the_log_sender_never_logs_the_address(stack, clock, worker_logs):
+def test_a_sent_email_is_logged_once_without_its_address(stack, clock, worker_logs):
+    # GIVEN the default sender (no network)
     log_sender = emails.LogSender()
     previous = emails.set_sender(log_sender)
     try:
+        # WHEN an email is sent
         job_id = enqueue("send_email", SendEmail(to="jane.doe@example.com", subject="s", body="b"))
         stack.runner("send_email").poll()
     finally:
         emails.set_sender(previous)
-    assert get_status(job_id).state == "succeeded" and log_sender.sent == ["jane.doe@example.com"]
-    logs = worker_logs.getvalue()
-    assert "email sent (log sender)" in logs
-    assert "jane.doe" not in logs
+    # THEN the sender got the address, and the job logged one line for it, with the provider's id
+    status = get_status(job_id)
+    assert status.state == "succeeded" and log_sender.sent == ["jane.doe@example.com"]
+    lines = [json.loads(line) for line in worker_logs.getvalue().splitlines() if line.startswith("{")]
+    [sent] = [line for line in lines if line.get("message") == "email sent"]
+    assert sent["provider_id"] == status.result["provider_id"]
+    # AND no line holds the address (`to` is one of the job's pii_fields)
+    assert "jane.doe" not in worker_logs.getvalue()
 
 
 def campaign(n: int, invalid: set[int]) -> list[str]:

@@ -7,9 +7,8 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from handlers.emails import SendEmail
+from lambdajobs import enqueue, get_status
 from lambdajobs.runtime import aws
-from lambdajobs.runtime.producer import enqueue
-from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.spec import get_spec
 
 

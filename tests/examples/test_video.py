@@ -8,11 +8,9 @@ from itertools import pairwise
 
 from handlers import video
 from handlers.video import TranscodeVideo
-from lambdajobs import get_workflow
+from lambdajobs import enqueue, get_status, get_workflow
 from lambdajobs.local.lambda_events import LambdaContext, sqs_event
 from lambdajobs.runtime import aws
-from lambdajobs.runtime.producer import enqueue
-from lambdajobs.runtime.records import get_status
 from tests.example_fakes import BrokenEncoder
 
 CHAIN = ("transcode_video", "make_thumbnails", "notify_uploader")

@@ -61,7 +61,8 @@ def deliver_runner(stack: TestStack) -> JobRunner:
 @pytest.fixture
 def declare(stack: TestStack) -> Iterator[Any]:
     """Declare test-only jobs for one test and provision their queues; the registry is restored after."""
-    from lambdajobs.runtime.spec import isolated_registry, job
+    from lambdajobs.runtime.spec import job
+    from lambdajobs.testing import isolated_registry
 
     with isolated_registry(keep=True):
 

@@ -414,3 +414,53 @@ def test_an_id_with_no_record_says_it_may_be_pending_or_unknown(stack):
     status = get_status("never-sent-anywhere")
     assert status.state == "pending" and status.note is not None
     assert "not started yet, or an unknown id" in status.note
+
+
+def test_a_run_that_gives_its_lock_back_uses_no_attempt(stack, clock):
+    from lambdajobs.runtime import lifecycle
+    from lambdajobs.runtime.job_record import JobState
+    from lambdajobs.runtime.records import JobRecordStore
+
+    store = JobRecordStore(stack.config)
+    run = {"job_id": "unstart-1", "job": "j", "attempt": 2, "max_attempts": 3, "redriven": False}
+    # GIVEN a job whose first attempt failed
+    store.save_inprogress({**run, "attempt": 1}, remaining_time_in_millis=30_000)
+    store.delete_record({**run, "attempt": 1}, RuntimeError("downstream unavailable"))
+    assert get_status("unstart-1").state == "retrying"
+    # WHEN its second attempt takes the lock and gives it back before the job is called
+    store.save_inprogress(run, remaining_time_in_millis=30_000)
+    store.delete_record(run, lifecycle.RunNotStarted("no time left for it"))
+    # THEN the record waits without a lock, with only the first attempt used
+    record = store.read("unstart-1")
+    assert record is not None
+    assert (record.state, record.attempts, record.in_progress_expiration) == (JobState.WAITING, 1, None)
+    assert (get_status("unstart-1").state, get_status("unstart-1").attempts) == ("waiting", 1)
+    # AND the next copy of that same attempt starts it (the fence counts only attempts that ran)
+    store.save_inprogress(dict(run), remaining_time_in_millis=30_000)
+    assert (store.read("unstart-1").state, store.read("unstart-1").attempts) == (JobState.RUNNING, 2)
+
+
+def test_unstart_gives_back_only_its_own_lock(stack, clock):
+    from lambdajobs.runtime import lifecycle
+    from lambdajobs.runtime.records import JobRecordStore
+
+    client, table = stack.client("dynamodb"), stack.config.table_name()
+    store = JobRecordStore(stack.config)
+    lifecycle.acquire(
+        client, table, "unstart-2", "j", expiration=2_000_000_000, in_progress_expiration=111, attempt=1
+    )
+    # WHEN a run that does not hold the record's lock gives it back THEN nothing changes
+    assert not lifecycle.unstart(client, table, "unstart-2", lock=222, attempt=1)
+    assert store.read("unstart-2").state == "running"
+    # WHEN the first attempt's own run gives it back THEN no attempt is left recorded
+    assert lifecycle.unstart(client, table, "unstart-2", lock=111, attempt=1, index="all")
+    record = store.read("unstart-2")
+    assert (record.state, record.attempts, record.in_progress_expiration, record.ix) == (
+        "waiting",
+        0,
+        None,
+        None,
+    )
+    assert "attempts" not in store.get_item("unstart-2")
+    # AND a second give-back (the record moved on) changes nothing
+    assert not lifecycle.unstart(client, table, "unstart-2", lock=111, attempt=1)

@@ -122,7 +122,8 @@ def test_pii_never_appears_in_logs_errors_or_dlq_reasons(runner, clock, worker_l
 
 def test_unknown_pii_field_fails_at_declaration():
     from lambdajobs.runtime import DeclarationError
-    from lambdajobs.runtime.spec import isolated_registry, job
+    from lambdajobs.runtime.spec import job
+    from lambdajobs.testing import isolated_registry
 
     with isolated_registry(), pytest.raises(DeclarationError, match="pii_fields"):
         job(name="leaky", pii_fields=("phone",))(charge_card)

@@ -4,6 +4,7 @@ a named limiter."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,8 +15,9 @@ from pydantic import BaseModel
 from lambdajobs.runtime import DeclarationError, RateLimit
 from lambdajobs.runtime.producer import enqueue_many
 from lambdajobs.runtime.records import get_status, get_statuses
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
 from lambdajobs.runtime.worker import Worker
+from lambdajobs.testing import isolated_registry
 from tests.faults import Faults
 
 
@@ -329,3 +331,150 @@ def test_a_slot_less_than_a_second_away_is_waited_for_in_place_on_the_real_clock
     # milliseconds after its slot, once its record's lock is taken)
     times = sorted(t for t, _ in starts.at)
     assert times[-1] - times[0] >= 0.7
+
+
+# -- a waiting message delivered twice; a copy that comes back late (issue 25) -------------------------
+
+
+def take_current_slot(stack, job_name: str) -> int:
+    """Take the limiter's current slot, as an earlier job would: the next one is an interval away."""
+    from lambdajobs.runtime import ratelimit
+    from lambdajobs.runtime.spec import get_spec
+
+    limit = get_spec(job_name).rate_limit
+    slot, _ = ratelimit.take_slot(
+        stack.client("dynamodb"), stack.config.table_name(), limit, None, salt=stack.config.stack
+    )
+    return slot
+
+
+def deliver_twice_at_once(stack, runner, clock) -> None:
+    """SQS delivers the queue's one message twice, both receives before either is deleted (at-least-once:
+    the second receive's count is 2), in one batch."""
+    from lambdajobs.local.lambda_events import LambdaContext, sqs_event
+
+    sqs = stack.client("sqs")
+    receive = {
+        "QueueUrl": runner.queues.queue_url,
+        "AttributeNames": ["All"],
+        "MessageAttributeNames": ["All"],
+    }
+    first = sqs.receive_message(**receive, VisibilityTimeout=0)["Messages"]
+    clock.shift(0.1)  # (moto shows a message made visible "now" once the clock moves)
+    second = sqs.receive_message(**receive, VisibilityTimeout=30)["Messages"]
+    assert [m["MessageId"] for m in first] == [m["MessageId"] for m in second]
+    assert second[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    event = sqs_event(first + second, queue_arn=runner.queues.queue_arn, region="us-east-1")
+    response = runner.handler(event, LambdaContext(runner.spec.name, 30))
+    # the batch response, as Lambda applies it (the worker deleted what it handed back already)
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    for message in first + second:
+        if message["MessageId"] not in failed:
+            with contextlib.suppress(Exception):
+                sqs.delete_message(QueueUrl=runner.queues.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def copies_waiting(stack, runner) -> int:
+    attributes = stack.client("sqs").get_queue_attributes(
+        QueueUrl=runner.queues.queue_url, AttributeNames=["ApproximateNumberOfMessagesDelayed"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessagesDelayed"])
+
+
+def run_for(runner, clock, seconds: int) -> None:
+    for _ in range(seconds):
+        runner.drain()
+        clock.shift(1)
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2, 3])
+def test_a_waiting_message_received_twice_uses_no_attempt(stack, declare, clock, max_attempts):
+    # GIVEN a rate-limited job whose next slot is 3 s away
+    ran: list[int] = []
+
+    def twice(payload: Mail) -> dict:
+        ran.append(payload.n)
+        return {}
+
+    runner = declare(twice, name="twice", rate_limit="20/minute", max_attempts=max_attempts)
+    take_current_slot(stack, "twice")
+    [job] = enqueue_many("twice", [Mail(n=1)])
+    # WHEN SQS delivers its message twice at once, while it waits for its slot
+    deliver_twice_at_once(stack, runner, clock)
+    # THEN one copy waits for the slot, not two (the second receive is a duplicate of the first's copy)
+    assert copies_waiting(stack, runner) == 1 and runner.depth() == 1
+    run_for(runner, clock, 30)
+    # THEN it ran once, on its first attempt, and nothing reached the DLQ
+    assert ran == [1]
+    status = get_status(job.job_id)
+    assert (status.state, status.attempts) == ("succeeded", 1)
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 0
+
+
+def test_a_failing_waiting_message_received_twice_runs_max_attempts_times(stack, declare, clock):
+    # GIVEN a rate-limited job that always fails, with two attempts, its next slot 3 s away
+    ran: list[int] = []
+
+    def fails(payload: Mail) -> dict:
+        ran.append(payload.n)
+        raise RuntimeError("provider down")
+
+    runner = declare(fails, name="twicefails", rate_limit="20/minute", max_attempts=2)
+    take_current_slot(stack, "twicefails")
+    [job] = enqueue_many("twicefails", [Mail(n=1)])
+    # WHEN its message is delivered twice at once, while it waits for its slot
+    deliver_twice_at_once(stack, runner, clock)
+    assert copies_waiting(stack, runner) == 1 and runner.depth() == 1
+    run_for(runner, clock, 120)
+    # THEN it ran exactly twice and left one message in the DLQ; its record says dead after 2 attempts
+    assert ran == [1, 1]
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 1
+    status = get_status(job.job_id)
+    assert (status.state, status.attempts) == ("dead", 2)
+
+
+def test_a_copy_whose_limiter_read_makes_it_late_takes_a_fresh_slot(stack, declare, clock):
+    # GIVEN a job waiting for its slot a minute away (1 a minute), handed back carrying that slot
+    starts = Starts()
+    runner = declare(starts.job(), name="tardy", rate_limit="1/minute", max_attempts=1)
+    slot_us = take_current_slot(stack, "tardy") + 60_000_000
+    [job] = enqueue_many("tardy", [Mail(n=1)])
+    runner.drain()
+    assert get_status(job.job_id).state == "waiting" and starts.at == []
+    # WHEN its copy comes back 0.95 s after its slot and the limiter read takes 0.2 s
+    clock.move_to(datetime_of(slot_us + 950_000))
+    ddb = stack.client("dynamodb")
+    slow = slow_limiter_reads(ddb, clock, seconds=0.2)
+    try:
+        runner.drain()
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", slow)
+    # THEN it did not start 1.15 s after its slot (beyond the documented second): it took a fresh slot
+    assert all(
+        t * 1_000_000 <= slot_us + 1_000_000 or t * 1_000_000 >= slot_us + 60_000_000 for t, _ in starts.at
+    )
+    run_for(runner, clock, 70)
+    [(started, _)] = starts.at
+    assert started * 1_000_000 >= slot_us + 60_000_000
+    # AND the slot it gave up cost no attempt: it ran once, on attempt 1 of 1, nothing dead-lettered
+    status = get_status(job.job_id)
+    assert (status.state, status.attempts) == ("succeeded", 1)
+    assert runner.depth(dlq=True) == 0
+
+
+def datetime_of(epoch_us: int):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch_us / 1_000_000, UTC)
+
+
+def slow_limiter_reads(ddb, clock, *, seconds: float):
+    """A before-call hook: each read of a rate limiter's item takes `seconds` of the clock."""
+    from lambdajobs.runtime.ratelimit import ITEM_PREFIX
+
+    def slow(params, **_: object) -> None:
+        if str(params.get("Key", {}).get("id", {}).get("S", "")).startswith(ITEM_PREFIX):
+            clock.shift(seconds)
+
+    ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", slow)
+    return slow

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs.runtime.spec import isolated_registry
+from lambdajobs.testing import isolated_registry
 
 pytest_plugins = ["pytester"]
 

@@ -9,7 +9,6 @@ deterministic job ids."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -21,7 +20,7 @@ from pydantic import BaseModel
 
 from lambdajobs.local.emulator import BatchOutcome, EventSourceMapping
 from lambdajobs.ops import redrive
-from lambdajobs.runtime import producer
+from lambdajobs.runtime import producer, table
 from lambdajobs.runtime.continuer import CLAIM_SECONDS, Continuer
 from lambdajobs.runtime.envelope import decode
 from lambdajobs.runtime.errors import PayloadValidationError, UnknownJobError
@@ -37,6 +36,7 @@ from lambdajobs.runtime.workflow import (
     sig,
     workflow_key,
 )
+from lambdajobs.runtime.workflow_item import LaterItem, OutlineStage, WorkflowItem, WorkflowState
 from tests.faults import Faults
 from tests.jobs import flows
 
@@ -243,8 +243,9 @@ def test_the_completion_counter_alone_counts_every_member_once_and_sends_the_cal
     with ThreadPoolExecutor(max_workers=8) as pool:
         noticed = sum(pool.map(finish, ids))
     # THEN each member is counted once, and the stage is complete
-    item = store.client.get_item(TableName=store.table, Key={"id": {"S": workflow_key(wid)}})["Item"]
-    assert (item["ok_0"]["N"], item["done_0"]["N"], item["dead_0"]["N"]) == (str(members), str(members), "0")
+    item = store.client.get_item(TableName=store.table, Key=table.key(workflow_key(wid)))["Item"]
+    counts = WorkflowItem.from_item(item).stage(0)
+    assert (counts.ok, counts.done, counts.dead) == (members, members, 0)
     assert noticed >= 1
     # WHEN every notice goes to its own continuer, all at once
     notices = receive_every(stack, stack.provisioned.workflow_queue_url, noticed)
@@ -286,6 +287,7 @@ def test_a_chain_runs_its_steps_in_order_each_seeing_what_the_step_before_return
         {"name": "c", "after": ["b"]},
     ]
     assert stack.workflow(wid).state == "succeeded"
+    assert stack.workflow(wid).state is WorkflowState.SUCCEEDED
 
 
 def test_a_chain_stops_at_a_dead_step_and_its_status_says_so(stack):
@@ -368,10 +370,12 @@ def test_another_notice_does_not_take_over_a_live_claim_but_does_after_it_lapsed
     stack.runner("deliver").drain()
     store = JobRecordStore(stack.config)
     store.client.update_item(  # a continuer claimed the stage and died before sending
-        TableName=store.table,
-        Key={"id": {"S": workflow_key(wid)}},
-        UpdateExpression="SET claim_0 = :t, claim_until_0 = :u",
-        ExpressionAttributeValues={":t": {"S": "gone"}, ":u": {"N": str(int(time.time()) + CLAIM_SECONDS)}},
+        **table.update(
+            store.table,
+            workflow_key(wid),
+            sets=["claim_0 = :t", "claim_until_0 = :u"],
+            values={":t": "gone", ":u": int(time.time()) + CLAIM_SECONDS},
+        )
     )
     assert advance(stack.config, wid, 0, token="other") == "claimed elsewhere"
     clock.shift(CLAIM_SECONDS + 1)
@@ -534,32 +538,33 @@ def test_get_workflow_counts_running_members_and_reads_unknown_ids_as_unknown(st
     wid = chord(group([mail(i) for i in range(3)]), sig("summarize", {"label": "st"})).enqueue()
     store = JobRecordStore(stack.config)
     store.client.update_item(  # one member running now
-        TableName=store.table,
-        Key={"id": {"S": member_job_id(wid, 0, 1)}},
-        UpdateExpression="SET #s = :r",
-        ExpressionAttributeNames={"#s": "state"},
-        ExpressionAttributeValues={":r": {"S": "running"}},
+        **table.update(
+            store.table,
+            member_job_id(wid, 0, 1),
+            sets=["#s = :r"],
+            values={":r": "running"},
+            names={"#s": "state"},
+        )
     )
     stage = stack.workflow(wid).stages[0]
     assert (stage.pending, stage.running, stage.succeeded, stage.dead, stage.sent) == (2, 1, 0, 0, True)
-    assert stack.workflow("nope").state == "unknown"
-    item = store.client.get_item(TableName=store.table, Key={"id": {"S": workflow_key(wid)}})["Item"]
-    assert int(item["expiration"]["N"]) > 0
-    assert json.loads(item["outline"]["S"])["stages"][1] == {
-        "jobs": {"summarize": 1},
-        "total": 1,
-        "on_dead": "stop",
-    }
-    later = store.client.get_item(TableName=store.table, Key={"id": {"S": later_key(wid)}})["Item"]
-    assert json.loads(later["later"]["S"])["1"][0]["job"] == "summarize"
-    assert later["expiration"] == item["expiration"]
+    assert stack.workflow("nope").state == "unknown" and stack.workflow("nope").state is WorkflowState.UNKNOWN
+    found = store.client.get_item(TableName=store.table, Key=table.key(workflow_key(wid)))["Item"]
+    item = WorkflowItem.from_item(found)
+    assert item.expiration is not None and item.expiration > 0
+    assert item.outline_stages[1] == OutlineStage(jobs={"summarize": 1}, total=1, on_dead="stop")
+    later = LaterItem.from_item(
+        store.client.get_item(TableName=store.table, Key=table.key(later_key(wid)))["Item"]
+    )
+    assert later.members(1)[0].job == "summarize"
+    assert later.expiration == item.expiration
 
 
 def test_a_throttled_continuer_tries_again_in_place_and_the_notice_uses_no_receive(stack, ddb_faults):
     # GIVEN a chord whose members finished, and the continuer's first read and claim throttled
     wid = chord(group([mail(0)]), sig("summarize", {"label": "throttled"})).enqueue()
     stack.runner("deliver").drain()
-    is_item_read = lambda p: p.get("Key", {}).get("id", {}).get("S") == workflow_key(wid)  # noqa: E731
+    is_item_read = lambda p: p.get("Key") == table.key(workflow_key(wid))  # noqa: E731
     read = ddb_faults.fail("GetItem", when=lambda p: is_item_read(p) and "ProjectionExpression" not in p)
     claim = ddb_faults.fail("UpdateItem", when=lambda p: "claims_0" in p.get("UpdateExpression", ""))
     # WHEN the notice is delivered
@@ -608,7 +613,9 @@ def test_a_workflow_outlives_the_record_ttl_while_it_advances(stack, clock):
 
     def expiry(key: str) -> int:
         return int(
-            store.client.get_item(TableName=store.table, Key={"id": {"S": key}})["Item"]["expiration"]["N"]
+            table.decode(store.client.get_item(TableName=store.table, Key=table.key(key))["Item"])[
+                "expiration"
+            ]
         )
 
     created = expiry(workflow_key(wid)), expiry(later_key(wid))

@@ -21,7 +21,7 @@ from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import queue_key
-from lambdajobs.runtime.spec import get_spec, load_jobs
+from lambdajobs.runtime.spec import ensure_loaded, get_spec, load_jobs
 from lambdajobs.runtime.workflow import chain, get_workflow, sig, workflow_key
 from tests.iam import test_schedules as schedules
 from tests.iam import test_workers as workers
@@ -104,12 +104,13 @@ def test_a_job_enqueues_its_targets_at_every_level_now_and_later(deployment, clo
     assert jobs, "no row of SCENARIOS names this scenario"
     run_at = datetime.now(UTC) + timedelta(hours=2)
     expected: dict[str, int] = {}
+    ensure_loaded(JOBS)
     # GIVEN each of those jobs' functions, with their roles
     for job in jobs:
         config = deployment.worker_config(job)
-        for target in get_spec(job, jobs=JOBS).enqueues:
+        for target in get_spec(job).enqueues:
             assert target in SAMPLES, f"add a {target} payload to SAMPLES (job {job} enqueues it)"
-            spec = get_spec(target, jobs=JOBS)
+            spec = get_spec(target)
             # WHEN it enqueues its target at each level, now and two hours ahead
             for priority in spec.priorities or (None,):
                 enqueue(target, SAMPLES[target], priority=priority, config=config)

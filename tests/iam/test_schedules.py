@@ -14,11 +14,12 @@ from handlers.emails import SendEmail
 from lambdajobs.local.scheduler import LocalScheduler, slot_text
 from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
 from lambdajobs.runtime.records import get_status
-from lambdajobs.runtime.spec import get_spec
+from lambdajobs.runtime.spec import ensure_loaded, get_spec
 
 
 def test_a_cron_slot_is_delivered_as_its_schedule_role_and_the_report_runs(deployment, sender, clock):
-    spec = get_spec("daily_report", jobs=deployment.stack.jobs)
+    ensure_loaded(deployment.stack.jobs)
+    spec = get_spec("daily_report")
     role = deployment.cron_schedule("daily_report")
     queue = deployment.stack.provisioned.queues["daily_report"]
     # GIVEN daily_report's schedule, and its next slot (09:00 in New York)

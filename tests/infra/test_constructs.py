@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from pydantic import BaseModel
 
-from lambdajobs import ConfigurationError, DeclarationError
-from lambdajobs.runtime.spec import isolated_registry
+from lambdajobs.errors import ConfigurationError, DeclarationError
+from lambdajobs.testing import isolated_registry
 
 JOBS = """
 from pydantic import BaseModel

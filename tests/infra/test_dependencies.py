@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs import ConfigurationError
 from lambdajobs.cdk import dependencies as deps
 from lambdajobs.cdk import platform
+from lambdajobs.errors import ConfigurationError
 from tests.wheels import make_wheel, offline_index
 
 ARM = "cp314-cp314-manylinux_2_28_aarch64"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs import ConfigurationError
 from lambdajobs.cdk import platform
 from lambdajobs.cdk.imports import Provided, check_asset_imports, imports_of, unresolved_imports
+from lambdajobs.errors import ConfigurationError
 
 
 def asset(root: Path, files: dict[str, str]) -> Path:

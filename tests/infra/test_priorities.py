@@ -24,7 +24,8 @@ from lambdajobs.runtime.settings import (
     level_env,
     queue_name,
 )
-from lambdajobs.runtime.spec import get_spec, isolated_registry, load_jobs
+from lambdajobs.runtime.spec import get_spec, load_jobs
+from lambdajobs.testing import isolated_registry
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
 #: Every level above a job's lowest, of every job that declares priorities: (job, level).

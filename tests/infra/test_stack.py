@@ -292,11 +292,12 @@ def test_each_asset_holds_the_runtime_and_only_the_job_modules_it_needs(synthesi
     from lambdajobs.cdk import VENDORED_PACKAGES
 
     asset = asset_of(synthesized, job)
-    # the package (its __init__ and runtime only), the jobs package, and the vendored pure-Python packages
+    # the package (its __init__, errors and runtime only), the jobs package, and the vendored packages
     assert sorted(p.name for p in asset.iterdir()) == sorted(["handlers", "lambdajobs", *VENDORED_PACKAGES])
     ours = files_under(asset / "lambdajobs")
     assert "__init__.py" in ours and "runtime/worker.py" in ours and "runtime/entry.py" in ours
-    assert all(f == "__init__.py" or f.startswith("runtime/") for f in ours), ours  # no cdk, local, cli
+    shipped = ("__init__.py", "errors.py")  # no cdk, local, cli
+    assert all(f in shipped or f.startswith("runtime/") for f in ours), ours
     assert {f"handlers/{f}" for f in files_under(asset / "handlers")} == EXPECTED_JOB_FILES[job]
     assert not list(asset.rglob("__pycache__"))
 
@@ -338,7 +339,7 @@ def test_the_handler_runs_from_the_asset_and_what_lambda_provides(synthesized, l
     code = (
         "import json, sys\n"
         "import lambdajobs.runtime.entry\n"
-        "from lambdajobs import get_spec\n"
+        "from lambdajobs.runtime.spec import get_spec\n"
         "from lambdajobs.runtime.pii import _erase_fields\n"
         "from lambdajobs.runtime.schedule import parse_schedule\n"
         f"spec = get_spec({job!r})\n"

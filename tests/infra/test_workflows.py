@@ -208,7 +208,8 @@ def test_the_continuer_ships_the_runtime_and_no_job_module(synthesized):
     asset = Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
     assert sorted(p.name for p in asset.iterdir()) == sorted(["lambdajobs", *VENDORED_PACKAGES])
     ours = files_under(asset / "lambdajobs")
-    assert "runtime/worker.py" in ours and all(f == "__init__.py" or f.startswith("runtime/") for f in ours)
+    shipped = ("__init__.py", "errors.py")
+    assert "runtime/worker.py" in ours and all(f in shipped or f.startswith("runtime/") for f in ours)
     # its own asset: no worker's (each of which holds job modules)
     assert all(asset != asset_of(synthesized, job) for job in JOBS)
 

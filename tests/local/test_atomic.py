@@ -43,8 +43,9 @@ from lambdajobs.local import atomic
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.runtime.handler import make_handler
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
 from lambdajobs.runtime.worker import Worker
+from lambdajobs.testing import isolated_registry
 from tests.concurrent_deliveries import Deliveries
 
 CONTENDERS = 8

@@ -23,7 +23,8 @@ from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 from tests.dev_process import running_dev
 
 ROOT = Path(__file__).resolve().parents[2]

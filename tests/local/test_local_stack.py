@@ -18,7 +18,8 @@ from lambdajobs.runtime.config import using
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import wait_for
 from lambdajobs.runtime.settings import ATTR_ATTEMPTS, ATTR_ERROR_TYPE
-from lambdajobs.runtime.spec import isolated_registry, job, load_jobs
+from lambdajobs.runtime.spec import job, load_jobs
+from lambdajobs.testing import isolated_registry
 from tests.dev_process import running_dev
 from tests.jobs import messages
 from tests.jobs.messages import Message

@@ -28,7 +28,8 @@ from lambdajobs.runtime.config import using
 from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.producer import enqueue, enqueue_many
 from lambdajobs.runtime.records import get_statuses
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 JOBS = 200
 FAIL_ONCE = 10  # the first ten fail on their first attempt, then wait out a long backoff (in flight)

@@ -14,7 +14,8 @@ from lambdajobs.ops import wait_until
 from lambdajobs.runtime.config import using
 from lambdajobs.runtime.producer import enqueue, enqueue_many
 from lambdajobs.runtime.records import wait_for
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 BACKLOG = 500
 

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import Backoff, DeclarationError
 from lambdajobs.runtime.backoff import MAX_DELAY_SECONDS
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 
 class P(BaseModel):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lambdajobs import JobState, LambdaJobsError, PermanentError
+from lambdajobs import JobState, PermanentError
+from lambdajobs.errors import LambdaJobsError
 from lambdajobs.runtime import lifecycle
 
 

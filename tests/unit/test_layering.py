@@ -48,7 +48,7 @@ def top(names: set[str]) -> set[str]:
 
 
 def shipped_files() -> list[Path]:
-    return [PACKAGE / "__init__.py", *sorted((PACKAGE / "runtime").rglob("*.py"))]
+    return [PACKAGE / "__init__.py", PACKAGE / "errors.py", *sorted((PACKAGE / "runtime").rglob("*.py"))]
 
 
 def test_what_ships_to_lambda_never_imports_build_test_or_cli_libraries():
@@ -160,7 +160,7 @@ def test_a_cron_jobs_cold_start_skips_the_cron_check_that_synthesis_made():
     code = (
         "import sys, json\n"
         "import lambdajobs.runtime.entry\n"
-        "from lambdajobs import get_spec\n"
+        "from lambdajobs.runtime.spec import get_spec\n"
         "print(json.dumps({'checked': 'aws_cron_expression_validator' in sys.modules,\n"
         "    'schedule': get_spec('daily_report').schedule.expression}))"
     )
@@ -178,31 +178,38 @@ def test_a_cron_jobs_cold_start_skips_the_cron_check_that_synthesis_made():
     assert local == {"checked": True}
 
 
-def test_an_unknown_job_name_imports_nothing_and_names_the_module_searched():
-    # GIVEN a fresh interpreter with no jobs package configured
+def test_an_unknown_job_name_imports_nothing_and_says_how_to_load_its_package():
+    # GIVEN a fresh interpreter, a jobs package configured but not loaded
     code = (
         "import sys, json\n"
-        "from lambdajobs import UnknownJobError, get_spec\n"
+        "from lambdajobs.errors import UnknownJobError\n"
+        "from lambdajobs.runtime.spec import get_spec\n"
         "try:\n    get_spec('send_email')\nexcept UnknownJobError as exc:\n    message = str(exc)\n"
         "print(json.dumps({'message': message, 'imported': 'handlers' in sys.modules}))"
     )
     # WHEN a job is looked up by name
-    found = run(code)
-    # THEN nothing was imported implicitly, and the error says how to name the jobs package
+    found = run(code, LAMBDAJOBS_JOBS="handlers")
+    # THEN nothing was imported implicitly, and the error says no jobs package is loaded and how to
     assert found["imported"] is False
-    assert "unknown job 'send_email'" in found["message"] and "jobs module" in found["message"]
+    assert "unknown job 'send_email'" in found["message"]
+    assert "no jobs module is loaded" in found["message"] and "ensure_loaded" in found["message"]
 
 
-def test_a_configured_jobs_package_is_searched_and_named_in_the_error():
+def test_a_loaded_jobs_package_is_searched_and_named_in_the_error():
+    # GIVEN the jobs package loaded explicitly, as an entry point does
     code = (
         "import json\n"
-        "from lambdajobs import UnknownJobError, get_spec\n"
-        "name = get_spec('send_email', jobs='handlers').name\n"
-        "try:\n    get_spec('no_such_job', jobs='handlers')\n"
+        "from lambdajobs.errors import UnknownJobError\n"
+        "from lambdajobs.runtime.spec import ensure_loaded, get_spec\n"
+        "ensure_loaded('handlers')\n"
+        "name = get_spec('send_email').name\n"
+        "try:\n    get_spec('no_such_job')\n"
         "except UnknownJobError as exc:\n    message = str(exc)\n"
         "print(json.dumps({'name': name, 'message': message}))"
     )
+    # WHEN a declared and an undeclared job are looked up
     found = run(code)
+    # THEN the first is found, and the error for the second names the package it was not in
     assert found["name"] == "send_email"
     assert "unknown job 'no_such_job'" in found["message"] and "jobs module 'handlers'" in found["message"]
 
@@ -212,15 +219,17 @@ def test_users_import_the_api_from_lambdajobs_and_declaring_loads_no_powertools(
     code = (
         "import sys, json\n"
         "from lambdajobs import job, cron, JobContext, PermanentError, JobState, StackConfig\n"
+        "from lambdajobs.errors import LambdaJobsError, EnqueueError\n"
         "declaring = 'aws_lambda_powertools' in sys.modules\n"
         "from lambdajobs import enqueue, enqueue_many, get_status, wait_for, JobStatus\n"
         "import lambdajobs\n"
         "print(json.dumps({'declaring': declaring, 'all': lambdajobs.__all__}))"
     )
     found = run(code)
-    # THEN declaring jobs costs no Powertools import (the producer and status readers load on first use)
+    # THEN declaring jobs (and naming errors) costs no Powertools import (the producer and status
+    # readers load on first use)
     assert found["declaring"] is False
-    # AND the whole public API is importable from lambdajobs and listed in __all__
+    # AND what it imported from lambdajobs is listed in __all__ (tests/unit/test_public_api.py: all of it)
     for name in (
         "job",
         "cron",
@@ -232,8 +241,7 @@ def test_users_import_the_api_from_lambdajobs_and_declaring_loads_no_powertools(
         "PermanentError",
         "JobState",
         "StackConfig",
-        "LambdaJobsError",
-        "EnqueueError",
+        "JobStatus",
     ):
         assert name in found["all"], name
 
@@ -241,7 +249,7 @@ def test_users_import_the_api_from_lambdajobs_and_declaring_loads_no_powertools(
 def test_every_error_lives_in_the_errors_module_and_is_exported():
     import inspect
 
-    import lambdajobs
+    import lambdajobs.errors
     from lambdajobs.runtime import errors
 
     # GIVEN every exception class defined anywhere in the package
@@ -254,5 +262,5 @@ def test_every_error_lives_in_the_errors_module_and_is_exported():
     assert {module for module, _ in defined} == {"errors.py"}
     classes = {n for n, v in vars(errors).items() if inspect.isclass(v) and issubclass(v, Exception)}
     assert {name for _, name in defined} == classes == set(errors.__all__)
-    assert classes <= set(lambdajobs.__all__)
+    assert classes == set(lambdajobs.errors.__all__)
     assert all(issubclass(getattr(errors, n), errors.LambdaJobsError) for n in classes)

@@ -7,7 +7,8 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import DeclarationError, UnknownPriorityError
 from lambdajobs.runtime.settings import queue_key, queue_name, queue_of, workflow_queue_name
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 
 class Mail(BaseModel):

@@ -13,7 +13,8 @@ from pydantic import BaseModel, Field
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, decode
 from lambdajobs.runtime.errors import EnqueueError, JobIdError, PayloadValidationError
 from lambdajobs.runtime.producer import BATCH_MAX_ENTRIES, _check_delay, _prepare, chunk_by_size
-from lambdajobs.runtime.spec import isolated_registry, job
+from lambdajobs.runtime.spec import job
+from lambdajobs.testing import isolated_registry
 
 SECRET = "secret-value-123"
 

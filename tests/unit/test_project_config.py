@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from lambdajobs import ConfigurationError
 from lambdajobs.cli import app
+from lambdajobs.errors import ConfigurationError
 from lambdajobs.project import jobs_module, require_jobs_module
 
 pytest_plugins = ["pytester"]
@@ -100,7 +100,7 @@ def test_the_cli_imports_the_jobs_package_from_the_project_folder_when_run_below
     monkeypatch.chdir(tmp_path / "docs")
     monkeypatch.setattr(sys, "path", list(sys.path))
     # WHEN a command loads the jobs THEN the package is found in the project folder
-    from lambdajobs.runtime.spec import isolated_registry
+    from lambdajobs.testing import isolated_registry
 
     with isolated_registry():  # its job must not stay declared for other tests
         result = CliRunner().invoke(app, ["cron", "list"], env={"COLUMNS": "200"})
@@ -124,7 +124,8 @@ def test_the_job_loader_imports_the_jobs_package_from_the_project_root_not_the_s
 ):
     import sys
 
-    from lambdajobs.runtime.spec import isolated_registry, load_jobs
+    from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.testing import isolated_registry
 
     # GIVEN a project whose root is not on sys.path (plain pytest, python scripts/x.py), run from a
     # subfolder of it

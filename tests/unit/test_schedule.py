@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import DeclarationError, cron
 from lambdajobs.runtime.schedule import ScheduleError, parse_schedule
-from lambdajobs.runtime.spec import isolated_registry
+from lambdajobs.testing import isolated_registry
 
 NY = ZoneInfo("America/New_York")
 

@@ -11,7 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from lambdajobs.runtime.errors import DeclarationError, UnknownJobError
-from lambdajobs.runtime.spec import Job, get_spec, isolated_registry, job, registered_jobs
+from lambdajobs.runtime.spec import Job, get_spec, job, registered_jobs
+from lambdajobs.testing import isolated_registry
 
 
 class EmailPayload(BaseModel):
@@ -64,7 +65,7 @@ def test_decorator_with_options_and_name_override():
         declared = job(name="notify", timeout_seconds=60, memory_mb=512)(send_email)
 
         # THEN the spec is registered under the given name with those options
-        assert set(registry) == {"notify"}
+        assert registry.names() == ["notify"]
     assert declared.spec.name == "notify"
     assert declared.spec.timeout_seconds == 60
     assert declared.spec.memory_mb == 512
@@ -113,7 +114,7 @@ def test_out_of_range_option_is_rejected_naming_job_and_option(option, value):
             job(name="ranged", **{option: value})(send_email)
 
         # THEN nothing is registered
-        assert registry == {}
+        assert registry.names() == []
 
     # AND the message names the job, the option and its value
     message = str(excinfo.value)
@@ -305,7 +306,7 @@ def test_invalid_job_name_is_rejected(bad_name):
             job(name=bad_name)(send_email)
 
         # THEN nothing is registered
-        assert registry == {}
+        assert registry.names() == []
 
     # AND the error names the job and how to fix it
     assert f"job '{bad_name}'" in str(excinfo.value)
@@ -320,7 +321,7 @@ def test_valid_job_name_is_accepted(good_name):
         job(name=good_name)(send_email)
 
         # THEN it is registered under that name
-        assert set(registry) == {good_name}
+        assert registry.names() == [good_name]
 
 
 def test_job_name_with_trailing_newline_is_rejected():
@@ -347,7 +348,7 @@ def test_two_functions_under_one_name_are_rejected_naming_both():
             job(name="dup")(second_handler)
 
         # THEN the first declaration stays registered
-        assert registry["dup"].func is first_handler
+        assert registry.get("dup").func is first_handler
 
     # AND the error names the job and both functions
     message = str(excinfo.value)
@@ -365,7 +366,7 @@ def test_redeclaring_the_same_function_is_allowed():
         again = job(send_email)
 
         # THEN it is not an error and one job is registered
-        assert list(registry) == ["send_email"]
+        assert registry.names() == ["send_email"]
     assert again.spec.func is send_email
 
 
@@ -503,7 +504,7 @@ def test_isolated_registry_restores_the_process_registry():
 
 def test_a_jobs_package_folder_without_init_is_refused_with_its_name(tmp_path, monkeypatch):
     # GIVEN a jobs package with a subfolder of modules but no __init__.py (its jobs would be skipped)
-    from lambdajobs import ConfigurationError
+    from lambdajobs.errors import ConfigurationError
     from lambdajobs.runtime.spec import load_jobs
 
     (tmp_path / "probe_ns" / "billing").mkdir(parents=True)
@@ -516,17 +517,20 @@ def test_a_jobs_package_folder_without_init_is_refused_with_its_name(tmp_path, m
 
 
 def test_a_package_loaded_inside_an_isolated_registry_is_loaded_again_after_it():
-    from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.runtime.spec import ensure_loaded, load_jobs
 
     # GIVEN the test jobs package loaded inside an isolated block (its jobs land there only)
     with isolated_registry():
         load_jobs("tests.jobs")
-    # WHEN a job of it is looked up by name afterwards THEN the package is searched again and found
-    assert get_spec("deliver", jobs="tests.jobs").name == "deliver"
+    # WHEN the registry outside ensures the package is loaded, and looks a job of it up by name
+    ensure_loaded("tests.jobs")
+    # THEN it loaded the package itself (the block's load counted for the block only) and finds it
+    assert get_spec("deliver").name == "deliver"
 
 
 def test_a_dead_letter_age_alarm_that_would_fire_after_deletion_is_refused():
-    from lambdajobs import Alarms, DeclarationError, job
+    from lambdajobs import Alarms, job
+    from lambdajobs.errors import DeclarationError
 
     class Tock(BaseModel):
         pass

@@ -46,7 +46,7 @@ from lambdajobs.runtime.errors import (
     UnknownJobError,
 )
 from lambdajobs.runtime.lifecycle import JobState
-from lambdajobs.runtime.spec import JobSpec, load_jobs
+from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in
 
 HERE = Path(__file__).parent
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -486,6 +486,14 @@ def _age_of(iso: str) -> float:
     return (datetime.now(UTC) - moment).total_seconds()
 
 
+def _configured_jobs(config: StackConfig) -> list[JobSpec]:
+    """The jobs of the configured jobs package, loaded once (none when no package is configured)."""
+    if not config.jobs:
+        return []
+    ensure_loaded(config.jobs)
+    return jobs_in(config.jobs)
+
+
 def create_app(
     config: StackConfig,
     specs: list[JobSpec] | None = None,
@@ -504,7 +512,7 @@ def create_app(
     stack's, where they cost nothing). `allowed_hosts`: Host header values served (default: loopback
     names only; ["*"] for any). `native_moves`: see `BoardData`.
     """
-    found = specs if specs is not None else load_jobs(config.jobs) if config.jobs else []
+    found = specs if specs is not None else _configured_jobs(config)
     if cache_seconds is None:
         cache_seconds = 0.0 if config.endpoint_url else 30.0
     data = BoardData(config, found, cache_seconds=cache_seconds, native_moves=native_moves)

@@ -1,19 +1,19 @@
 """What one function's Lambda asset holds: the lambdajobs runtime, and just the job modules it needs.
 
-Per function: `lambdajobs/__init__.py` and `lambdajobs/runtime/` (found where lambdajobs is installed:
-your project or site-packages), the pure-Python packages the runtime imports that neither the
-Powertools layer nor the Lambda runtime provide, and from your project: the module that declares
-the function's job, the modules of the jobs it `enqueues` (so its producer validates their payloads),
-every module of your project those import (read from their source: module level and function bodies,
-not under `TYPE_CHECKING`), the package `__init__` files on the way, and those packages' data files.
-Your project's code is the jobs package (found with `importlib.util.find_spec`, so it may be installed
-in site-packages too) and any module found as Python source in your project's folders, outside the
-standard library and site-packages (a shared `acme/common.py` beside the jobs package; see
-`source_roots`). Never `lambdajobs.cdk`, `.local`, the CLI, tests, or the other jobs of the project.
-Third-party libraries are your dependencies (`lambdajobs.cdk.dependencies`, a layer), and
-`lambdajobs.cdk.imports` checks at synth that every import of the asset resolves on Lambda.
-Synthesis stays offline: everything is copied from this environment.
-"""
+Per function: `lambdajobs/__init__.py`, `lambdajobs/errors.py` and `lambdajobs/runtime/` (found
+where lambdajobs is installed: your project or site-packages), the pure-Python packages the runtime
+imports that neither the Powertools layer nor the Lambda runtime provide, and from your project: the
+module that declares the function's job, the modules of the jobs it `enqueues` (so its producer
+validates their payloads), every module of your project those import (read from their source: module
+level and function bodies, not under `TYPE_CHECKING`), the package `__init__` files on the way, and
+those packages' data files. Your project's code is the jobs package (found with
+`importlib.util.find_spec`, so it may be installed in site-packages too) and any module found as
+Python source in your project's folders, outside the standard library and site-packages (a shared
+`acme/common.py` beside the jobs package; see `source_roots`). Never `lambdajobs.cdk`, `.local`, the
+CLI, tests, or the other jobs of the project. Third-party libraries are your dependencies
+(`lambdajobs.cdk.dependencies`, a layer), and `lambdajobs.cdk.imports` checks at synth that every
+import of the asset resolves on Lambda. Synthesis stays offline: everything is copied from this
+environment."""
 
 from __future__ import annotations
 
@@ -186,6 +186,9 @@ def stage_function_asset(out_dir: Path, *, jobs_package: str, modules: Iterable[
     library = _package_dir("lambdajobs")
     (out_dir / "lambdajobs").mkdir(parents=True)
     shutil.copy2(library / "__init__.py", out_dir / "lambdajobs" / "__init__.py")
+    shutil.copy2(
+        library / "errors.py", out_dir / "lambdajobs" / "errors.py"
+    )  # `from lambdajobs.errors import`
     shutil.copytree(library / "runtime", out_dir / "lambdajobs" / "runtime", ignore=_IGNORE)
     for package in VENDORED_PACKAGES:
         shutil.copytree(_package_dir(package), out_dir / package, ignore=_IGNORE)

@@ -246,7 +246,8 @@ class JobWorker(Construct):
 
     Example:
         >>> asset = stage_function_asset(out, jobs_package="myjobs", modules=["myjobs.billing"])
-        >>> worker = JobWorker(stack, "SendInvoiceJob", spec=get_spec("send_invoice", jobs="myjobs"),
+        >>> ensure_loaded("myjobs")
+        >>> worker = JobWorker(stack, "SendInvoiceJob", spec=get_spec("send_invoice"),
         ...     table=table, code=lambda_.Code.from_asset(str(asset)), jobs_package="myjobs",
         ...     modules=["myjobs.billing"])
         >>> worker.queue, worker.dead_letter_queue, worker.function

@@ -47,7 +47,7 @@ from lambdajobs.runtime.settings import (
     schedule_group_names,
     stack_manifest_parameter,
 )
-from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, job_index_mode, load_jobs
+from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, ensure_loaded, job_index_mode, jobs_in
 
 #: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
 #: only our code. Its ARN is not written here: AWS publishes it per Powertools version, runtime and
@@ -192,7 +192,8 @@ class LambdaJobs(Construct):
     ) -> None:
         super().__init__(scope, construct_id_)
         self.jobs_package = jobs
-        specs = load_jobs(jobs)
+        ensure_loaded(jobs)
+        specs = jobs_in(jobs)
         if not specs:
             raise ConfigurationError(f"jobs package '{jobs}' declares no job; declare one with @job.")
         self.job_index = job_index_mode(specs, job_index)

@@ -42,7 +42,7 @@ from lambdajobs.runtime.settings import (
     SERVICE_NAME,
     queue_key,
 )
-from lambdajobs.runtime.spec import JobSpec, load_jobs, registered_jobs
+from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in, registered_jobs
 
 REGION = "us-east-1"
 #: The key of the continuer's event source in `LocalStack.mappings`.
@@ -124,7 +124,8 @@ class LocalStack:
     @property
     def specs(self) -> list[JobSpec]:
         if self._specs is None:
-            self._specs = load_jobs(self.jobs) if self.jobs else registered_jobs()
+            ensure_loaded(self.jobs)
+            self._specs = jobs_in(self.jobs) if self.jobs else registered_jobs()
         return self._specs
 
     def environment(self) -> dict[str, str]:

@@ -3,6 +3,10 @@
 This subpackage (plus `lambdajobs/__init__.py`) is what ships in every Lambda function, beside the
 user's job modules. It imports only the standard library, pydantic and (lazily) boto3 and Powertools;
 never aws_cdk, moto, rich or typer (tests/unit/test_layering.py enforces it).
+
+Its namespace (`__all__`, and `LAZY`: names loaded on first use) gathers the runtime's main names,
+internal ones included (the registry, every error, the configuration's `current`). The public API is
+the part `lambdajobs` re-exports (`lambdajobs.__all__`), and `lambdajobs.errors`.
 """
 
 from lambdajobs.runtime.alarms import Alarms
@@ -38,6 +42,7 @@ from lambdajobs.runtime.errors import (
     WorkflowError,
 )
 from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.settings import bucket_prefix
 from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 __all__ = [
@@ -74,6 +79,7 @@ __all__ = [
     "UnknownPriorityError",
     "WaitTimeoutError",
     "WorkflowError",
+    "bucket_prefix",
     "cron",
     "current",
     "get_spec",
@@ -91,7 +97,9 @@ LAZY = {
     "enqueue": "lambdajobs.runtime.producer",
     "enqueue_many": "lambdajobs.runtime.producer",
     "get_status": "lambdajobs.runtime.records",
+    "get_statuses": "lambdajobs.runtime.records",
     "wait_for": "lambdajobs.runtime.records",
+    "count_finished": "lambdajobs.runtime.records",
     "JobStatus": "lambdajobs.runtime.records",
     "chain": "lambdajobs.runtime.workflow",
     "chord": "lambdajobs.runtime.workflow",

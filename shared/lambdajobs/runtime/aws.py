@@ -7,8 +7,14 @@ profile, credentials); with none of them set, boto3's own defaults apply (the La
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
+import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
+
+logger = logging.getLogger(__name__)
 
 
 class Connection(NamedTuple):
@@ -77,3 +83,94 @@ def reset_clients() -> None:
     """Forget every client, so the next call creates fresh ones (after credentials or endpoints change)."""
     with _lock:
         _clients.clear()
+
+
+# -- failures that pass by waiting --------------------------------------------------------------------
+
+#: Error codes that pass by waiting: throttles and service-side failures.
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "LimitExceededException",
+        "TransactionInProgressException",
+        "InternalServerError",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "KMSThrottlingException",
+        "TransactionConflictException",
+    }
+)
+#: Why a transaction was cancelled, when waiting helps: another transaction held an item, a throttle.
+TRANSIENT_REASONS = frozenset({"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"})
+#: A bookkeeping call that failed (after the SDK's own retries) is tried this many times in all, with
+#: jittered pauses from this base, before the caller falls back (the worker: handing the message back).
+TRIES = 3
+PAUSE_SECONDS = 0.05
+
+
+def _client_error_transient(exc: Any) -> bool:
+    error = exc.response.get("Error", {})
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if error.get("Code") == "TransactionCanceledException":  # a workflow member's counted write
+        reasons = exc.response.get("CancellationReasons") or []
+        return any(r.get("Code") in TRANSIENT_REASONS for r in reasons)
+    return error.get("Code") in TRANSIENT_CODES or status >= 500
+
+
+def _wrapped(exc: BaseException) -> BaseException | None:
+    """The error Powertools' persistence error wraps (its second argument), if any."""
+    if type(exc).__name__ == "IdempotencyPersistenceLayerError" and len(exc.args) > 1:
+        inner = exc.args[1]
+        return inner if isinstance(inner, BaseException) else None
+    return None
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether an error (or the error it wraps: Powertools wraps the SDK's) is a throttle, a
+    service-side failure or a connection problem, which may pass on its own."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        HTTPClientError,
+        ReadTimeoutError,
+    )
+
+    connection = (ConnectionError, HTTPClientError, ConnectTimeoutError, ReadTimeoutError)
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ClientError):
+            return _client_error_transient(current)
+        if isinstance(current, BotoCoreError) and isinstance(current, connection):
+            return True
+        current = _wrapped(current) or current.__cause__ or current.__context__
+    return False
+
+
+def retrying(call: Callable[..., Any], *args: Any, rng: random.Random | None = None) -> Exception | None:
+    """Run a bookkeeping call (a record write, an SQS send), trying again on failure with a short
+    jittered pause. None when it went through, else the last error (logged). The SDK already retried
+    each call; an error that will not pass by waiting (access denied, a missing queue, a failed
+    condition) is not tried again."""
+    pick = rng or random
+    for n in range(TRIES):
+        try:
+            call(*args)
+            return None
+        except Exception as exc:
+            if n == TRIES - 1 or not transient(exc):
+                logger.warning("bookkeeping call failed: %s: %s", type(exc).__name__, str(exc)[:300])
+                return exc
+            time.sleep((0.5 + 0.5 * pick.random()) * PAUSE_SECONDS * 2**n)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -110,32 +110,9 @@ class StackConfig:
             ConfigurationError: `LAMBDAJOBS_RECORD_TTL_DAYS` is not a whole number of days.
         """
         env = os.environ if environ is None else environ
-        queues: dict[str, QueueAddress] = {}
-        for prefix, part in (
-            (ENV_QUEUE_URL_PREFIX, "url"),
-            (ENV_QUEUE_ARN_PREFIX, "arn"),
-            (ENV_DLQ_URL_PREFIX, "dlq_url"),
-        ):
-            for key, value in env.items():
-                if key.startswith(prefix) and value:
-                    job = key[len(prefix) :].lower()
-                    queues[job] = replace(queues.get(job, QueueAddress()), **{part: value})
-        for prefix, part in (
-            (ENV_LEVEL_QUEUE_URL_PREFIX, "url"),
-            (ENV_LEVEL_QUEUE_ARN_PREFIX, "arn"),
-            (ENV_LEVEL_DLQ_URL_PREFIX, "dlq_url"),
-        ):
-            for key, value in env.items():
-                if key.startswith(prefix) and value:
-                    level, _, job = key[len(prefix) :].lower().partition("_")
-                    where = queue_key(job, level)
-                    queues[where] = replace(queues.get(where, QueueAddress()), **{part: value})
-        index = env.get(ENV_JOB_INDEX) or None
-        if index not in (None, *JOB_INDEX_MODES):
-            raise ConfigurationError(f"{ENV_JOB_INDEX}={index!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
-        ttl = env.get(ENV_RECORD_TTL_DAYS) or str(DEFAULT_RECORD_TTL_DAYS)
-        if not ttl.isdigit() or int(ttl) < 1:
-            raise ConfigurationError(f"{ENV_RECORD_TTL_DAYS}={ttl!r}; use a whole number of days, 1 or more.")
+        queues = _queues_from_environment(env)
+        index = _job_index_from_environment(env)
+        ttl_days = _record_ttl_days_from_environment(env)
         return cls(
             stack=env.get(ENV_STACK) or DEFAULT_STACK_NAME,
             jobs=env.get(ENV_JOBS) or None,
@@ -146,7 +123,7 @@ class StackConfig:
             one_time_group=env.get(ENV_SCHEDULER_GROUP) or None,
             scheduler_dlq_arn=env.get(ENV_SCHEDULER_DLQ_ARN) or None,
             workflow_queue_url=env.get(ENV_WORKFLOW_QUEUE_URL) or None,
-            record_ttl_days=int(ttl),
+            record_ttl_days=ttl_days,
             job_index=index,
         )
 
@@ -289,6 +266,51 @@ class StackConfig:
         with _manifest_lock:
             _manifest_cache[key] = entry
         return entry
+
+
+#: The variables of a job's queue (`<prefix><JOB>`) and of a priority level's (`<prefix><LEVEL>_<JOB>`):
+#: which part of its `QueueAddress` each one gives.
+_QUEUE_VARIABLES = (
+    (ENV_QUEUE_URL_PREFIX, "url"),
+    (ENV_QUEUE_ARN_PREFIX, "arn"),
+    (ENV_DLQ_URL_PREFIX, "dlq_url"),
+)
+_LEVEL_QUEUE_VARIABLES = (
+    (ENV_LEVEL_QUEUE_URL_PREFIX, "url"),
+    (ENV_LEVEL_QUEUE_ARN_PREFIX, "arn"),
+    (ENV_LEVEL_DLQ_URL_PREFIX, "dlq_url"),
+)
+
+
+def _queues_from_environment(env: Mapping[str, str]) -> dict[str, QueueAddress]:
+    """Every queue the environment names, by `queue_key` (a job's own, and its priority levels')."""
+    queues: dict[str, QueueAddress] = {}
+    for prefix, part in _QUEUE_VARIABLES:
+        for key, value in env.items():
+            if key.startswith(prefix) and value:
+                job = key[len(prefix) :].lower()
+                queues[job] = replace(queues.get(job, QueueAddress()), **{part: value})
+    for prefix, part in _LEVEL_QUEUE_VARIABLES:
+        for key, value in env.items():
+            if key.startswith(prefix) and value:
+                level, _, job = key[len(prefix) :].lower().partition("_")
+                where = queue_key(job, level)
+                queues[where] = replace(queues.get(where, QueueAddress()), **{part: value})
+    return queues
+
+
+def _job_index_from_environment(env: Mapping[str, str]) -> str | None:
+    index = env.get(ENV_JOB_INDEX) or None
+    if index not in (None, *JOB_INDEX_MODES):
+        raise ConfigurationError(f"{ENV_JOB_INDEX}={index!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
+    return index
+
+
+def _record_ttl_days_from_environment(env: Mapping[str, str]) -> int:
+    ttl = env.get(ENV_RECORD_TTL_DAYS) or str(DEFAULT_RECORD_TTL_DAYS)
+    if not ttl.isdigit() or int(ttl) < 1:
+        raise ConfigurationError(f"{ENV_RECORD_TTL_DAYS}={ttl!r}; use a whole number of days, 1 or more.")
+    return int(ttl)
 
 
 _manifest_cache: dict[tuple[aws.Connection, str], dict[str, Any]] = {}

@@ -20,7 +20,6 @@ It imports no job module: it needs only the job table, the workflow queue and th
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import time
 from typing import Any
@@ -30,21 +29,15 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from lambdajobs.runtime import config as configuration
+from lambdajobs.runtime import table
+from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnqueueError, EnvelopeError
 from lambdajobs.runtime.lifecycle import now_iso
 from lambdajobs.runtime.settings import CONTINUER_TIMEOUT_SECONDS, SERVICE_NAME
-from lambdajobs.runtime.workflow import (
-    LATER_SUFFIX,
-    WorkflowState,
-    _body,
-    _Member,
-    later_key,
-    member_job_id,
-    stage_complete,
-    workflow_key,
-)
+from lambdajobs.runtime.workflow import _body, member_job_id
+from lambdajobs.runtime.workflow_item import LaterItem, WorkflowItem, WorkflowState, later_key, workflow_key
 
 logger = Logger(service=SERVICE_NAME)
 
@@ -91,8 +84,6 @@ class Continuer:
             except Exception as exc:
                 # A throttle or a service error is tried again here (advance is idempotent under its
                 # claim): every failed receive brings the notice closer to the workflow DLQ.
-                from lambdajobs.runtime.worker import transient
-
                 if attempt == TRIES - 1 or not transient(exc):
                     raise
                 time.sleep((0.5 + random.random() / 2) * PAUSE_SECONDS * 2**attempt)
@@ -108,73 +99,96 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
         EnqueueError: some jobs of the next stage could not be sent (the notice comes back).
         ClientError: the item could not be read or written (the notice comes back).
     """
-    from lambdajobs.runtime.producer import send_bodies
     from lambdajobs.runtime.records import JobRecordStore
 
     store = JobRecordStore(config)
-    client, table = store.client, store.table
-    key = {"id": {"S": workflow_key(workflow_id)}}
-    item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-    if not item:
+    found = store.client.get_item(
+        TableName=store.table, Key=table.key(workflow_key(workflow_id)), ConsistentRead=True
+    ).get("Item")
+    if not found:
         logger.warning("a notice for a workflow with no record (expired?)", extra={"workflow": workflow_id})
         return "gone"
-    if not stage_complete(item, stage):
+    item = WorkflowItem.from_item(found)
+    if not item.stage_complete(stage):
         return "not complete"
-    now = time.time()
     try:
-        claimed = client.update_item(
-            TableName=table,
-            Key=key,
-            UpdateExpression=(
-                f"SET claim_{stage} = :token, claim_until_{stage} = :until ADD claims_{stage} :one"
-            ),
-            ConditionExpression=(
-                f"attribute_not_exists(advanced_{stage}) AND (attribute_not_exists(claim_{stage}) "
-                f"OR claim_{stage} = :token OR claim_until_{stage} < :now)"
-            ),
-            ExpressionAttributeValues={
-                ":token": {"S": token},
-                ":until": {"N": str(int(now + CLAIM_SECONDS))},
-                ":now": {"N": str(int(now))},
-                ":one": {"N": "1"},
-            },
+        again = _claim(store, workflow_id, stage, token)
+    except store.client.exceptions.ConditionalCheckFailedException:
+        return "claimed elsewhere"
+    ended = _ending(item, stage)
+    if ended is not None:
+        state, reason = ended
+        fields = {"wf_state": state, "ended_at": now_iso(), **({"reason": reason} if reason else {})}
+        _finish_stage(store, workflow_id, stage, fields, config.record_ttl_seconds)
+        return state
+    _send_next(config, store, item, workflow_id, stage, again=again)
+    _finish_stage(store, workflow_id, stage, {f"sent_{stage + 1}": now_iso()}, config.record_ttl_seconds)
+    return "sent"
+
+
+def _claim(store: Any, workflow_id: str, stage: int, token: str) -> bool:
+    """Claim `stage` for the notice `token` until `CLAIM_SECONDS` from now (`WorkflowItem.may_claim`).
+    Returns whether a claim was there before: this stage's sending started once and stopped (a crash,
+    a failed send).
+
+    Raises:
+        ConditionalCheckFailedException: another notice holds the stage, or it was advanced.
+    """
+    now = time.time()
+    claimed = store.client.update_item(
+        **table.update(
+            store.table,
+            workflow_key(workflow_id),
+            sets=[f"claim_{stage} = :token", f"claim_until_{stage} = :until"],
+            adds=[f"claims_{stage} :one"],
+            condition=WorkflowItem.may_claim_condition(stage),
+            values={":token": token, ":until": int(now + CLAIM_SECONDS), ":now": int(now), ":one": 1},
             ReturnValues="UPDATED_OLD",
         )
-    except client.exceptions.ConditionalCheckFailedException:
-        return "claimed elsewhere"
-    # A claim there before: this stage's sending started once and stopped (a crash, a failed send).
-    again = f"claims_{stage}" in (claimed.get("Attributes") or {})  # (a count: always changes)
+    )
+    before = WorkflowItem.from_item(claimed.get("Attributes"))
+    return before.stage(stage).claims is not None  # (a count: always changes, so always returned)
 
-    stages = json.loads(item["outline"]["S"])["stages"]
-    total, ok, dead = (int(item[f"{c}_{stage}"]["N"]) for c in ("total", "ok", "dead"))
-    described = ", ".join(f"{job} x{n}" for job, n in stages[stage]["jobs"].items())
-    if stage == len(stages) - 1 or (dead and stages[stage]["on_dead"] == "stop"):
-        if dead:
-            state = WorkflowState.DEAD
-            reason = f"stage {stage} ({described}): {dead} of {total} dead"
-            if stage < len(stages) - 1:
-                reason += f"; the workflow stopped before stage {stage + 1}"
-        else:
-            state, reason = WorkflowState.SUCCEEDED, ""
-        ended = {"wf_state": state, "ended_at": now_iso(), **({"reason": reason} if reason else {})}
-        _finish_stage(client, table, key, stage, ended, config.record_ttl_seconds)
-        return state
 
-    following = stage + 1
-    parents = {"total": total, "succeeded": ok, "dead": dead}
+def _ending(item: WorkflowItem, stage: int) -> tuple[WorkflowState, str] | None:
+    """How the workflow ends with `stage` (its state and reason), or None: it goes on. It ends after
+    its last stage, or after a stage with dead members whose rule is `stop`."""
+    plan, counts = item.outline_stages, item.stage(stage)
+    last = stage == len(plan) - 1
+    if not last and not (counts.dead and plan[stage].on_dead == "stop"):
+        return None
+    if not counts.dead:
+        return WorkflowState.SUCCEEDED, ""
+    described = ", ".join(f"{job} x{n}" for job, n in plan[stage].jobs.items())
+    reason = f"stage {stage} ({described}): {counts.dead} of {counts.total} dead"
+    if not last:
+        reason += f"; the workflow stopped before stage {stage + 1}"
+    return WorkflowState.DEAD, reason
+
+
+def _send_next(
+    config: StackConfig, store: Any, item: WorkflowItem, workflow_id: str, stage: int, *, again: bool
+) -> None:
+    """Send the stage after `stage`, each member with the counts of `stage` (`parents`); `again`: only
+    the members that have no record yet.
+
+    Raises:
+        EnqueueError: some were not sent.
+    """
+    from lambdajobs.runtime.producer import send_bodies
+
+    following, counts = stage + 1, item.stage(stage)
+    parents = {"total": counts.total or 0, "succeeded": counts.ok, "dead": counts.dead}
+    later = store.client.get_item(
+        TableName=store.table, Key=table.key(later_key(workflow_id)), ConsistentRead=True
+    )
     by_queue: dict[str, list[tuple[str, str]]] = {}
-    later = client.get_item(TableName=table, Key={"id": {"S": later_key(workflow_id)}}, ConsistentRead=True)
-    for index, stored in enumerate(json.loads(later["Item"]["later"]["S"])[str(following)]):
-        member = _Member(stored["job"], stored["payload"], stored.get("priority"), stored.get("level"))
+    for index, member in enumerate(LaterItem.from_item(later["Item"]).members(following)):
         body = _body(workflow_id, following, index, member, parents)
         url = config.queue_url(member.job, member.level)
         by_queue.setdefault(url, []).append((member_job_id(workflow_id, following, index), body))
-    if again:  # members that already have a record were delivered: a second copy would be a duplicate
-        from lambdajobs.runtime.records import NO_RECORD, get_statuses
-
-        ids = [job_id for bodies in by_queue.values() for job_id, _ in bodies]
-        delivered = {j for j, st in get_statuses(ids, config=config).items() if st.note != NO_RECORD}
-        by_queue = {url: [b for b in bodies if b[0] not in delivered] for url, bodies in by_queue.items()}
+    if again:
+        by_queue = _undelivered(config, by_queue)
     failed = [
         r for url, bodies in by_queue.items() if bodies for r in send_bodies(config, url, bodies).failed
     ]
@@ -183,29 +197,41 @@ def advance(config: StackConfig, workflow_id: str, stage: int, *, token: str) ->
             f"workflow '{workflow_id}': {len(failed)} jobs of stage {following} were not sent "
             f"({failed[0].error}); the notice comes back and sends them again"
         )
-    _finish_stage(client, table, key, stage, {f"sent_{following}": now_iso()}, config.record_ttl_seconds)
-    return "sent"
 
 
-def _finish_stage(
-    client: Any, table: str, key: dict[str, Any], stage: int, fields: dict[str, str], ttl_seconds: int
-) -> None:
+def _undelivered(
+    config: StackConfig, by_queue: dict[str, list[tuple[str, str]]]
+) -> dict[str, list[tuple[str, str]]]:
+    """The bodies whose job has no record yet: one that has was delivered, a second copy would be a
+    duplicate."""
+    from lambdajobs.runtime.records import get_statuses
+
+    ids = [job_id for bodies in by_queue.values() for job_id, _ in bodies]
+    delivered = {j for j, st in get_statuses(ids, config=config).items() if st.has_record}
+    return {url: [b for b in bodies if b[0] not in delivered] for url, bodies in by_queue.items()}
+
+
+def _finish_stage(store: Any, workflow_id: str, stage: int, fields: dict[str, str], ttl_seconds: int) -> None:
     """Mark `stage` advanced, with `fields`, and renew the item's expiry (the job records' TTL from
-    now). A stage already marked is left as it is."""
-    names = {f"#f{i}": name for i, name in enumerate(fields)}
-    values = {f":f{i}": {"S": value} for i, value in enumerate(fields.values())}
-    sets = [f"#f{i} = :f{i}" for i in range(len(fields))]
-    values[":now"] = {"S": now_iso()}
-    values[":exp"] = {"N": str(int(time.time()) + ttl_seconds)}
+    now). A stage already marked is left as it is (`WorkflowItem.advanced`)."""
+    client = store.client
+    expiration = int(time.time()) + ttl_seconds
+    values: dict[str, Any] = {f":f{i}": value for i, value in enumerate(fields.values())}
     try:
         client.update_item(
-            TableName=table,
-            Key=key,
-            UpdateExpression="SET "
-            + ", ".join([f"advanced_{stage} = :now", "updated_at = :now", "expiration = :exp", *sets]),
-            ConditionExpression=f"attribute_not_exists(advanced_{stage})",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            **table.update(
+                store.table,
+                workflow_key(workflow_id),
+                sets=[
+                    f"advanced_{stage} = :now",
+                    "updated_at = :now",
+                    "expiration = :exp",
+                    *(f"#f{i} = :f{i}" for i in range(len(fields))),
+                ],
+                condition=WorkflowItem.not_advanced_condition(stage),
+                values={**values, ":now": now_iso(), ":exp": expiration},
+                names={f"#f{i}": name for i, name in enumerate(fields)},
+            )
         )
     except client.exceptions.ConditionalCheckFailedException:
         logger.info("the stage was already marked advanced", extra={"stage": stage})
@@ -214,11 +240,13 @@ def _finish_stage(
     # or a workflow whose later stages are all sent, may have none.
     with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
         client.update_item(
-            TableName=table,
-            Key={"id": {"S": key["id"]["S"] + LATER_SUFFIX}},
-            UpdateExpression="SET expiration = :exp",
-            ConditionExpression="attribute_exists(id)",
-            ExpressionAttributeValues={":exp": values[":exp"]},
+            **table.update(
+                store.table,
+                later_key(workflow_id),
+                sets=["expiration = :exp"],
+                condition="attribute_exists(id)",
+                values={":exp": expiration},
+            )
         )
 
 

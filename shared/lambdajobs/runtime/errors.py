@@ -1,15 +1,28 @@
 """Every error lambdajobs raises, in one place. Every message says what was wrong and what to do.
 
 All of them derive from `LambdaJobsError`; those about a bad argument also derive from `ValueError`
-(and lookups from `LookupError`), so callers that catch the built-in kinds keep working.
+(and lookups from `LookupError`), so callers that catch the built-in kinds keep working. Users import
+them from `lambdajobs.errors`.
+
+Most of the runtime imports this module, so it imports nothing of lambdajobs, not even for type
+checking (tests/unit/test_public_api.py checks): `WaitTimeoutError` describes what it reads of a
+`JobStatus` with a protocol, since importing `records` would close a cycle (records, config, ...,
+errors, records).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from lambdajobs.runtime.records import JobStatus
+
+class _Status(Protocol):
+    """What `WaitTimeoutError` reads of the status it carries (a `lambdajobs.JobStatus`)."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
 
 
 class LambdaJobsError(Exception):
@@ -107,12 +120,13 @@ class LastAttemptLostError(LambdaJobsError):
 class WaitTimeoutError(LambdaJobsError, TimeoutError):
     """`wait_for` gave up; `.status` is the last status seen."""
 
-    def __init__(self, status: JobStatus, timeout_seconds: float) -> None:
+    def __init__(self, status: _Status, timeout_seconds: float) -> None:
         super().__init__(
             f"job '{status.job_id}' is still {status.state} after {timeout_seconds:g} s; "
             f"wait longer or check it with get_status."
         )
-        self.status = status
+        #: The last status seen: the `lambdajobs.JobStatus` that `wait_for` read.
+        self.status: Any = status
 
 
 class RecordHeldError(LambdaJobsError):

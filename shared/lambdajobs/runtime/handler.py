@@ -17,7 +17,7 @@ from typing import Any
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import ENV_JOB, ENV_MODULES
-from lambdajobs.runtime.spec import load_jobs
+from lambdajobs.runtime.spec import ensure_loaded
 from lambdajobs.runtime.worker import Worker, logger
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -30,7 +30,7 @@ def import_job_modules(config: StackConfig, modules: str | None) -> None:
         for name in names:
             importlib.import_module(name)
     elif config.jobs:
-        load_jobs(config.jobs)
+        ensure_loaded(config.jobs)
     else:
         raise ConfigurationError(
             f"neither {ENV_MODULES} nor LAMBDAJOBS_JOBS is set: this function does not know which "

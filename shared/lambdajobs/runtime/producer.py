@@ -22,7 +22,7 @@ from typing import Any
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, encode
 from lambdajobs.runtime.errors import EnqueueError, ScheduleConflictError
-from lambdajobs.runtime.spec import JobRef, JobSpec, get_spec
+from lambdajobs.runtime.spec import Job, JobRef, JobSpec, ensure_loaded, get_spec
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +59,14 @@ def _when(delay_seconds: int, run_at: datetime | None) -> tuple[int, datetime | 
     if seconds <= MAX_DELAY_SECONDS:  # a time in the past runs now
         return max(0, math.ceil(seconds)), None
     return 0, now + timedelta(seconds=seconds)
+
+
+def _spec_of(job: JobRef, cfg: StackConfig) -> JobSpec:
+    """The spec of the job to send. A name is looked up once the stack's jobs package is loaded
+    (`cfg.jobs`, once per registry); a `Job` or `JobSpec` carries its spec, so nothing is loaded."""
+    if not isinstance(job, Job | JobSpec):
+        ensure_loaded(cfg.jobs)
+    return get_spec(job)
 
 
 def _prepare(spec: JobSpec, payload: Any, job_id: str | None, priority: str | None = None) -> tuple[str, str]:
@@ -100,7 +108,7 @@ def enqueue(
         'pending'
     """
     cfg = resolve(config)
-    spec = get_spec(job, jobs=cfg.jobs)
+    spec = _spec_of(job, cfg)
     level = spec.level_for(priority)
     delay, at = _when(delay_seconds, run_at)
     jid, body = _prepare(spec, payload, job_id, priority)
@@ -229,7 +237,7 @@ def enqueue_many(
         (True, 0)
     """
     cfg = resolve(config)
-    spec = get_spec(job, jobs=cfg.jobs)
+    spec = _spec_of(job, cfg)
     level = spec.level_for(priority)
     _check_delay(delay_seconds)
     items = list(payloads)
@@ -263,6 +271,7 @@ def send_bodies(
     and 1 MiB each). Entries SQS reports in `Failed` and calls that fail as a whole are retried up to
     `max_retries` times with a short backoff; the result has one item per pair, in order."""
     sqs = cfg.client("sqs")
+    job_ids = [job_id for job_id, _ in prepared]
     outcome: dict[int, EnqueueResult] = {}
 
     pending = list(enumerate(body for _, body in prepared))
@@ -273,29 +282,42 @@ def send_bodies(
             time.sleep(min(0.1 * 2**attempt, 2.0))
         retry: list[tuple[int, str]] = []
         for chunk in chunk_by_size(pending):
-            entries = [
-                {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk
-            ]
-            try:
-                response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
-            except Exception as exc:  # the whole call failed (network, throttling): retry the chunk
-                for i, _body in chunk:
-                    outcome[i] = EnqueueResult(prepared[i][0], error=f"{type(exc).__name__}: {exc}")
-                retry.extend(chunk)
-                continue
-            for ok in response.get("Successful", []):
-                i = int(ok["Id"])
-                outcome[i] = EnqueueResult(prepared[i][0], message_id=ok["MessageId"])
-            bodies = dict(chunk)
-            for failed in response.get("Failed", []):
-                i = int(failed["Id"])
-                error = f"{failed.get('Code')}: {failed.get('Message', '')}".strip()
-                outcome[i] = EnqueueResult(prepared[i][0], error=error)
-                if not failed.get("SenderFault"):  # a sender fault will fail again: report it
-                    retry.append((i, bodies[i]))
+            results, again = _send_chunk(sqs, url, chunk, job_ids, delay_seconds)
+            outcome.update(results)
+            retry.extend(again)
         pending = retry
 
     missing = "SQS answered neither Successful nor Failed for this entry"
     return EnqueueResults(
-        outcome.get(i, EnqueueResult(prepared[i][0], error=missing)) for i in range(len(prepared))
+        outcome.get(i, EnqueueResult(job_ids[i], error=missing)) for i in range(len(prepared))
     )
+
+
+def _send_chunk(
+    sqs: Any, url: str, chunk: list[tuple[int, str]], job_ids: Sequence[str], delay_seconds: int
+) -> tuple[dict[int, EnqueueResult], list[tuple[int, str]]]:
+    """One SendMessageBatch call: the result of each (index, body) of `chunk`, and those to retry.
+
+    A call that fails as a whole (network, throttling) is retried whole; of the entries SQS reports in
+    `Failed`, those that are not the sender's fault (a sender fault would fail again: it is reported).
+    """
+    entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk]
+    try:
+        response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    except Exception as exc:  # the whole call failed (network, throttling): retry the chunk
+        error = f"{type(exc).__name__}: {exc}"
+        return {i: EnqueueResult(job_ids[i], error=error) for i, _body in chunk}, list(chunk)
+    results: dict[int, EnqueueResult] = {}
+    for ok in response.get("Successful", []):
+        i = int(ok["Id"])
+        results[i] = EnqueueResult(job_ids[i], message_id=ok["MessageId"])
+    bodies = dict(chunk)
+    retry: list[tuple[int, str]] = []
+    for failed in response.get("Failed", []):
+        i = int(failed["Id"])
+        results[i] = EnqueueResult(
+            job_ids[i], error=f"{failed.get('Code')}: {failed.get('Message', '')}".strip()
+        )
+        if not failed.get("SenderFault"):  # a sender fault will fail again: report it
+            retry.append((i, bodies[i]))
+    return results, retry

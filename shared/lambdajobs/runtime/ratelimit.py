@@ -28,15 +28,24 @@ record write when a job has to wait, and one more consistent read when it comes 
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.errors import DeclarationError, RateLimitBusyError
 from lambdajobs.runtime.settings import RESERVED_ID_PREFIX
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.delivery import CarriedSlot, Delivery
+    from lambdajobs.runtime.gates import Decision
+    from lambdajobs.runtime.job_record import JobRecord
+
+logger = logging.getLogger(__name__)
 
 PERIODS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
 ITEM_PREFIX = RESERVED_ID_PREFIX + "ratelimit#"
@@ -138,6 +147,16 @@ def checked(job: str, value: Any) -> RateLimit | None:
             f"job '{job}': rate_limit must be 'COUNT/PERIOD' (e.g. '100/minute') or a RateLimit, "
             f"not {type(value).__name__}."
         )
+    _check_counts(job, limit)
+    name = limit.name or job
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+        raise DeclarationError(
+            f"job '{job}': rate_limit name {name!r}: use letters, digits, '_', '.', '-' (at most 64)."
+        )
+    return RateLimit(name, limit.count, limit.per, key=limit.key, quotas=dict(limit.quotas))
+
+
+def _check_counts(job: str, limit: RateLimit) -> None:
     if limit.per not in PERIODS:
         raise DeclarationError(f"job '{job}': rate_limit per={limit.per!r}; use one of {sorted(PERIODS)}.")
     counts = [limit.count, *(c for _, c in limit.quotas)]
@@ -150,12 +169,6 @@ def checked(job: str, value: Any) -> RateLimit | None:
         )
     if limit.quotas and not limit.key:
         raise DeclarationError(f"job '{job}': rate_limit quotas need key='<payload field>'.")
-    name = limit.name or job
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
-        raise DeclarationError(
-            f"job '{job}': rate_limit name {name!r}: use letters, digits, '_', '.', '-' (at most 64)."
-        )
-    return RateLimit(name, limit.count, limit.per, key=limit.key, quotas=dict(limit.quotas))
 
 
 def key_value(limit: RateLimit, payload: Mapping[str, Any]) -> str | None:
@@ -188,8 +201,42 @@ def hand_back_delay(slot_us: int, now_us: int) -> int:
     return max(1, -(-(slot_us - now_us - INLINE_WAIT_US) // 1_000_000))
 
 
-def _stolen(item: Mapping[str, Any] | None) -> list[int]:
-    return sorted(int(n) for n in (item or {}).get("stolen", {}).get("NS", []))
+@dataclass(frozen=True)
+class LimiterItem:
+    """A limiter's item in the job table (its codec): `tat`, the next free slot (epoch µs); `v`, its
+    version; `stolen`, the slots taken ahead by higher priority levels (see `take_slot`)."""
+
+    tat: int | None = None
+    version: int | None = None
+    stolen: tuple[int, ...] = ()
+    exists: bool = False
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> LimiterItem:
+        if not item:
+            return cls()
+        data = codec.decode(item)
+        tat, version = data.get("tat"), data.get("v")
+        return cls(tat, version, tuple(sorted(int(n) for n in data.get("stolen", ()))), True)
+
+    def unchanged(self) -> tuple[str, dict[str, Any]]:
+        """The condition that the item is as read: no item, or its version and next slot the same (a
+        writer that does not know the version would still move `tat`)."""
+        if not self.exists:
+            return "attribute_not_exists(id)", {}
+        parts, values = [], {}
+        for name, seen in (("v", self.version), ("tat", self.tat)):
+            if seen is None:
+                parts.append(f"attribute_not_exists({name})")
+            else:
+                parts.append(f"{name} = :old_{name}")
+                values[f":old_{name}"] = seen
+        return " AND ".join(parts), values
+
+
+def _read_limiter(client: Any, table_name: str, limiter_id: str) -> LimiterItem:
+    response = client.get_item(TableName=table_name, Key=codec.key(limiter_id), ConsistentRead=True)
+    return LimiterItem.from_item(response.get("Item"))
 
 
 def taken_ahead(
@@ -197,9 +244,45 @@ def taken_ahead(
 ) -> bool:
     """Whether a higher-priority job took this reserved slot ahead of its holder (who then takes a new
     slot instead of running: the slot starts one job, not two)."""
-    key = {"id": {"S": item_id(limit, value, salt)}}
-    item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-    return slot_us in _stolen(item)
+    return slot_us in _read_limiter(client, table, item_id(limit, value, salt)).stolen
+
+
+def _next_slot(item: LimiterItem, interval: int, now: int, ahead: bool) -> tuple[int, int, list[int], bool]:
+    """(the slot to take, the limiter's next `tat`, its taken-ahead slots after, whether taken ahead)."""
+    # Taken-ahead slots matter until their holders have come back for them (at most a second late;
+    # another second for clocks that disagree).
+    stolen = [n for n in item.stolen if n >= now - 2 * LATE_TOLERANCE_US]
+    slot = _slot_ahead(item.tat, interval, now, stolen) if ahead and len(stolen) < MAX_STOLEN else None
+    if slot is None:
+        slot = max(item.tat or 0, now)
+        return slot, slot + interval, stolen, False
+    return slot, item.tat or slot + interval, [*stolen, slot], True
+
+
+def _write_slot(
+    client: Any, table_name: str, limiter_id: str, item: LimiterItem, tat: int, stolen: list[int]
+) -> bool:
+    """Move the limiter to `tat` (and its taken-ahead set) if it is unchanged since read; False: another
+    worker took a slot meanwhile."""
+    condition, values = item.unchanged()
+    values |= {
+        ":tat": tat,
+        ":v": (item.version or 0) + 1,
+        # An idle limiter vanishes a day after its last slot: a missing one is a fresh one.
+        ":exp": tat // 1_000_000 + 86_400,
+    }
+    sets, remove = ["tat = :tat", "v = :v", "expiration = :exp"], ["stolen"]
+    if stolen:
+        values[":stolen"], remove = set(stolen), []
+        sets.append("stolen = :stolen")
+    request = codec.update(
+        table_name, limiter_id, sets=sets, remove=remove, condition=condition, values=values
+    )
+    try:
+        client.update_item(**request)
+    except client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
 
 
 def take_slot(
@@ -227,59 +310,14 @@ def take_slot(
         RateLimitBusyError: other workers won every try (never in practice: each loss is a slot taken).
     """
     interval = limit.interval_us(value)
-    key = {"id": {"S": item_id(limit, value, salt)}}
+    limiter_id = item_id(limit, value, salt)
     for attempt in range(TAKE_TRIES):
         if attempt:  # lost the race to another worker: a short jittered pause spreads the retries out
             time.sleep(random.random() * min(RETRY_PAUSE_MAX_SECONDS, 0.001 * 2**attempt))
         now = int(time.time() * 1_000_000) if now_us is None else now_us
-        item = client.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-        old = int(item["tat"]["N"]) if item and "tat" in item else None
-        version = int(item["v"]["N"]) if item and "v" in item else None
-        # Taken-ahead slots matter until their holders have come back for them (at most a second late;
-        # another second for clocks that disagree).
-        stolen = [n for n in _stolen(item) if n >= now - 2 * LATE_TOLERANCE_US]
-        slot = _slot_ahead(old, interval, now, stolen) if ahead and len(stolen) < MAX_STOLEN else None
-        stole = slot is not None
-        if slot is None:
-            slot = max(old or 0, now)
-            new_tat = slot + interval
-        else:
-            new_tat = old or slot + interval
-            stolen.append(slot)
-        values: dict[str, Any] = {
-            ":tat": {"N": str(new_tat)},
-            ":v": {"N": str((version or 0) + 1)},
-            # An idle limiter vanishes a day after its last slot: a missing one is a fresh one.
-            ":exp": {"N": str(new_tat // 1_000_000 + 86_400)},
-        }
-        update = "SET tat = :tat, v = :v, expiration = :exp"
-        if stolen:
-            values[":stolen"] = {"NS": [str(n) for n in stolen]}
-            update += ", stolen = :stolen"
-        else:
-            update += " REMOVE stolen"
-        # Unchanged since it was read: its version, and its next slot too (a writer that does not know
-        # the version would still move that).
-        if item is None:
-            condition = "attribute_not_exists(id)"
-        else:
-            parts = []
-            for name, seen in (("v", version), ("tat", old)):
-                if seen is None:
-                    parts.append(f"attribute_not_exists({name})")
-                else:
-                    parts.append(f"{name} = :old_{name}")
-                    values[f":old_{name}"] = {"N": str(seen)}
-            condition = " AND ".join(parts)
-        try:
-            client.update_item(
-                TableName=table,
-                Key=key,
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        except client.exceptions.ConditionalCheckFailedException:
+        item = _read_limiter(client, table, limiter_id)
+        slot, tat, stolen, stole = _next_slot(item, interval, now, ahead)
+        if not _write_slot(client, table, limiter_id, item, tat, stolen):
             continue  # another worker took a slot meanwhile: read again
         if stole and time.time() * 1_000_000 + INLINE_WAIT_US + CLOCK_SKEW_US >= slot:
             # The write landed so late (throttled, retried) that the slot's holder may already have
@@ -304,3 +342,135 @@ def _slot_ahead(tat: int | None, interval: int, now: int, stolen: list[int]) -> 
         if slot not in taken:
             return slot
     return None
+
+
+# -- the worker's rate-limit gate -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limiter:
+    """The limiters of one stack's job table, as the worker's rate-limit gate uses them."""
+
+    client: Any
+    table: str
+    #: Salts the hash of a key value (the stack's name).
+    salt: str = ""
+
+    def take(self, limit: RateLimit, value: str | None, *, now_us: int, ahead: bool) -> tuple[int, bool]:
+        return take_slot(self.client, self.table, limit, value, salt=self.salt, now_us=now_us, ahead=ahead)
+
+    def taken_ahead(self, limit: RateLimit, value: str | None, slot_us: int) -> bool:
+        return taken_ahead(self.client, self.table, limit, value, slot_us, salt=self.salt)
+
+
+def gate(
+    d: Delivery,
+    limiter: Limiter,
+    record: Callable[[], JobRecord | None],
+    *,
+    now_us: int,
+    room: Callable[[float], bool],
+    warn: Callable[[str, BaseException], None],
+) -> Decision | None:
+    """The worker's gate for a rate-limited job: run on this attempt's slot, or hand the message back
+    due at its slot, carrying it (waiting costs no attempt and never comes back before its time; the
+    record reads `waiting` meanwhile). None: the job has no rate limit.
+
+    A carried slot is used only by the attempt that took it and only up to LATE_TOLERANCE_US late (SQS
+    delays are whole seconds); a later copy takes a fresh slot, so late copies never start in a burst,
+    and the run checks the same bound when the job starts (after the limiter read and the lock write).
+    A slot at most INLINE_WAIT_US away is waited for in the worker (`room(wait_ms)`: whether the
+    invocation has time for the wait and the job). A job that may not start (it succeeded, a live run
+    holds it, its attempt already ran) takes no slot: the run answers it; nor does a duplicate of a copy
+    that waits for its slot (`gates.waits_elsewhere`): it is done. `record` reads the job's
+    record; `warn` logs why the limiter could not be used (the message is then handed back)."""
+    from lambdajobs.runtime.aws import transient
+    from lambdajobs.runtime.gates import HandBack
+
+    limit = d.spec.rate_limit
+    if limit is None:
+        return None
+    assert d.payload is not None
+    value = key_value(limit, d.payload.model_dump(mode="json"))
+    try:
+        return _on_slot(d, limiter, limit, value, record, now_us, room)
+    except Exception as exc:  # the limiter could not be read or written: not an attempt
+        if not transient(exc) and not isinstance(exc, RateLimitBusyError):
+            raise
+        warn("could not use the rate limiter", exc)
+        return HandBack(1, "rate limiter")
+
+
+def _on_slot(
+    d: Delivery,
+    limiter: Limiter,
+    limit: RateLimit,
+    value: str | None,
+    record: Callable[[], JobRecord | None],
+    now_us: int,
+    room: Callable[[float], bool],
+) -> Decision:
+    from lambdajobs.runtime.delivery import CarriedSlot
+    from lambdajobs.runtime.gates import Done, HandBack, Run, waits_elsewhere
+
+    held = d.carried_slot
+    if held is not None and held.attempt == d.attempt:
+        found = _on_carried_slot(d, limiter, limit, value, held, now_us, room)
+        if found is not None:
+            return found
+    current = _read_quietly(record)
+    if waits_elsewhere(d, current):
+        return Done("a duplicate of a copy that waits for its slot", metric="JobDuplicate")
+    if current is not None and not current.may_start(now_us / 1_000_000, d.attempt, d.redriven):
+        return Run()  # the run answers it: a duplicate, or a lock held
+    slot, ahead = limiter.take(limit, value, now_us=now_us, ahead=d.source_level is not None)
+    taken = CarriedSlot(d.attempt, slot, ahead)
+    if slot - now_us <= INLINE_WAIT_US:
+        return _start_on(taken, now_us, room)
+    return HandBack(
+        hand_back_delay(slot, now_us), "rate limited", slot=taken, mark_waiting=True, metric="JobRateLimited"
+    )
+
+
+def _on_carried_slot(
+    d: Delivery,
+    limiter: Limiter,
+    limit: RateLimit,
+    value: str | None,
+    held: CarriedSlot,
+    now_us: int,
+    room: Callable[[float], bool],
+) -> Decision | None:
+    """Run on the slot this attempt carries, or wait on for it; None: take a fresh one (too late, or a
+    higher priority took it ahead)."""
+    from lambdajobs.runtime.gates import HandBack
+
+    if usable(held.slot_us, now_us):
+        if held.ahead or not limiter.taken_ahead(limit, value, held.slot_us):
+            return _start_on(held, now_us, room)
+        logger.info("a higher-priority job took this rate-limit slot; taking another")
+        return None
+    if held.slot_us > now_us:  # not yet: wait on (a wait beyond 15 minutes hops)
+        return HandBack(hand_back_delay(held.slot_us, now_us), "rate limited", slot=held)
+    return None
+
+
+def _start_on(slot: CarriedSlot, now_us: int, room: Callable[[float], bool]) -> Decision:
+    """Start on `slot` (now, or less than INLINE_WAIT_US away: waited for in the worker, if the
+    invocation has the time), and not after LATE_TOLERANCE_US past it."""
+    from lambdajobs.runtime.gates import HandBack, Run
+
+    wait_ms = max(0.0, (slot.slot_us - now_us) / 1000)
+    if wait_ms > 0 and not room(wait_ms):
+        return HandBack(1, "rate limited, no time to wait", slot=slot)
+    start_at = slot.slot_us if wait_ms > 0 else None
+    return Run(start_at_us=start_at, start_by_us=slot.slot_us + LATE_TOLERANCE_US)
+
+
+def _read_quietly(record: Callable[[], JobRecord | None]) -> JobRecord | None:
+    """The job's record, or None when it cannot be read (the slot is taken anyway: the run decides)."""
+    try:
+        return record()
+    except Exception as exc:
+        logger.warning("could not read the job's record before taking a slot: %s", type(exc).__name__)
+        return None

@@ -5,8 +5,8 @@ Powertools idempotency writes its own item per key; a status record beside it wo
 id itself (not a hash), so `get_status(job_id)` is one GetItem and a successful job costs two writes:
 acquire (running) and complete (succeeded).
 
-Item: id, job, state, attempts, created_at, started_at, finished_at, updated_at, result (JSON text),
-error {type, message}, expiration (TTL, epoch s), in_progress_expiration (epoch ms).
+The item is read through one codec and its rules through one type, `job_record.JobRecord` (its
+attributes are listed in `lambdajobs.runtime.table`); every state is written by `lifecycle`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import base64
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
     IdempotencyItemNotFoundError,
@@ -30,6 +32,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 )
 
 from lambdajobs.runtime import lifecycle, pii
+from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.errors import (
     InvalidOptionError,
@@ -38,13 +41,17 @@ from lambdajobs.runtime.errors import (
     RecordHeldError,
     WaitTimeoutError,
 )
-from lambdajobs.runtime.lifecycle import FINAL_STATES, INDEXED_STATES, MAX_ERROR_CHARS, JobIndex, JobState
+from lambdajobs.runtime.job_record import (
+    FINAL_STATES,
+    INDEXED_STATES,
+    JobIndex,
+    JobRecord,
+    JobState,
+    index_key,
+)
+from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS, REDRIVEN_ERROR
 from lambdajobs.runtime.settings import JOB_INDEX, JOB_INDEX_KEY, JOB_INDEX_SORT_KEY, WORKFLOW_ID_PREFIX
-
-_TO_POWERTOOLS = {
-    JobState.RUNNING: STATUS_CONSTANTS["INPROGRESS"],
-    JobState.SUCCEEDED: STATUS_CONSTANTS["COMPLETED"],
-}
+from lambdajobs.runtime.workflow_item import Tally
 
 
 def _iso(moment: datetime) -> str:
@@ -54,6 +61,23 @@ def _iso(moment: datetime) -> str:
 def error_fields(exc: BaseException) -> dict[str, str]:
     """An error as stored and logged: its type, and its message with the job's PII values masked."""
     return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
+
+
+class IdempotencyConfigPerThread(IdempotencyConfig):
+    """IdempotencyConfig whose registered Lambda context is per thread: the local stack runs several
+    invocations of one worker at once, and each lock must expire with its own invocation."""
+
+    def __init__(self, **options: Any) -> None:
+        self._local = threading.local()
+        super().__init__(**options)
+
+    @property
+    def lambda_context(self) -> Any:
+        return getattr(self._local, "context", None)
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._local.context = value
 
 
 class JobRecordStore(BasePersistenceLayer):
@@ -103,18 +127,23 @@ class JobRecordStore(BasePersistenceLayer):
         """The lock this thread's last acquire took (or tried to take): its in-progress expiry."""
         return getattr(self._local, "lock", None)
 
+    def held(self) -> JobRecord | None:
+        """The record that refused this thread's last acquire (None: it was not refused): a live
+        lock (`lock_live`), a success, or a record that has nothing for this copy to run (a workflow
+        member counted dead, an attempt that already ran: `JobRecord.may_start`)."""
+        item = getattr(self._local, "held", None)
+        return JobRecord.from_item(item) if item else None
+
     def held_state(self) -> str | None:
         """The state of the record that just refused this thread's acquire (None: it was not refused)."""
-        item = getattr(self._local, "held", None) or {}
-        value = item.get("state", {}).get("S")
-        return str(value) if value is not None else None
+        record = self.held()
+        return str(record.state) if record is not None and record.state is not None else None
 
     def held_lock_expiry_ms(self) -> int | None:
         """When the lock that just refused this thread's acquire expires (epoch ms), if it has a
         deadline: the holder's invocation deadline."""
-        item = getattr(self._local, "held", None) or {}
-        value = item.get("in_progress_expiration", {}).get("N")
-        return int(value) if value is not None else None
+        record = self.held()
+        return record.in_progress_expiration if record is not None else None
 
     def _put_record(self, data_record: DataRecord) -> None:
         run = getattr(self._local, "run", None) or {}
@@ -139,7 +168,7 @@ class JobRecordStore(BasePersistenceLayer):
                 fresh=run.get("attempt") == 1,
             )
         except RecordHeldError as exc:
-            self._local.held = exc.item  # for the worker: when the holder's lock expires
+            self._local.held = exc.item  # for the worker: what refused it (`held`)
             old = self._to_data_record(exc.item) if exc.item else None
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 
@@ -172,8 +201,19 @@ class JobRecordStore(BasePersistenceLayer):
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
         # Powertools deletes the lock when the job raises. We keep the item (it is the job's status)
-        # and release the lock by moving it to `retrying`, or to `dead` when the failure is final.
+        # and release the lock by moving it to `retrying`, or to `dead` when the failure is final; a
+        # run that never called the job (`RunNotStarted`) gives the lock back and uses no attempt.
         self._progress.pop(str(data["job_id"]), None)
+        if isinstance(exception, lifecycle.RunNotStarted):
+            lifecycle.unstart(
+                self.client,
+                self.table,
+                str(data["job_id"]),
+                lock=self.lock_token(),
+                attempt=int(data["attempt"]),
+                index=self.config.job_index,
+            )
+            return
         state = lifecycle.after_failure(exception, int(data["attempt"]), int(data["max_attempts"]))
         lifecycle.fail(
             self.client,
@@ -193,14 +233,16 @@ class JobRecordStore(BasePersistenceLayer):
         raise NotImplementedError("JobRecordStore keeps records; delete_record marks them instead")
 
     def _get_record(self, idempotency_key: str) -> DataRecord:
+        # Powertools reads the record when the refusal did not return it
         item = self.get_item(idempotency_key)
         if item is None:
             raise IdempotencyItemNotFoundError
+        self._local.held = item
         return self._to_data_record(item)
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def tally(self, workflow: Any) -> lifecycle.Tally | None:
+    def tally(self, workflow: Any) -> Tally | None:
         """How a workflow member's outcome is counted (`workflow`: the envelope's `workflow`, as a
         dict with `id` and `stage`, or its model); None for a job outside workflows."""
         if workflow is None:
@@ -208,7 +250,7 @@ class JobRecordStore(BasePersistenceLayer):
         if not isinstance(workflow, dict):
             workflow = {"id": workflow.id, "stage": workflow.stage}
         key = WORKFLOW_ID_PREFIX + str(workflow["id"])
-        return lifecycle.Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
+        return Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
 
     def reject(
         self,
@@ -216,7 +258,7 @@ class JobRecordStore(BasePersistenceLayer):
         job: str,
         error: dict[str, str],
         retrying: bool = False,
-        tally: lifecycle.Tally | None = None,
+        tally: Tally | None = None,
     ) -> None:
         """A message that can never run (invalid payload, or past its last attempt): its record becomes
         `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded; a
@@ -230,7 +272,7 @@ class JobRecordStore(BasePersistenceLayer):
         job: str,
         result_json: str,
         lock: int | None,
-        tally: lifecycle.Tally | None = None,
+        tally: Tally | None = None,
     ) -> None:
         """Record the success of a run of `job` that held `lock` (a run whose own completion write
         failed)."""
@@ -251,7 +293,7 @@ class JobRecordStore(BasePersistenceLayer):
         job: str,
         error: dict[str, str],
         lock: int | None,
-        tally: lifecycle.Tally | None = None,
+        tally: Tally | None = None,
     ) -> None:
         """Record as dead the run that held `lock` (a run whose own release write failed)."""
         self._dead(job_id, job, error, release=True, lock=lock, tally=tally)
@@ -288,26 +330,51 @@ class JobRecordStore(BasePersistenceLayer):
         self._progress[job_id] = (percent, message)
 
     def get_item(self, job_id: str) -> dict[str, Any] | None:
-        response = self.client.get_item(TableName=self.table, Key={"id": {"S": job_id}}, ConsistentRead=True)
+        """The job's item as stored (one consistent GetItem), or None."""
+        response = self.client.get_item(TableName=self.table, Key=codec.key(job_id), ConsistentRead=True)
         item: dict[str, Any] | None = response.get("Item")
         return item
 
-    @staticmethod
-    def _to_data_record(item: dict[str, Any]) -> DataRecord:
-        state = item.get("state", {}).get("S", "")
-        ipe = item.get("in_progress_expiration", {}).get("N")
-        status = _TO_POWERTOOLS.get(state, STATUS_CONSTANTS["EXPIRED"])
-        if state == JobState.DEAD and "wf_counted" in item:
-            # a dead workflow member refused to a copy that is not a redrive: finished, not run again
+    def read(self, job_id: str) -> JobRecord | None:
+        """The job's record (one consistent GetItem), or None when it has none."""
+        item = self.get_item(job_id)
+        return JobRecord.from_item(item) if item else None
+
+    def reader(self, job_id: str | None) -> Callable[[], JobRecord | None]:
+        """A reader of the job's record that reads it (consistently) when first asked, then answers
+        from what it read: the worker's gates ask for the record at most once per delivery."""
+        read: list[JobRecord | None] = []
+
+        def record() -> JobRecord | None:
+            if not read and job_id is not None:
+                read.append(self.read(job_id))
+            return read[0] if read else None
+
+        return record
+
+    def _to_data_record(self, item: dict[str, Any]) -> DataRecord:
+        """The record that refused this thread's acquire, as Powertools' statuses: EXPIRED only when
+        an acquire now may take it (it moved on since, or its lock just expired: Powertools retries the
+        acquire on EXPIRED), INPROGRESS for a live lock, COMPLETED for a success (its result is the
+        answer) and for a record with nothing for this copy to run: a workflow member counted dead, an
+        attempt that already ran (`JobRecord.may_start`'s fence), a state this version does not know.
+        """
+        run = getattr(self._local, "run", None) or {}
+        record = JobRecord.from_item(item)
+        now = time.time()
+        attempt = int(run["attempt"]) if "attempt" in run else None
+        if record.may_start(now, attempt, bool(run.get("redriven", True))):
+            status = STATUS_CONSTANTS["EXPIRED"]
+        elif record.lock_live(int(now * 1000)):
+            status = STATUS_CONSTANTS["INPROGRESS"]
+        else:
             status = STATUS_CONSTANTS["COMPLETED"]
         return DataRecord(
-            idempotency_key=item["id"]["S"],
-            # retrying/dead never fail the acquire condition (but a counted dead workflow member, see
-            # above); anything unexpected reads as expired, which makes Powertools retry the acquire.
+            idempotency_key=record.job_id,
             status=status,
-            expiry_timestamp=int(item.get("expiration", {}).get("N", "0")) or None,
-            in_progress_expiry_timestamp=int(ipe) if ipe else None,
-            response_data=item.get("result", {}).get("S", ""),
+            expiry_timestamp=record.expiration or None,
+            in_progress_expiry_timestamp=record.in_progress_expiration or None,
+            response_data=record.result or "",
         )
 
 
@@ -331,63 +398,48 @@ class JobStatus:
     waiting_until: str | None = None
     #: What a reader should know beyond the state: that a `pending` id has no record at all (not
     #: started yet, or unknown: nothing is written at enqueue), or why a record reads `dead` though
-    #: the worker could not write it (see `lifecycle.reconcile`).
+    #: the worker could not write it (see `JobRecord.reconciled_state`).
     note: str | None = None
+    #: False: the job id has no record at all (`note` says what that may mean).
+    has_record: bool = True
 
     @property
     def done(self) -> bool:
         return self.state in FINAL_STATES
 
 
-def _state(text: str | None) -> JobState:
-    try:
-        return JobState(text) if text else JobState.PENDING
-    except ValueError:  # a state written by a newer version: show it as pending, not crash
-        return JobState.PENDING
-
-
 NO_RECORD = "no record: not started yet, or an unknown id (nothing is written at enqueue)"
 
 
-def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
-    if not item:
-        return JobStatus(job_id=job_id, state=JobState.PENDING, note=NO_RECORD)
-
-    def s(name: str) -> str | None:
-        value = item.get(name, {}).get("S")
-        return str(value) if value is not None else None
-
-    def n(name: str) -> int | None:
-        value = item.get(name, {}).get("N")
-        return int(value) if value is not None else None
-
-    result_text = s("result")
-    err = item.get("error", {}).get("M")
-    written = _state(s("state"))
-    attempts = n("attempts") or 0
-    state = lifecycle.reconcile(
-        written, attempts, n("max_attempts"), n("in_progress_expiration"), int(time.time() * 1000)
-    )
-    reconciled = state is not written
+def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
+    """The status a reader sees of a job's record (None: no record), reconciled
+    (`JobRecord.reconciled_state`): a state this version does not know reads `pending`."""
+    if record is None:
+        return JobStatus(job_id=job_id, state=JobState.PENDING, note=NO_RECORD, has_record=False)
+    state = record.reconciled_state(int(time.time() * 1000))
+    reconciled = state is not (record.known_state or JobState.PENDING)
     return JobStatus(
         job_id=job_id,
         state=state,
-        note=lifecycle.REDRIVEN_ERROR["message"] if reconciled else None,
-        job=s("job"),
-        attempts=attempts,
-        created_at=s("created_at"),
-        started_at=s("started_at"),
-        finished_at=s("finished_at"),
+        note=REDRIVEN_ERROR["message"] if reconciled else None,
+        job=record.job,
+        attempts=record.attempts,
+        created_at=record.created_at,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
         # a success writes `finished_at` alone: the later of the two is the record's last change
-        updated_at=max(filter(None, (s("updated_at"), s("finished_at"))), default=None),
-        result=json.loads(result_text) if result_text else None,
-        error=dict(lifecycle.REDRIVEN_ERROR)
-        if reconciled
-        else ({k: v["S"] for k, v in err.items()} if err else None),
-        progress=float(item["progress"]["N"]) if "progress" in item else None,
-        progress_message=s("progress_message"),
-        waiting_until=s("waiting_until") if state is JobState.WAITING else None,
+        updated_at=max(filter(None, (record.updated_at, record.finished_at)), default=None),
+        result=json.loads(record.result) if record.result else None,
+        error=dict(REDRIVEN_ERROR) if reconciled else record.error,
+        progress=record.progress,
+        progress_message=record.progress_message,
+        waiting_until=record.waiting_until if state is JobState.WAITING else None,
     )
+
+
+def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
+    """The status of a job's item as read (None: no record)."""
+    return status_of(job_id, JobRecord.from_item(item) if item else None)
 
 
 def _store(config: StackConfig | None, store: JobRecordStore | None) -> JobRecordStore:
@@ -431,14 +483,14 @@ def get_statuses(
     for start in range(0, len(unique), 100):
         request: dict[str, Any] = {
             found_store.table: {
-                "Keys": [{"id": {"S": j}} for j in unique[start : start + 100]],
+                "Keys": [codec.key(j) for j in unique[start : start + 100]],
                 "ConsistentRead": True,
             }
         }
         for tries in range(BATCH_GET_TRIES):
             response = found_store.client.batch_get_item(RequestItems=request)
             for item in response.get("Responses", {}).get(found_store.table, []):
-                found[item["id"]["S"]] = item
+                found[codec.item_id(item)] = item
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
@@ -526,14 +578,14 @@ class JobPage:
 def _encode_cursor(key: dict[str, Any] | None) -> str | None:
     if not key:
         return None
-    flat = {name: value["S"] for name, value in key.items()}
+    flat = codec.decode(key)
     return base64.urlsafe_b64encode(json.dumps(flat, separators=(",", ":")).encode()).decode()
 
 
 def _decode_cursor(cursor: str) -> dict[str, Any]:
     try:
         flat = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return {str(name): {"S": str(value)} for name, value in flat.items()}
+        return codec.encode({str(name): str(value) for name, value in flat.items()})
     except (ValueError, AttributeError) as exc:
         raise InvalidOptionError(
             f"cursor {cursor!r} is not one list_jobs gave; start from the first page."
@@ -566,14 +618,14 @@ def list_jobs(
         "IndexName": JOB_INDEX,
         "KeyConditionExpression": "#ix = :ix",
         "ExpressionAttributeNames": {"#ix": JOB_INDEX_KEY},
-        "ExpressionAttributeValues": {":ix": {"S": lifecycle.index_key(job, wanted)}},
+        "ExpressionAttributeValues": codec.encode({":ix": index_key(job, wanted)}),
         "ScanIndexForward": False,
         "Limit": max(1, min(int(limit), 100)),
     }
     if cursor:
         request["ExclusiveStartKey"] = _decode_cursor(cursor)
     response = found_store.client.query(**request)
-    ids = [item["id"]["S"] for item in response.get("Items", [])]
+    ids = [codec.item_id(item) for item in response.get("Items", [])]
     statuses = get_statuses(ids, store=found_store)
     return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
 
@@ -588,12 +640,14 @@ def _index_range(
         IndexName=JOB_INDEX,
         KeyConditionExpression="#ix = :ix AND #at BETWEEN :since AND :until",
         ExpressionAttributeNames={"#ix": JOB_INDEX_KEY, "#at": JOB_INDEX_SORT_KEY},
-        ExpressionAttributeValues={
-            ":ix": {"S": lifecycle.index_key(job, state)},
-            ":since": {"S": _iso(since.astimezone(UTC))},
-            # [since, until): times are to the millisecond, so BETWEEN up to the millisecond before
-            ":until": {"S": _iso((until - timedelta(milliseconds=1)).astimezone(UTC))},
-        },
+        ExpressionAttributeValues=codec.encode(
+            {
+                ":ix": index_key(job, state),
+                ":since": _iso(since.astimezone(UTC)),
+                # [since, until): times are to the millisecond, so BETWEEN up to the millisecond before
+                ":until": _iso((until - timedelta(milliseconds=1)).astimezone(UTC)),
+            }
+        ),
         **extra,
     )
 
@@ -623,7 +677,8 @@ def entered_at(
     found: list[datetime] = []
     for page in pages:
         for item in page.get("Items", []):
-            found.append(datetime.fromisoformat(item[JOB_INDEX_SORT_KEY]["S"].replace("Z", "+00:00")))
+            entered = str(codec.from_value(item[JOB_INDEX_SORT_KEY]))
+            found.append(datetime.fromisoformat(entered.replace("Z", "+00:00")))
             if len(found) >= limit:
                 return found
     return found

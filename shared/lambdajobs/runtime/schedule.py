@@ -108,40 +108,52 @@ def parse_schedule(
     if not isinstance(expression, str):
         raise ScheduleError(f"schedule expression must be a string, got {expression!r}")
     expression = expression.strip()
+    _check_timezone(timezone)
+    if expression.startswith("rate("):
+        _check_rate(expression)
+    else:
+        _check_cron(expression, check_fields=check_cron)
+    _check_flexible_window(flexible_window_minutes)
+    return Schedule(expression, timezone, flexible_window_minutes)
+
+
+def _check_timezone(timezone: str) -> None:
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
         raise ScheduleError(
             f"time zone {timezone!r} is unknown; use an IANA name such as 'America/New_York' or 'UTC'."
         ) from None
-    if expression.startswith("rate("):
-        match = _RATE.match(expression)
-        if not match or int(match["value"]) < 1:
-            raise ScheduleError(
-                f"schedule {expression!r} is not a valid rate; use 'rate(<n> minutes|hours|days)', n >= 1."
-            )
-        if (int(match["value"]) == 1) != (not match["unit"].endswith("s")):
-            raise ScheduleError(
-                f"schedule {expression!r}: AWS wants the singular unit for 1 and the plural otherwise "
-                f"('rate(1 hour)', 'rate(2 hours)')."
-            )
-    else:
-        fields = _cron_fields(expression)
-        if check_cron:
-            from aws_cron_expression_validator.validator import AWSCronExpressionValidator
 
-            try:
-                AWSCronExpressionValidator.validate(fields)
-            except ValueError as exc:
-                raise ScheduleError(
-                    f"schedule {expression!r} is not a valid AWS cron expression: {exc}"
-                ) from None
-    if flexible_window_minutes is not None and not (
-        isinstance(flexible_window_minutes, int)
-        and 1 <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MINUTES
-    ):
+
+def _check_rate(expression: str) -> None:
+    match = _RATE.match(expression)
+    if not match or int(match["value"]) < 1:
         raise ScheduleError(
-            f"flexible_window_minutes={flexible_window_minutes!r}; "
-            f"use 1 to {MAX_FLEXIBLE_WINDOW_MINUTES}, or None."
+            f"schedule {expression!r} is not a valid rate; use 'rate(<n> minutes|hours|days)', n >= 1."
         )
-    return Schedule(expression, timezone, flexible_window_minutes)
+    if (int(match["value"]) == 1) != (not match["unit"].endswith("s")):
+        raise ScheduleError(
+            f"schedule {expression!r}: AWS wants the singular unit for 1 and the plural otherwise "
+            f"('rate(1 hour)', 'rate(2 hours)')."
+        )
+
+
+def _check_cron(expression: str, *, check_fields: bool) -> None:
+    """The form `cron(...)` always; its fields too unless `check_fields` is False (see parse_schedule)."""
+    fields = _cron_fields(expression)
+    if not check_fields:
+        return
+    from aws_cron_expression_validator.validator import AWSCronExpressionValidator
+
+    try:
+        AWSCronExpressionValidator.validate(fields)
+    except ValueError as exc:
+        raise ScheduleError(f"schedule {expression!r} is not a valid AWS cron expression: {exc}") from None
+
+
+def _check_flexible_window(minutes: int | None) -> None:
+    if minutes is not None and not (isinstance(minutes, int) and 1 <= minutes <= MAX_FLEXIBLE_WINDOW_MINUTES):
+        raise ScheduleError(
+            f"flexible_window_minutes={minutes!r}; use 1 to {MAX_FLEXIBLE_WINDOW_MINUTES}, or None."
+        )

@@ -1,8 +1,14 @@
-"""Job declarations: `@job(...)` records a frozen `JobSpec` in the registry.
+"""Job declarations: `@job(...)` records a frozen `JobSpec` in the active `Registry`.
 
 One declaration drives everything: CDK reads the specs to build queues and workers, the worker reads
 them to run jobs, producers read them to validate payloads. Options carry their unit in their name;
 a bad declaration fails at import with an error naming the job and the fix.
+
+Looking a job up (`get_spec`, `Registry.get`) never imports anything. A jobs package is imported
+only when it is loaded, explicitly: `load_jobs`, or `ensure_loaded` (once per registry), which the
+entry points call for the configured package (enqueue, the CLI, the board, the local stack, the test
+harness, the CDK stack). Tests declare jobs in a registry of their own with
+`lambdajobs.testing.isolated_registry`.
 """
 
 from __future__ import annotations
@@ -215,9 +221,6 @@ class JobSpec:
         return self.derive_job_id(data)
 
 
-_REGISTRY: dict[str, JobSpec] = {}
-
-
 def _check_range(job: str, option: str, value: int, low: int, high: int, why: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise DeclarationError(
@@ -246,12 +249,23 @@ def _payload_model(name: str, func: Callable[..., Any]) -> tuple[type[BaseModel]
 
 
 def _validate(spec: JobSpec) -> None:
-    name = spec.name
-    if not JOB_NAME_RE.fullmatch(name):
+    """Every declaration rule, in this order: the first one broken raises."""
+    for check in _DECLARATION_CHECKS:
+        check(spec)
+
+
+def _check_name(spec: JobSpec) -> None:
+    """A job name is what queue, function and alarm names are built from."""
+    if not JOB_NAME_RE.fullmatch(spec.name):
         raise DeclarationError(
-            f"job '{name}': a job name has lower-case letters, digits and underscores, starts with a "
+            f"job '{spec.name}': a job name has lower-case letters, digits and underscores, starts with a "
             f"letter and has at most 48 characters; pass name='...' to @job."
         )
+
+
+def _check_ranges(spec: JobSpec) -> None:
+    """Each integer option within the AWS limit of the setting it becomes."""
+    name = spec.name
     _check_range(name, "timeout_seconds", spec.timeout_seconds, 1, MAX_TIMEOUT_SECONDS, "Lambda maximum")
     _check_range(
         name, "max_attempts", spec.max_attempts, 1, MAX_RECEIVE_COUNT - 1, "SQS maxReceiveCount, less one"
@@ -269,10 +283,13 @@ def _validate(spec: JobSpec) -> None:
         name, "max_concurrency", spec.max_concurrency, MIN_CONCURRENCY, MAX_CONCURRENCY, "MaximumConcurrency"
     )
     _check_range(name, "memory_mb", spec.memory_mb, MIN_MEMORY_MB, MAX_MEMORY_MB, "Lambda memory")
-    _check_priorities(spec)
+
+
+def _check_reserved_concurrency(spec: JobSpec) -> None:
+    """A reservation covers every event source's batches in flight (checked after the priorities)."""
     if spec.reserved_concurrency is not None:
         _check_range(
-            name,
+            spec.name,
             "reserved_concurrency",
             spec.reserved_concurrency,
             spec.total_concurrency,
@@ -280,6 +297,11 @@ def _validate(spec: JobSpec) -> None:
             "at least max_concurrency (every priority level's together): less throttles the queues' "
             "event sources, and throttles use up attempts",
         )
+
+
+def _check_event_source(spec: JobSpec) -> None:
+    """The options together: Lambda's batching window rule, and the SQS visibility timeout maximum."""
+    name = spec.name
     if spec.batch_size > 10 and spec.max_batching_window_seconds < 1:
         raise DeclarationError(
             f"job '{name}': batch_size={spec.batch_size} needs max_batching_window_seconds >= 1 "
@@ -291,42 +313,64 @@ def _validate(spec: JobSpec) -> None:
             f"{spec.visibility_timeout_seconds} s exceeds the SQS visibility timeout maximum of "
             f"{MAX_VISIBILITY_TIMEOUT_SECONDS} s; lower timeout_seconds."
         )
+
+
+def _check_backoff(spec: JobSpec) -> None:
+    """`backoff` is a `Backoff` whose own rules hold."""
     if not isinstance(spec.backoff, Backoff):
         raise DeclarationError(
-            f"job '{name}': backoff={spec.backoff!r}; "
+            f"job '{spec.name}': backoff={spec.backoff!r}; "
             f"use Backoff(base_seconds=..., max_seconds=..., jitter=...)."
         )
-    problem = spec.backoff.check(name)
+    problem = spec.backoff.check(spec.name)
     if problem:
         raise DeclarationError(problem)
+
+
+def _check_alarms(spec: JobSpec) -> None:
+    """`alarms` is an `Alarms` whose own rules hold."""
     if not isinstance(spec.alarms, Alarms):
-        raise DeclarationError(f"job '{name}': alarms={spec.alarms!r}; use Alarms(...).")
-    problem = spec.alarms.check(name)
+        raise DeclarationError(f"job '{spec.name}': alarms={spec.alarms!r}; use Alarms(...).")
+    problem = spec.alarms.check(spec.name)
     if problem:
         raise DeclarationError(problem)
+
+
+def _check_pii_fields(spec: JobSpec) -> None:
+    """`pii_fields` name fields of the payload model (the first part of a dotted path)."""
     unknown_pii = [f for f in spec.pii_fields if f.split(".")[0] not in spec.payload_model.model_fields]
     if unknown_pii:
         raise DeclarationError(
-            f"job '{name}': pii_fields {unknown_pii} are not fields of {spec.payload_model.__name__}; "
+            f"job '{spec.name}': pii_fields {unknown_pii} are not fields of {spec.payload_model.__name__}; "
             f"name payload fields (dotted for nested ones)."
         )
+
+
+def _check_references(spec: JobSpec) -> None:
+    """`uses` names stack resources lambdajobs has; `enqueues` names jobs."""
+    name = spec.name
     bad_uses = sorted(set(spec.uses) - USES)
     if bad_uses:
         raise DeclarationError(f"job '{name}': uses={bad_uses} is unknown; choose from {sorted(USES)}.")
     bad_targets = [t for t in spec.enqueues if not JOB_NAME_RE.fullmatch(t)]
     if bad_targets:
         raise DeclarationError(f"job '{name}': enqueues={bad_targets} are not job names.")
-    if spec.idempotency_key is not None:
-        fields = spec.payload_model.model_fields
-        missing = [f for f in spec.idempotency_key if f not in fields]
-        if not spec.idempotency_key or missing:
-            raise DeclarationError(
-                f"job '{name}': idempotency_key names fields not in {spec.payload_model.__name__}: "
-                f"{missing or '(empty)'}; use field names of the payload model."
-            )
+
+
+def _check_idempotency_key(spec: JobSpec) -> None:
+    """`idempotency_key`, when given, names one or more fields of the payload model."""
+    if spec.idempotency_key is None:
+        return
+    missing = [f for f in spec.idempotency_key if f not in spec.payload_model.model_fields]
+    if not spec.idempotency_key or missing:
+        raise DeclarationError(
+            f"job '{spec.name}': idempotency_key names fields not in {spec.payload_model.__name__}: "
+            f"{missing or '(empty)'}; use field names of the payload model."
+        )
 
 
 def _check_priorities(spec: JobSpec) -> None:
+    """`priorities`: two or more distinct level names, each level's concurrency in range."""
     name, levels = spec.name, spec.priorities
     if not levels:
         return
@@ -350,6 +394,21 @@ def _check_priorities(spec: JobSpec) -> None:
             MAX_CONCURRENCY,
             "MaximumConcurrency",
         )
+
+
+#: The declaration rules `_validate` applies, in order: each names the job and the fix.
+_DECLARATION_CHECKS: tuple[Callable[[JobSpec], None], ...] = (
+    _check_name,
+    _check_ranges,
+    _check_priorities,
+    _check_reserved_concurrency,
+    _check_event_source,
+    _check_backoff,
+    _check_alarms,
+    _check_pii_fields,
+    _check_references,
+    _check_idempotency_key,
+)
 
 
 def _priority_options(
@@ -529,44 +588,16 @@ def _register(
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
 ) -> Job:
+    """Build the job's spec from `@job`'s (or `@cron`'s) options, check it, and add it to the active
+    registry (`active_registry()`)."""
     job_name = name or fn.__name__
     levels, level_concurrency = _priority_options(
         job_name, priorities, options.get("max_concurrency", JobSpec.max_concurrency)
     )
     model, takes_context = _payload_model(job_name, fn)
-    limit = None
-    if rate_limit is not None:
-        from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
-
-        limit = checked_rate_limit(job_name, rate_limit)
-    for other in _REGISTRY.values():
-        theirs = other.rate_limit
-        if limit and theirs and other.name != job_name and theirs.name == limit.name and theirs != limit:
-            raise DeclarationError(
-                f"job '{job_name}': rate limiter '{limit.name}' is declared by job '{other.name}' "
-                f"as {theirs.describe()}; a shared limiter needs the same RateLimit."
-            )
-    if limit is not None and limit.key and limit.key not in model.model_fields:
-        raise DeclarationError(
-            f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "
-            f"name one of {sorted(model.model_fields)}."
-        )
-    unknown = sorted(set(options) - _INT_OPTIONS)
-    if unknown:
-        raise DeclarationError(
-            f"job '{job_name}': unknown option(s) {unknown}; see docs/reference/job-options.md."
-        )
+    limit = _rate_limit_option(job_name, rate_limit, model)
+    _check_known_options(job_name, options)
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
-    payload_json = None
-    if schedule is not None:
-        try:
-            checked = model.model_validate(schedule_payload or {}).model_dump(mode="json")
-        except ValidationError as exc:
-            raise DeclarationError(
-                f"job '{job_name}': the schedule's payload is not a valid {model.__name__}: "
-                f"{summarize_validation_error(exc)}; pass payload={{...}} to @cron."
-            ) from None
-        payload_json = json.dumps(checked, sort_keys=True)
     spec = JobSpec(
         name=job_name,
         func=fn,
@@ -581,19 +612,55 @@ def _register(
         priorities=levels,
         priority_concurrency=level_concurrency,
         schedule=schedule,
-        schedule_payload_json=payload_json,
+        schedule_payload_json=_schedule_payload_json(job_name, model, schedule, schedule_payload),
         takes_context=takes_context,
         **options,
     )
     _validate(spec)
-    existing = _REGISTRY.get(job_name)
-    if existing is not None and _origin(existing.func) != _origin(fn):
-        raise DeclarationError(
-            f"job '{job_name}' is declared twice ({_origin(existing.func)} and {_origin(fn)}); "
-            f"give one of them another name with @job(name='...')."
-        )
-    _REGISTRY[job_name] = spec
+    active_registry().add(spec)
     return Job(spec)
+
+
+def _rate_limit_option(
+    job_name: str, rate_limit: str | RateLimit | None, model: type[BaseModel]
+) -> RateLimit | None:
+    """`rate_limit=` as a checked `RateLimit` whose key, if any, is a field of the payload model."""
+    if rate_limit is None:
+        return None
+    from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
+
+    limit = checked_rate_limit(job_name, rate_limit)
+    if limit is not None and limit.key and limit.key not in model.model_fields:
+        raise DeclarationError(
+            f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "
+            f"name one of {sorted(model.model_fields)}."
+        )
+    return limit
+
+
+def _check_known_options(job_name: str, options: Mapping[str, Any]) -> None:
+    """Only `job()`'s options: a misspelt one would otherwise be ignored."""
+    unknown = sorted(set(options) - _INT_OPTIONS)
+    if unknown:
+        raise DeclarationError(
+            f"job '{job_name}': unknown option(s) {unknown}; see docs/reference/job-options.md."
+        )
+
+
+def _schedule_payload_json(
+    job_name: str, model: type[BaseModel], schedule: Schedule | None, payload: dict[str, Any] | None
+) -> str | None:
+    """A cron job's payload for every run, validated now, as sorted JSON (None: not a cron job)."""
+    if schedule is None:
+        return None
+    try:
+        checked = model.model_validate(payload or {}).model_dump(mode="json")
+    except ValidationError as exc:
+        raise DeclarationError(
+            f"job '{job_name}': the schedule's payload is not a valid {model.__name__}: "
+            f"{summarize_validation_error(exc)}; pass payload={{...}} to @cron."
+        ) from None
+    return json.dumps(checked, sort_keys=True)
 
 
 _INT_OPTIONS = frozenset(
@@ -642,41 +709,237 @@ class Job:
 JobRef = str | Job | JobSpec
 
 
-def get_spec(job_ref: JobRef, *, jobs: str | None = None) -> JobSpec:
-    """The spec of a job given by name, `Job` or `JobSpec`.
+# -- the registry ------------------------------------------------------------------------------------
 
-    A name not declared yet is looked up in the jobs package `jobs` (your configured jobs module,
-    e.g. "myjobs"), which is then loaded with `load_jobs`. Nothing else is ever imported.
+
+class Registry:
+    """The declared jobs (name -> `JobSpec`) and the jobs packages loaded into them.
+
+    `@job` and `@cron` add to the active registry (`active_registry()`): the process-wide default,
+    or the one a test put in effect (`lambdajobs.testing.isolated_registry`). Looking a job up never
+    imports anything; a jobs package is imported only when it is loaded, explicitly (`load`, or
+    `ensure_loaded` at an entry point: enqueue, the CLI, the board, the local stack, the test
+    harness, the CDK stack).
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, JobSpec] = {}
+        self._loaded: set[str] = set()
+
+    def copy(self) -> Registry:
+        """A new registry with these jobs and these packages loaded; adding to it leaves this one be."""
+        copied = Registry()
+        copied._specs = dict(self._specs)
+        copied._loaded = set(self._loaded)
+        return copied
+
+    def add(self, spec: JobSpec) -> None:
+        """Declare a job: the same function declared again (a module imported twice) replaces itself.
+
+        Raises:
+            DeclarationError: another function has the job's name, or another job declares a rate
+                limiter of the same name with other limits.
+        """
+        self._check_unique(spec)
+        self._check_shared_rate_limit(spec)
+        self._specs[spec.name] = spec
+
+    def _check_unique(self, spec: JobSpec) -> None:
+        """One function per job name (queue, function and alarm names are built from it)."""
+        existing = self._specs.get(spec.name)
+        if existing is not None and _origin(existing.func) != _origin(spec.func):
+            raise DeclarationError(
+                f"job '{spec.name}' is declared twice ({_origin(existing.func)} and {_origin(spec.func)}); "
+                f"give one of them another name with @job(name='...')."
+            )
+
+    def _check_shared_rate_limit(self, spec: JobSpec) -> None:
+        """Jobs sharing a rate limiter (by name) declare the same limits: there is one bucket."""
+        limit = spec.rate_limit
+        if limit is None:
+            return
+        for other in self._specs.values():
+            theirs = other.rate_limit
+            if theirs and other.name != spec.name and theirs.name == limit.name and theirs != limit:
+                raise DeclarationError(
+                    f"job '{spec.name}': rate limiter '{limit.name}' is declared by job '{other.name}' "
+                    f"as {theirs.describe()}; a shared limiter needs the same RateLimit."
+                )
+
+    def get(self, ref: JobRef) -> JobSpec:
+        """The spec of a job given by name, `Job` or `JobSpec`. Imports nothing.
+
+        Raises:
+            UnknownJobError: no job of that name here, naming the jobs declared, the jobs packages
+                loaded, and the fix.
+        """
+        if isinstance(ref, JobSpec):
+            return ref
+        if isinstance(ref, Job):
+            return ref.spec
+        spec = self._specs.get(ref)
+        if spec is None:
+            raise UnknownJobError(self._unknown(ref))
+        return spec
+
+    def _unknown(self, name: str) -> str:
+        known = ", ".join(self.names()) or "none"
+        packages = ", ".join(f"'{p}'" for p in sorted(self._loaded))
+        if not packages:
+            where = "no jobs module is loaded here"
+        else:
+            where = f"it is not declared in jobs module{'s' if len(self._loaded) > 1 else ''} {packages}"
+        return (
+            f"unknown job '{name}': {where} (declared jobs: {known}); check the name, or import the module "
+            f"that declares it, or load its jobs package (config=StackConfig(jobs=...), LAMBDAJOBS_JOBS, "
+            f"or ensure_loaded('<package>'))."
+        )
+
+    def load(self, package: str) -> list[JobSpec]:
+        """Import a jobs package and every module inside it, declaring their jobs here; return those
+        jobs (sorted by name). Jobs of modules imported before (into another registry) are added too.
+
+        Raises:
+            ConfigurationError: the package cannot be found, or a folder of it has no `__init__.py`.
+        """
+        with using_registry(self):  # a module imported now declares its jobs here
+            modules = _import_jobs_modules(package)
+        for module in modules:  # a module imported before declared them elsewhere: add its Job objects
+            self._adopt(module)
+        self._loaded.add(package)
+        return self.jobs_in(package)
+
+    def _adopt(self, module: Any) -> None:
+        for value in list(vars(module).values()):
+            if isinstance(value, Job) and value.name not in self._specs:
+                self._specs[value.name] = value.spec
+
+    def ensure_loaded(self, package: str | None) -> None:
+        """`load(package)` unless this registry loaded it before; None or "" (no jobs package
+        configured) loads nothing."""
+        if package and package not in self._loaded:
+            self.load(package)
+
+    @property
+    def loaded(self) -> frozenset[str]:
+        """The jobs packages loaded into this registry."""
+        return frozenset(self._loaded)
+
+    def specs(self) -> list[JobSpec]:
+        """Every declared job, sorted by name (a stable order for CDK logical ids)."""
+        return [self._specs[k] for k in sorted(self._specs)]
+
+    def names(self) -> list[str]:
+        """The declared jobs' names, sorted."""
+        return sorted(self._specs)
+
+    def jobs_in(self, module: str) -> list[JobSpec]:
+        """The declared jobs whose function lives in `module` or below it, sorted by name."""
+        return [
+            s
+            for s in self.specs()
+            if s.func.__module__ == module or s.func.__module__.startswith(f"{module}.")
+        ]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __repr__(self) -> str:
+        return f"<Registry of {len(self._specs)} jobs, loaded: {sorted(self._loaded)}>"
+
+
+#: The process-wide registry: where `@job` declares unless a test put another one in effect.
+default_registry = Registry()
+_active = default_registry
+
+
+def active_registry() -> Registry:
+    """The registry `@job` declares into and the module functions (`get_spec`, ...) read."""
+    return _active
+
+
+def _activate(registry: Registry) -> Registry:
+    """Put `registry` in effect; return the one it replaces."""
+    global _active
+    previous, _active = _active, registry
+    return previous
+
+
+@contextmanager
+def using_registry(registry: Registry) -> Iterator[Registry]:
+    """Put `registry` in effect for a block; the previous one is back on exit, even after an error.
+    (Tests use `lambdajobs.testing.isolated_registry`.)"""
+    previous = _activate(registry)
+    try:
+        yield registry
+    finally:
+        _activate(previous)
+
+
+def _chosen(registry: Registry | None) -> Registry:
+    return registry if registry is not None else active_registry()
+
+
+def get_spec(job_ref: JobRef, *, registry: Registry | None = None) -> JobSpec:
+    """The spec of a job given by name, `Job` or `JobSpec`, in `registry` (default: the active one).
+
+    Nothing is imported: a job is known once the module declaring it was imported, or its jobs
+    package loaded (`ensure_loaded`, which enqueue, the CLI and the test harness call for the
+    configured jobs package).
 
     Raises:
-        UnknownJobError: no such job, naming the job and the jobs module searched.
+        UnknownJobError: no such job, naming the declared jobs, the packages loaded and the fix.
     """
-    if isinstance(job_ref, JobSpec):
-        return job_ref
-    if isinstance(job_ref, Job):
-        return job_ref.spec
-    spec = _REGISTRY.get(job_ref)
-    if spec is None and jobs and not _isolated and jobs not in _loaded:
-        load_jobs(jobs)
-        spec = _REGISTRY.get(job_ref)
-    if spec is None:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        where = (
-            f"it is not declared in jobs module '{jobs}'"
-            if jobs
-            else "no jobs module is configured here (pass the Job object, or config=StackConfig(jobs=...), "
-            "or set LAMBDAJOBS_JOBS)"
-        )
-        raise UnknownJobError(
-            f"unknown job '{job_ref}': {where} (declared jobs: {known}); check the name, or import "
-            f"the module that declares it."
-        )
-    return spec
+    return _chosen(registry).get(job_ref)
 
 
-#: Jobs packages loaded so far (for error messages and to load each once).
-_loaded: set[str] = set()
-_isolated = False
+def load_jobs(package: str, *, registry: Registry | None = None) -> list[JobSpec]:
+    """Import a jobs package and every module inside it, declaring their jobs; return those jobs.
+
+    The package is named by you, once (`[tool.lambdajobs] jobs = "myjobs"` in pyproject.toml, or
+    cdk.json, or `--jobs`), and found like any import (your project, or site-packages). Its
+    `__init__.py` need not import its modules: every module in the package is imported here. The jobs
+    go to `registry` (default: the active one); `ensure_loaded` loads a package once.
+
+    Raises:
+        ConfigurationError: the package cannot be found.
+
+    Example:
+        >>> [spec.name for spec in load_jobs("myjobs")]
+        ['send_invoice', 'nightly_export']
+    """
+    return _chosen(registry).load(package)
+
+
+def ensure_loaded(package: str | None, *, registry: Registry | None = None) -> None:
+    """Load the jobs package `package` into `registry` (default: the active one) unless it is loaded
+    already; None or "" (no jobs package configured) loads nothing.
+
+    Raises:
+        ConfigurationError: as `load_jobs`.
+    """
+    _chosen(registry).ensure_loaded(package)
+
+
+def registered_jobs(*, registry: Registry | None = None) -> list[JobSpec]:
+    """Every declared job, sorted by name (a stable order for CDK logical ids)."""
+    return _chosen(registry).specs()
+
+
+def jobs_in(module: str, *, registry: Registry | None = None) -> list[JobSpec]:
+    """The declared jobs whose function lives in `module` or below it, sorted by name."""
+    return _chosen(registry).jobs_in(module)
+
+
+def _import_jobs_modules(package: str) -> list[Any]:
+    """The jobs package and every module inside it, imported."""
+    root = _import_jobs_package(package)
+    modules = [root]
+    if hasattr(root, "__path__"):
+        _check_regular_packages(package, root)
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            modules.append(importlib.import_module(info.name))
+    return modules
 
 
 def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> str:
@@ -699,34 +962,6 @@ def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> st
             "index: set job_index to 'finished' (or 'all'), or drop job_stats from those jobs."
         )
     return requested
-
-
-def load_jobs(module: str) -> list[JobSpec]:
-    """Import a jobs package and every module inside it, declaring their jobs; return those jobs.
-
-    The package is named by you, once (`[tool.lambdajobs] jobs = "myjobs"` in pyproject.toml, or
-    cdk.json, or `--jobs`), and found like any import (your project, or site-packages). Its
-    `__init__.py` need not import its modules: every module in the package is imported here.
-
-    Raises:
-        ConfigurationError: the package cannot be found.
-
-    Example:
-        >>> [spec.name for spec in load_jobs("myjobs")]
-        ['send_invoice', 'nightly_export']
-    """
-    package = _import_jobs_package(module)
-    modules = [package]
-    if hasattr(package, "__path__"):
-        _check_regular_packages(module, package)
-        for info in pkgutil.walk_packages(package.__path__, prefix=f"{module}."):
-            modules.append(importlib.import_module(info.name))
-    for found in modules:  # modules imported before (then registry cleared): register their jobs again
-        for value in list(vars(found).values()):
-            if isinstance(value, Job) and value.name not in _REGISTRY:
-                _REGISTRY[value.name] = value.spec
-    _loaded.add(module)
-    return jobs_in(module)
 
 
 def _import_jobs_package(module: str) -> Any:
@@ -796,37 +1031,3 @@ def _check_regular_packages(module: str, package: Any) -> None:
             f"folder {folder} of jobs package '{module}' holds Python modules but no __init__.py, so "
             f"their jobs would not be found; add an empty __init__.py there."
         )
-
-
-def jobs_in(module: str) -> list[JobSpec]:
-    """The declared jobs whose function lives in `module` or below it, sorted by name."""
-    return [
-        spec
-        for spec in registered_jobs()
-        if spec.func.__module__ == module or spec.func.__module__.startswith(f"{module}.")
-    ]
-
-
-def registered_jobs() -> list[JobSpec]:
-    """Every declared job, sorted by name (a stable order for CDK logical ids)."""
-    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
-
-
-@contextmanager
-def isolated_registry(*, keep: bool = False) -> Iterator[dict[str, JobSpec]]:
-    """Declare jobs in a block without touching the process registry (for tests). With `keep=True`
-    the block starts with the jobs already declared; either way they are restored on exit. Inside
-    the block an unknown name never loads a jobs package (its jobs would land here and be lost)."""
-    global _isolated
-    saved, saved_isolated, saved_loaded = dict(_REGISTRY), _isolated, set(_loaded)
-    _isolated = True
-    if not keep:
-        _REGISTRY.clear()
-    try:
-        yield _REGISTRY
-    finally:
-        _REGISTRY.clear()
-        _REGISTRY.update(saved)
-        _isolated = saved_isolated
-        _loaded.clear()  # a package loaded inside the block registered its jobs there only
-        _loaded.update(saved_loaded)

@@ -27,6 +27,9 @@ How the next stage is sent exactly once:
    stage's jobs) claims the stage with a conditional write, so one notice of many sends the next stage.
    The next stage's job ids are deterministic: a re-send after a crash of the continuer is deduplicated
    by the members' idempotency, so each runs once.
+
+Both items are read and written only through their codec, `lambdajobs.runtime.workflow_item`
+(`WorkflowItem`, `LaterItem`), whose predicates are the rules above with their condition expressions.
 """
 
 from __future__ import annotations
@@ -36,35 +39,31 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from lambdajobs.runtime import table
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.envelope import MAX_WORKFLOW_ID_LENGTH, encode
 from lambdajobs.runtime.errors import EnqueueError, WorkflowError
 from lambdajobs.runtime.lifecycle import JobState, now_iso
-from lambdajobs.runtime.settings import RESERVED_ID_PREFIX, WORKFLOW_ID_PREFIX
-from lambdajobs.runtime.spec import JobRef, get_spec
+from lambdajobs.runtime.settings import RESERVED_ID_PREFIX
+from lambdajobs.runtime.spec import JobRef, active_registry, ensure_loaded, get_spec
+from lambdajobs.runtime.workflow_item import LATER_SUFFIX as LATER_SUFFIX
+from lambdajobs.runtime.workflow_item import LaterItem, Member, OnDead, Outline, OutlineStage, WorkflowItem
+from lambdajobs.runtime.workflow_item import WorkflowState as WorkflowState
+from lambdajobs.runtime.workflow_item import later_key as later_key
+from lambdajobs.runtime.workflow_item import workflow_key as workflow_key
 
 logger = logging.getLogger(__name__)
 
-OnDead = Literal["continue", "stop"]
 #: The later stages' validated payloads are kept in the workflow's item (DynamoDB: 400 KB an item).
 MAX_DEFINITION_BYTES = 300_000
 MAX_STAGES = 100
 #: Stages up to this many members have their running members counted by `get_workflow` (reading their
 #: records: one BatchGetItem per 100); above it, only finished members are counted.
 MAX_MEMBERS_READ = 1_000
-
-
-class WorkflowState:
-    """A workflow's state: `running`, then `succeeded` (every stage ran; its last stage's members all
-    succeeded) or `dead` (a stage with dead members stopped it, or its last stage has dead members)."""
-
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    DEAD = "dead"
 
 
 # -- the canvas ------------------------------------------------------------------------------------
@@ -209,17 +208,7 @@ def member_job_id(workflow_id: str, stage: int, index: int) -> str:
     return f"{workflow_id}.{stage}.{index}"
 
 
-def workflow_key(workflow_id: str) -> str:
-    """The workflow's item: its outline and counters."""
-    return WORKFLOW_ID_PREFIX + workflow_id
-
-
-LATER_SUFFIX = "#later"
-
-
-def later_key(workflow_id: str) -> str:
-    """The item with the validated payloads of the workflow's later stages."""
-    return workflow_key(workflow_id) + LATER_SUFFIX
+# `workflow_key(workflow_id)` and `later_key(workflow_id)`, the ids of its two items, are workflow_item's.
 
 
 def _check_id(workflow_id: str) -> str:
@@ -237,18 +226,7 @@ def _check_id(workflow_id: str) -> str:
 # -- enqueue ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Member:
-    job: str
-    payload: dict[str, Any]
-    priority: str | None
-    level: str | None
-
-    def stored(self) -> dict[str, Any]:
-        return {"job": self.job, "payload": self.payload, "priority": self.priority, "level": self.level}
-
-
-def _validated(canvas: Canvas, cfg: StackConfig) -> list[tuple[list[_Member], OnDead]]:
+def _validated(canvas: Canvas, cfg: StackConfig) -> list[tuple[list[Member], OnDead]]:
     stages = canvas.stages()
     if not stages or any(not members for members, _ in stages):
         raise WorkflowError(f"this {canvas.kind} has an empty stage: give every group at least one sig(...).")
@@ -258,14 +236,16 @@ def _validated(canvas: Canvas, cfg: StackConfig) -> list[tuple[list[_Member], On
     for members, on_dead in stages:
         checked = []
         for member in members:
-            spec = get_spec(member.job, jobs=cfg.jobs)
+            if isinstance(member.job, str) and member.job not in active_registry():
+                ensure_loaded(cfg.jobs)  # a job given by name: the stack's jobs package, explicitly
+            spec = get_spec(member.job)
             level = spec.level_for(member.priority)
-            checked.append(_Member(spec.name, spec.payload_data(member.payload), member.priority, level))
+            checked.append(Member(spec.name, spec.payload_data(member.payload), member.priority, level))
         validated.append((checked, on_dead))
     return validated
 
 
-def _body(workflow_id: str, stage: int, index: int, member: _Member, parents: dict[str, int] | None) -> str:
+def _body(workflow_id: str, stage: int, index: int, member: Member, parents: dict[str, int] | None) -> str:
     ref: dict[str, Any] = {"id": workflow_id, "stage": stage, "index": index}
     if parents is not None:
         ref["parents"] = parents
@@ -277,52 +257,63 @@ def _enqueue(canvas: Canvas, workflow_id: str | None, cfg: StackConfig) -> str:
     wid = _check_id(workflow_id) if workflow_id is not None else uuid.uuid4().hex
     stages = _validated(canvas, cfg)
     first = [_body(wid, 0, i, m, None) for i, m in enumerate(stages[0][0])]  # size-checked here
-    outline = {
-        "kind": canvas.kind,
-        "stages": [
-            {"jobs": _job_counts(members), "total": len(members), "on_dead": on_dead}
-            for members, on_dead in stages
-        ],
-    }
-    later = {str(i): [m.stored() for m in members] for i, (members, _) in enumerate(stages) if i}
-    text = json.dumps(later, separators=(",", ":"), sort_keys=True)
-    outline_text = json.dumps(outline, separators=(",", ":"), sort_keys=True)
-    everything = [outline_text, text, json.dumps([m.stored() for m in stages[0][0]], sort_keys=True)]
-    digest = hashlib.sha256("\n".join(everything).encode()).hexdigest()
-    if len(text.encode()) > MAX_DEFINITION_BYTES:
+    outline = Outline(
+        canvas.kind,
+        tuple(OutlineStage(_job_counts(members), len(members), on_dead) for members, on_dead in stages),
+    )
+    later = LaterItem(wid, {i: tuple(members) for i, (members, _) in enumerate(stages) if i})
+    size = len(later.text().encode())
+    if size > MAX_DEFINITION_BYTES:
         raise WorkflowError(
-            f"this {canvas.kind}'s later stages take {len(text.encode())} bytes; at most "
+            f"this {canvas.kind}'s later stages take {size} bytes; at most "
             f"{MAX_DEFINITION_BYTES} are kept in the workflow's record: put the large group first, "
             f"or keep big payloads in S3."
         )
-    if _create(cfg, wid, outline, outline_text, text if later else None, digest):
+    if _create(cfg, wid, outline, later, _digest(outline, later, stages[0][0])):
         return wid  # the same workflow, already recorded and sent: nothing to send again
-    by_queue: dict[str, list[tuple[str, str]]] = {}
-    for i, member in enumerate(stages[0][0]):
-        url = cfg.queue_url(member.job, member.level)
-        by_queue.setdefault(url, []).append((member_job_id(wid, 0, i), first[i]))
-    from lambdajobs.runtime.producer import send_bodies
-
-    failed = [r for url, bodies in by_queue.items() for r in send_bodies(cfg, url, bodies).failed]
-    if failed:
-        raise EnqueueError(
-            f"workflow '{wid}': {len(failed)} of {len(first)} jobs of its first stage were not sent "
-            f"({failed[0].error}); enqueue it again with workflow_id='{wid}': nothing is sent twice."
-        )
+    _send_first(cfg, wid, stages[0][0], first)
     _mark(cfg, wid, "sent_0")
     return wid
 
 
-def _job_counts(members: list[_Member]) -> dict[str, int]:
+def _job_counts(members: list[Member]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for member in members:
         counts[member.job] = counts.get(member.job, 0) + 1
     return counts
 
 
-def _create(
-    cfg: StackConfig, wid: str, outline: dict[str, Any], outline_text: str, later: str | None, digest: str
-) -> bool:
+def _digest(outline: Outline, later: LaterItem, first: list[Member]) -> str:
+    """The whole workflow's hash: its outline, its later stages and its first stage, as stored."""
+    everything = [outline.text(), later.text(), json.dumps([m.stored() for m in first], sort_keys=True)]
+    return hashlib.sha256("\n".join(everything).encode()).hexdigest()
+
+
+def _send_first(cfg: StackConfig, wid: str, members: list[Member], bodies: list[str]) -> None:
+    """Send the first stage's jobs, grouped by queue.
+
+    Raises:
+        EnqueueError: some were not sent.
+    """
+    from lambdajobs.runtime.producer import send_bodies
+
+    by_queue: dict[str, list[tuple[str, str]]] = {}
+    for i, member in enumerate(members):
+        url = cfg.queue_url(member.job, member.level)
+        by_queue.setdefault(url, []).append((member_job_id(wid, 0, i), bodies[i]))
+    failed = [r for url, sent in by_queue.items() for r in send_bodies(cfg, url, sent).failed]
+    if failed:
+        raise EnqueueError(
+            f"workflow '{wid}': {len(failed)} of {len(bodies)} jobs of its first stage were not sent "
+            f"({failed[0].error}); enqueue it again with workflow_id='{wid}': nothing is sent twice."
+        )
+
+
+def _put_new(table_name: str, item: table.Item) -> dict[str, Any]:
+    return {"Put": {"TableName": table_name, "Item": item, "ConditionExpression": "attribute_not_exists(id)"}}
+
+
+def _create(cfg: StackConfig, wid: str, outline: Outline, later: LaterItem, digest: str) -> bool:
     """Record the workflow: its item (the outline: per stage its jobs, members and rule; and the
     counters) and, with later stages, a second item (`<key>#later`) with their validated payloads, both
     in one transaction. The counter item stays small on purpose: every member of the workflow writes
@@ -336,53 +327,39 @@ def _create(
     from lambdajobs.runtime.records import JobRecordStore
 
     store = JobRecordStore(cfg)
-    item: dict[str, Any] = {
-        "id": {"S": workflow_key(wid)},
-        "kind": {"S": outline["kind"]},
-        "wf_state": {"S": WorkflowState.RUNNING},
-        "stages": {"N": str(len(outline["stages"]))},
-        "outline": {"S": outline_text},
-        "digest": {"S": digest},
-        "created_at": {"S": now_iso()},
-        "updated_at": {"S": now_iso()},
-        "expiration": {"N": str(int(time.time()) + cfg.record_ttl_seconds)},
-    }
-    for i, stage in enumerate(outline["stages"]):
-        item[f"total_{i}"] = {"N": str(stage["total"])}
-        for counter in ("ok", "dead", "done"):
-            item[f"{counter}_{i}"] = {"N": "0"}
+    expiration = int(time.time()) + cfg.record_ttl_seconds
+    item = WorkflowItem.new_item(wid, outline, digest=digest, now=now_iso(), expiration=expiration)
+    puts = [_put_new(store.table, item.to_item())]
+    if later.stages:
+        puts.append(_put_new(store.table, LaterItem(wid, later.stages, expiration).to_item()))
     client = store.client
-    puts = [
-        {"Put": {"TableName": store.table, "Item": item, "ConditionExpression": "attribute_not_exists(id)"}}
-    ]
-    if later is not None:
-        rest = {"id": {"S": later_key(wid)}, "later": {"S": later}, "expiration": item["expiration"]}
-        puts.append(
-            {
-                "Put": {
-                    "TableName": store.table,
-                    "Item": rest,
-                    "ConditionExpression": "attribute_not_exists(id)",
-                }
-            }
-        )
     try:
         client.transact_write_items(TransactItems=puts)
     except client.exceptions.TransactionCanceledException as exc:
-        codes = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
-        if "ConditionalCheckFailed" not in codes:
+        if "ConditionalCheckFailed" not in table.cancellation_codes(exc):
             raise
-        found = client.get_item(TableName=store.table, Key={"id": item["id"]}, ConsistentRead=True).get(
-            "Item"
-        )
-        if not found or found.get("digest", {}).get("S") != digest:
-            raise WorkflowError(
-                f"workflow id '{wid}' is taken by another workflow; use a new workflow_id."
-            ) from None
-        if "sent_0" in found:
-            logger.info("workflow %s was already enqueued; nothing sent again", wid)
-            return True
-        logger.info("workflow %s already recorded; sending its first stage again (deduplicated)", wid)
+        return _recorded_before(store, wid, digest)
+    return False
+
+
+def _recorded_before(store: Any, wid: str, digest: str) -> bool:
+    """An item under this workflow's id exists: whether it is this workflow, its first stage sent.
+
+    Raises:
+        WorkflowError: it is another workflow's.
+    """
+    found = store.client.get_item(
+        TableName=store.table, Key=table.key(workflow_key(wid)), ConsistentRead=True
+    ).get("Item")
+    existing = WorkflowItem.from_item(found) if found else None
+    if existing is None or existing.digest != digest:
+        raise WorkflowError(
+            f"workflow id '{wid}' is taken by another workflow; use a new workflow_id."
+        ) from None
+    if existing.stage(0).sent is not None:
+        logger.info("workflow %s was already enqueued; nothing sent again", wid)
+        return True
+    logger.info("workflow %s already recorded; sending its first stage again (deduplicated)", wid)
     return False
 
 
@@ -393,11 +370,13 @@ def _mark(cfg: StackConfig, wid: str, name: str) -> None:
     store = JobRecordStore(cfg)
     try:
         store.client.update_item(
-            TableName=store.table,
-            Key={"id": {"S": workflow_key(wid)}},
-            UpdateExpression=f"SET {name} = if_not_exists({name}, :now)",
-            ConditionExpression="attribute_exists(id)",
-            ExpressionAttributeValues={":now": {"S": now_iso()}},
+            **table.update(
+                store.table,
+                workflow_key(wid),
+                sets=[f"{name} = if_not_exists({name}, :now)"],
+                condition="attribute_exists(id)",
+                values={":now": now_iso()},
+            )
         )
     except Exception as exc:
         logger.warning("could not mark workflow %s %s: %s", wid, name, exc)
@@ -406,13 +385,10 @@ def _mark(cfg: StackConfig, wid: str, name: str) -> None:
 # -- a member finished: notice -----------------------------------------------------------------------
 
 
-def stage_complete(item: dict[str, Any] | None, stage: int) -> bool:
-    """Whether every member of `stage` has finished and the stage was not advanced yet."""
-    if not item:
-        return False
-    done = int(item.get(f"done_{stage}", {}).get("N", "0"))
-    total = int(item.get(f"total_{stage}", {}).get("N", "-1"))
-    return done >= total >= 0 and f"advanced_{stage}" not in item
+def stage_complete(item: Mapping[str, table.AttributeValue] | None, stage: int) -> bool:
+    """Whether every member of `stage` has finished and the stage was not advanced yet (`item`: the
+    workflow's item as read, or a projection of it; None: no item). See `WorkflowItem.stage_complete`."""
+    return bool(item) and WorkflowItem.from_item(item).stage_complete(stage)
 
 
 def notify(config: StackConfig, workflow_id: str, stage: int) -> bool:
@@ -424,7 +400,7 @@ def notify(config: StackConfig, workflow_id: str, stage: int) -> bool:
     store = JobRecordStore(config)
     item = store.client.get_item(
         TableName=store.table,
-        Key={"id": {"S": workflow_key(workflow_id)}},
+        Key=table.key(workflow_key(workflow_id)),
         ConsistentRead=True,
         ProjectionExpression=f"done_{stage}, total_{stage}, advanced_{stage}",
     ).get("Item")
@@ -458,10 +434,11 @@ class StageStatus:
 
 @dataclass(frozen=True)
 class WorkflowStatus:
-    """What `get_workflow` returns."""
+    """What `get_workflow` returns. `state` is a `WorkflowState` (equal to its text: "running"), and
+    `unknown` for an id with no workflow."""
 
     workflow_id: str
-    state: str
+    state: WorkflowState
     kind: str = ""
     stages: tuple[StageStatus, ...] = ()
     #: Finished members over all members of all stages, 0 to 100.
@@ -488,66 +465,79 @@ def get_workflow(workflow_id: str, *, config: StackConfig | None = None) -> Work
         >>> status.state, status.progress, status.stages[0].dead
         ('running', 41.5, 2)
     """
-    from lambdajobs.runtime.records import JobRecordStore, get_statuses
-
     if not isinstance(workflow_id, str) or not workflow_id:
         raise WorkflowError(f"workflow_id must be a non-empty string, got {workflow_id!r}")
     cfg = resolve(config)
-    store = JobRecordStore(cfg)
-    item = store.client.get_item(
-        TableName=store.table, Key={"id": {"S": workflow_key(workflow_id)}}, ConsistentRead=True
-    ).get("Item")
-    if not item:
-        return WorkflowStatus(workflow_id, "unknown", note="no workflow with this id (or it expired)")
-
-    def n(name: str) -> int:
-        return int(item.get(name, {}).get("N", "0"))
-
-    def s(name: str) -> str | None:
-        value = item.get(name, {}).get("S")
-        return str(value) if value is not None else None
-
-    outline = json.loads(s("outline") or "{}")
-    stages = []
-    for i, stage in enumerate(outline.get("stages", [])):
-        total, ok, dead = n(f"total_{i}"), n(f"ok_{i}"), n(f"dead_{i}")
-        sent = f"sent_{i}" in item
-        running: int | None = 0
-        unfinished = max(0, total - ok - dead)
-        if sent and unfinished and f"advanced_{i}" not in item:
-            if total <= MAX_MEMBERS_READ:
-                ids = [member_job_id(workflow_id, i, j) for j in range(total)]
-                states = get_statuses(ids, config=cfg)
-                active = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING)
-                running = sum(1 for st in states.values() if st.state in active)
-            else:
-                running = None
-        stages.append(
-            StageStatus(
-                index=i,
-                jobs=dict(stage.get("jobs", {})),
-                total=total,
-                pending=max(0, unfinished - (running or 0)),
-                running=running,
-                succeeded=ok,
-                dead=dead,
-                sent=sent,
-            )
+    item = _read(cfg, workflow_id)
+    if item is None:
+        return WorkflowStatus(
+            workflow_id, WorkflowState.UNKNOWN, note="no workflow with this id (or it expired)"
         )
+    stages = tuple(
+        _stage_status(cfg, workflow_id, i, plan, item) for i, plan in enumerate(item.outline_stages)
+    )
+    return _status(workflow_id, item, stages)
+
+
+def _read(cfg: StackConfig, workflow_id: str) -> WorkflowItem | None:
+    """The workflow's item, read consistently (None: there is none)."""
+    from lambdajobs.runtime.records import JobRecordStore
+
+    store = JobRecordStore(cfg)
+    found = store.client.get_item(
+        TableName=store.table, Key=table.key(workflow_key(workflow_id)), ConsistentRead=True
+    ).get("Item")
+    return WorkflowItem.from_item(found) if found else None
+
+
+def _stage_status(
+    cfg: StackConfig, workflow_id: str, index: int, plan: OutlineStage, item: WorkflowItem
+) -> StageStatus:
+    counts = item.stage(index)
+    total = counts.total or 0
+    unfinished = max(0, total - counts.finished)
+    sent = counts.sent is not None
+    # Only a stage under way has running members: one not sent has none, one advanced has none left.
+    under_way = sent and unfinished and not item.advanced(index)
+    running = _running(cfg, workflow_id, index, total) if under_way else 0
+    return StageStatus(
+        index=index,
+        jobs=dict(plan.jobs),
+        total=total,
+        pending=max(0, unfinished - (running or 0)),
+        running=running,
+        succeeded=counts.ok,
+        dead=counts.dead,
+        sent=sent,
+    )
+
+
+def _running(cfg: StackConfig, workflow_id: str, stage: int, total: int) -> int | None:
+    """How many of the stage's members run now (their records read in batches); None: too many to read."""
+    from lambdajobs.runtime.records import get_statuses
+
+    if total > MAX_MEMBERS_READ:
+        return None
+    states = get_statuses([member_job_id(workflow_id, stage, j) for j in range(total)], config=cfg)
+    active = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING)
+    return sum(1 for st in states.values() if st.state in active)
+
+
+def _status(workflow_id: str, item: WorkflowItem, stages: tuple[StageStatus, ...]) -> WorkflowStatus:
     everyone = sum(st.total for st in stages)
     finished = sum(st.succeeded + st.dead for st in stages)
     callback = None
-    if s("kind") == "chord" and len(stages) == 2 and stages[1].sent:
+    if item.kind == "chord" and len(stages) == 2 and stages[1].sent:
         callback = member_job_id(workflow_id, 1, 0)
     return WorkflowStatus(
         workflow_id=workflow_id,
-        state=s("wf_state") or WorkflowState.RUNNING,
-        kind=s("kind") or "",
-        stages=tuple(stages),
+        state=item.wf_state,
+        kind=item.kind,
+        stages=stages,
         progress=round(100.0 * finished / everyone, 1) if everyone else 0.0,
         callback_job_id=callback,
-        reason=s("reason"),
-        created_at=s("created_at"),
-        updated_at=s("updated_at"),
-        ended_at=s("ended_at"),
+        reason=item.reason,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+        ended_at=item.ended_at,
     )

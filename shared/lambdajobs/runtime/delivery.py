@@ -1,0 +1,259 @@
+"""One SQS record as the worker sees it: decoded once into a frozen `Delivery`.
+
+A delivery is everything the worker's decisions read: the envelope and the job it names, the priority
+level it asks for and the one whose queue it came from, its attempt number, its job id, its workflow
+membership, whether it is a DLQ redrive, and what a handed-back copy carries. Nothing here talks to
+AWS: the gates (`lambdajobs.runtime.gates`) and the executor (`lambdajobs.runtime.effects`) do.
+
+The hand-back protocol. A copy the worker sends back to a job's queue carries, in message attributes
+(see `lambdajobs.runtime.settings`):
+
+- `lambdajobs.prior_attempts`: the attempts earlier copies used (this copy's attempt is that plus its
+  receive count);
+- `lambdajobs.rate_slot`: `<attempt>:<slot µs>[:ahead]`, the rate-limit slot the copy waits for;
+- `lambdajobs.settle`: a `CarriedOutcome` (JSON, versioned by `v`): the job already ran and only its
+  bookkeeping is left (record its success; or mark its record dead and move it to the DLQ).
+
+The queue is writable by anyone with send permission, so a carried outcome is validated: one that does
+not parse, or names another job id, is discarded with a warning and the message runs as its own job; a
+newer version than this worker knows (a deploy in progress) is handed back for a newer worker, neither
+run nor dropped. Copies written before the protocol had a version (no `v`) are read as version 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode
+from lambdajobs.runtime.errors import (
+    EnvelopeError,
+    PayloadValidationError,
+    UnknownJobError,
+    UnknownPriorityError,
+)
+from lambdajobs.runtime.settings import ATTR_FAILED_AT, ATTR_PRIOR_ATTEMPTS, ATTR_RATE_SLOT, ATTR_SETTLE
+from lambdajobs.runtime.spec import JobSpec
+
+#: The version of `CarriedOutcome` this worker writes and understands.
+PROTOCOL_VERSION = 1
+
+
+class Mark(StrEnum):
+    """How a job's record is marked dead before its message moves to the DLQ."""
+
+    #: The run that held the lock failed for good; its release write failed (the record reads
+    #: `running`): record it dead, while the record still carries that run's lock.
+    DEAD_RUN = "dead_run"
+    #: A message that never ran (an invalid payload, a job or level gone): dead, unless a live run
+    #: holds the record or it succeeded.
+    DEAD_UNRUN = "dead_unrun"
+    #: A message past its last attempt: dead as DEAD_UNRUN, and also over a `retrying` or `waiting`
+    #: record (it was this message's own).
+    DEAD_PAST_LAST = "dead_past_last"
+
+
+#: The marks of copies written before the protocol had a version.
+_LEGACY_MARKS = {"release": Mark.DEAD_RUN, "reject": Mark.DEAD_UNRUN, "bury": Mark.DEAD_PAST_LAST}
+
+
+class CarriedOutcome(BaseModel):
+    """What a handed-back copy carries when its job already ran: the outcome left to record."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: int = PROTOCOL_VERSION
+    #: `complete`: write the job's success; `dead_letter`: mark its record (`mark`), move it to the DLQ.
+    action: Literal["complete", "dead_letter"]
+    job_id: str = Field(min_length=1)
+    #: The attempts used, as the DLQ message reports them.
+    attempts: int | None = Field(default=None, ge=0)
+    #: The lock of the run whose outcome this is (its in-progress expiry): writes land only under it.
+    lock: int | None = None
+    #: `complete`: the job's result (JSON text, as stored).
+    result: str = "null"
+    #: `dead_letter`: the error, as `error_fields` gives it.
+    type: str = "Error"
+    message: str = ""
+    mark: Mark | None = None
+
+    def error(self) -> dict[str, str]:
+        return {"type": self.type, "message": self.message}
+
+    def text(self) -> str:
+        return self.model_dump_json(exclude_none=True)
+
+
+@dataclass(frozen=True)
+class CarriedSlot:
+    """The rate-limit slot a copy waits for: taken for `attempt`, at `slot_us` (epoch µs); `ahead`: it
+    was taken ahead of the queue by a higher priority level."""
+
+    attempt: int
+    slot_us: int
+    ahead: bool = False
+
+    @classmethod
+    def parse(cls, text: str | None) -> CarriedSlot | None:
+        parts = (text or "").split(":")
+        if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+            return None
+        return cls(int(parts[0]), int(parts[1]), parts[2:] == ["ahead"])
+
+    def text(self) -> str:
+        return f"{self.attempt}:{self.slot_us}" + (":ahead" if self.ahead else "")
+
+    def until_iso(self) -> str:
+        """The slot's time as the job's record shows it (`waiting_until`, RFC 3339 to the millisecond)."""
+        moment = datetime.fromtimestamp(self.slot_us / 1_000_000, UTC)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A copy's carried outcome, read: the outcome, or why there is none to apply (`newer`: written by
+    a newer worker; else the reason it was discarded)."""
+
+    outcome: CarriedOutcome | None = None
+    newer: bool = False
+    discarded: str | None = None
+
+
+def read_carried(text: str | None, job_id: str | None) -> Carried | None:
+    """The carried outcome of a message (None: it carries none)."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        if "v" not in data:  # written before the protocol had a version
+            mark = data.get("mark")
+            data = {**data, "v": 0, "mark": _LEGACY_MARKS.get(str(mark), mark)}
+        elif isinstance(data["v"], int) and data["v"] > PROTOCOL_VERSION:
+            return Carried(newer=True)
+        outcome = CarriedOutcome.model_validate(data)
+    except (ValueError, ValidationError) as exc:
+        return Carried(discarded=f"unreadable ({str(exc).splitlines()[0][:200]})")
+    if outcome.job_id != job_id:
+        return Carried(discarded="it names another job id")
+    return Carried(outcome=outcome)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One SQS record of a job's queue, decoded once."""
+
+    record: SQSRecord = field(repr=False)
+    #: The job whose queue the record came from (the worker's).
+    spec: JobSpec = field(repr=False)
+    #: The attempt this receive is: the attempts earlier copies used, plus its receive count.
+    attempt: int
+    receives: int
+    #: The priority level of the queue it came from (None: the job's own queue).
+    source_level: str | None
+    #: A message redriven from the DLQ (it carries the reason the worker gave it there).
+    redriven: bool
+    carried_slot: CarriedSlot | None
+    carried: Carried | None
+    envelope: Envelope | None = None
+    #: Why the envelope cannot run here: undecodable, another job's, a priority the job lacks.
+    unrunnable: EnvelopeError | UnknownJobError | UnknownPriorityError | None = None
+    #: The envelope's priority level (None: the job's own queue).
+    level: str | None = None
+    payload: BaseModel | None = field(default=None, repr=False)
+    invalid: PayloadValidationError | None = None
+    #: The job id: the envelope's `id`, else the job's idempotency key of the payload, else the
+    #: message id (None: the envelope could not be read).
+    job_id: str | None = None
+
+    @property
+    def member(self) -> WorkflowField | None:
+        """The workflow this job is a member of, or None."""
+        return self.envelope.workflow if self.envelope is not None else None
+
+    @property
+    def raw_payload(self) -> Any:
+        return self.envelope.payload if self.envelope is not None else None
+
+    @property
+    def wants_other_level(self) -> bool:
+        """Sent to the queue of another priority level than its own (a producer that knows only the
+        job's queue)."""
+        return (
+            self.envelope is not None
+            and self.envelope.priority is not None
+            and self.level != self.source_level
+        )
+
+
+def _attribute(record: SQSRecord, name: str) -> str | None:
+    value = (record.raw_event.get("messageAttributes") or {}).get(name) or {}
+    text = value.get("stringValue")
+    return str(text) if text is not None else None
+
+
+def attempt_of(record: SQSRecord) -> int:
+    """The attempt a record is: the attempts earlier copies of its message used, plus its receive count."""
+    receives = int(record.attributes.approximate_receive_count or 1)
+    try:
+        prior = int(_attribute(record, ATTR_PRIOR_ATTEMPTS) or 0)
+    except ValueError:
+        prior = 0
+    return max(0, prior) + receives
+
+
+def read(
+    spec: JobSpec,
+    record: SQSRecord,
+    *,
+    source_level: str | None,
+    lookup: Callable[[str], JobSpec],
+) -> Delivery:
+    """Decode a record of `spec`'s queue (from priority level `source_level`'s queue); `lookup` finds a
+    declared job by name. Never raises: what cannot be read is in the delivery."""
+    delivery = Delivery(
+        record=record,
+        spec=spec,
+        attempt=attempt_of(record),
+        receives=int(record.attributes.approximate_receive_count or 1),
+        source_level=source_level,
+        redriven=_attribute(record, ATTR_FAILED_AT) is not None,
+        carried_slot=CarriedSlot.parse(_attribute(record, ATTR_RATE_SLOT)),
+        carried=None,
+    )
+    try:
+        envelope = decode(record.body)
+    except EnvelopeError as exc:
+        return replace(delivery, unrunnable=exc)
+    delivery = _with_envelope(delivery, envelope, lookup)
+    return replace(delivery, carried=read_carried(_attribute(record, ATTR_SETTLE), delivery.job_id))
+
+
+def _with_envelope(delivery: Delivery, envelope: Envelope, lookup: Callable[[str], JobSpec]) -> Delivery:
+    spec, record = delivery.spec, delivery.record
+    delivery = replace(delivery, envelope=envelope)
+    try:
+        if lookup(envelope.job).name != spec.name:
+            raise UnknownJobError(
+                f"job '{envelope.job}' was sent to the queue of job '{spec.name}'; "
+                f"send it to the queue of '{envelope.job}'."
+            )
+        level = spec.level_for(envelope.priority) if envelope.priority is not None else None
+    except (UnknownJobError, UnknownPriorityError) as exc:
+        return replace(delivery, unrunnable=exc, job_id=envelope.id)
+    try:
+        payload = spec.validate(envelope.payload)  # the producer's rule, the same code
+    except PayloadValidationError as exc:
+        job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
+        return replace(delivery, level=level, invalid=exc, job_id=job_id)
+    # Derived from the validated payload, as the Python producer derives it: defaults applied.
+    job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
+    return replace(delivery, level=level, payload=payload, job_id=job_id)

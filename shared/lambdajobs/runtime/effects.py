@@ -1,0 +1,345 @@
+"""The executor of the worker's decisions (`lambdajobs.runtime.gates`): their SQS and DynamoDB effects.
+
+Hand-backs. A receive that does not run the job sends a copy of its message back to its queue (after a
+delay; to another priority level's queue when routed) and deletes the original at once, so it costs no
+attempt and the copy is never at its queue's last receive. The copy carries the attempts used so far
+and, as the decision says, a rate-limit slot or the outcome left to record (the protocol is in
+`lambdajobs.runtime.delivery`). If the copy cannot be sent, the record is reported failed and returns
+after the delay (that receive then counts).
+
+Dead letters. A message that can never succeed, or whose last attempt failed, goes to the DLQ at once
+with its reason in message attributes, after its record is marked dead (and, for a workflow member,
+its stage checked). A step that fails on a throttle or a service error hands the message back carrying
+the move still to make, so the job is not run again and the message never reaches SQS redrive without
+its reason; if even that fails, the record is reported failed and SQS redrive still catches it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from lambdajobs.runtime import aws
+from lambdajobs.runtime.config import StackConfig
+from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark
+from lambdajobs.runtime.envelope import parse_body
+from lambdajobs.runtime.errors import EnvelopeError, NotStartedError
+from lambdajobs.runtime.gates import DeadLetter, Decision, Done, HandBack, RecordSuccess, Retry
+from lambdajobs.runtime.records import JobRecordStore, error_fields
+from lambdajobs.runtime.settings import (
+    ATTR_ATTEMPTS,
+    ATTR_ERROR_TYPE,
+    ATTR_FAILED_AT,
+    ATTR_PRIOR_ATTEMPTS,
+    ATTR_RATE_SLOT,
+    ATTR_REASON,
+    ATTR_SETTLE,
+    DLQ_ATTRIBUTES,
+    HANDBACK_ATTRIBUTES,
+    queue_key,
+)
+
+MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
+MAX_DELAY_SECONDS = 900  # SQS: DelaySeconds at most 15 minutes
+
+Metric = Callable[[str, float], None]
+
+
+class Effects:
+    """Carries out decisions for one worker: `config` is its stack, `store` its job records, `metric`
+    counts an event (name, value), `log` is the worker's logger."""
+
+    def __init__(
+        self,
+        config: StackConfig,
+        store: JobRecordStore,
+        *,
+        metric: Metric,
+        log: Any,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.metric = metric
+        self.log = log
+        self.rng = rng or random.Random()
+        self._queue_urls: dict[str, str] = {}
+
+    def apply(self, d: Delivery, decision: Decision) -> Any:
+        """Carry out `decision` for delivery `d`; returns what the batch processor records for it.
+
+        Raises:
+            NotStartedError: a copy could not be sent (the record is reported failed).
+            Exception: a `Retry`'s error (the record is reported failed, and returns after its delay).
+        """
+        if isinstance(decision, HandBack):
+            return self.hand_back(d, decision)
+        if isinstance(decision, DeadLetter):
+            return self.dead_letter(d, decision)
+        if isinstance(decision, RecordSuccess):
+            return self.record_success(d, decision)
+        if isinstance(decision, Retry):
+            return self.retry(d, decision)
+        if isinstance(decision, Done):
+            return self.done(d, decision)
+        raise TypeError(f"not a decision the executor carries out: {decision!r}")
+
+    def write(self, call: Callable[..., Any], *args: Any) -> Exception | None:
+        """A bookkeeping call, tried again on transient failures (`aws.retrying`)."""
+        return aws.retrying(call, *args, rng=self.rng)
+
+    # -- done, retry --------------------------------------------------------------------------------
+
+    def done(self, d: Delivery, decision: Done) -> Any:
+        if decision.metric:
+            self.metric(decision.metric, 1)
+        if decision.notify and d.member is not None and not self.notify(d):
+            return None  # handed back: its next delivery checks the workflow again
+        return decision.result
+
+    def notify(self, d: Delivery) -> bool:
+        """A workflow member's outcome is counted: if that completed its stage, tell the continuer
+        (`workflow.notify`). Every delivery of a finished member checks again, a duplicate too, so a
+        crash after the count and before the notice is repaired by the message coming back. If the
+        check or the notice fails, the message is handed back for that (False)."""
+        from lambdajobs.runtime import workflow  # workflow members only: not at a cold start
+
+        member = d.member
+        assert member is not None
+        if self.write(workflow.notify, self.config, member.id, member.stage) is None:
+            return True
+        self.log.warning(
+            "could not check the workflow; handing the message back", extra={"workflow": member.id}
+        )
+        self.hand_back(d, HandBack(1, "workflow notice"))
+        return False
+
+    def retry(self, d: Delivery, decision: Retry) -> Any:
+        """Report the record failed, visible again after the decision's delay. On the queue's last
+        receive (after a recount, the attempt can be below it) a copy goes back instead: SQS would move
+        the next receive to the DLQ without its reason."""
+        if decision.metric:
+            self.metric(decision.metric, 1)
+        if d.receives >= d.spec.max_receive_count and decision.delay is not None:
+            self.hand_back(d, HandBack(decision.delay, "retry"))
+            return None
+        if decision.delay is not None:
+            self.retry_after(d, decision.delay)
+        raise decision.error
+
+    def retry_after(self, d: Delivery, seconds: int) -> None:
+        """Make a failed record visible again after `seconds` (its backoff delay). Best effort: if this
+        fails, the record is still reported failed and returns after the queue's visibility timeout."""
+        try:
+            self.config.client("sqs").change_message_visibility(
+                QueueUrl=self.queue_url(d), ReceiptHandle=d.record.receipt_handle, VisibilityTimeout=seconds
+            )
+        except Exception as exc:
+            self.log.warning(
+                "could not set the retry delay; the message returns after the queue's visibility timeout",
+                extra={"error": _error(exc)},
+            )
+
+    # -- success left to write ------------------------------------------------------------------------
+
+    def record_success(self, d: Delivery, decision: RecordSuccess) -> Any:
+        """Write the success of a run that held `lock`. If that fails, hand the outcome back with the
+        message (a copy carried here: only if the failure may pass; else this receive counts)."""
+        assert d.job_id is not None
+        tally = self.store.tally(d.member)
+        failed = self.write(self.store.complete, d.job_id, d.spec.name, decision.result, decision.lock, tally)
+        if failed is None:
+            self.metric("JobSucceeded", 1)
+            self.log.info("recorded the success of a job that ran", extra={"job_id": d.job_id})
+            if d.member is not None:
+                self.notify(d)
+            return None
+        carried = d.carried is not None and d.carried.outcome is not None
+        if carried and not aws.transient(failed):  # the record cannot be written: this receive counts
+            raise failed
+        outcome = CarriedOutcome(
+            action="complete", job_id=d.job_id, result=decision.result, lock=decision.lock
+        )
+        self.log.warning(
+            "the job's success could not be written; handing the outcome back with the message",
+            extra={"error": _error(failed)},
+        )
+        return self.hand_back(d, HandBack(1, decision.reason, outcome=outcome))
+
+    # -- hand-backs -----------------------------------------------------------------------------------
+
+    def hand_back(self, d: Delivery, decision: HandBack) -> Any:
+        """Send a copy of the message back (see the module docstring) and delete the original."""
+        record = d.record
+        attributes = copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 3)
+        slot = decision.slot or (d.carried_slot if decision.keep_slot and decision.outcome is None else None)
+        if slot is not None:  # a rate-limit slot taken for this attempt goes along
+            attributes[ATTR_RATE_SLOT] = {"DataType": "String", "StringValue": slot.text()}
+        prior = str(max(0, d.attempt - 1))
+        attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": prior}
+        if decision.outcome is not None:
+            attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": decision.outcome.text()}
+        if decision.metric:
+            self.metric(decision.metric, 1)
+        sqs = self.config.client("sqs")
+        queue_url = decision.to or self.queue_url(d)
+        delay = min(MAX_DELAY_SECONDS, max(0, decision.delay))
+        failed = self.write(
+            lambda: sqs.send_message(
+                QueueUrl=queue_url,
+                MessageBody=body_keeping_job_id(d),
+                MessageAttributes=attributes,
+                DelaySeconds=delay,
+            )
+        )
+        if failed is not None:
+            self.retry_after(d, decision.delay)
+            raise NotStartedError(
+                f"{decision.reason}: could not hand the message back; it returns in {decision.delay} s"
+            )
+        if slot is not None and decision.mark_waiting and d.job_id is not None:
+            # Only once the copy is in the queue: a record waiting for a slot means a copy due then
+            # exists, so another delivery of this message is a duplicate (`gates.waits_elsewhere`).
+            self.write(self.store.wait, d.job_id, d.spec.name, slot.until_iso())
+        self.delete_original(d)
+        self.metric("JobHandedBack", 1)
+        self.log.info("handed the message back", extra={"reason": decision.reason, "retry_in_seconds": delay})
+        return None
+
+    def delete_original(self, d: Delivery) -> None:
+        """Delete a record's message now that a copy of it is elsewhere (back in its queue, or in the
+        DLQ): were the invocation to die before the batch response, the original would come back and
+        be handled twice. Best effort: the batch response still reports the record done."""
+        sqs = self.config.client("sqs")
+        queue_url = self.queue_url(d)
+        self.write(lambda: sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=d.record.receipt_handle))
+
+    def queue_url(self, d: Delivery) -> str:
+        """The URL of the queue a record came from (its priority level's)."""
+        record = d.record
+        known = self.config.queues.get(queue_key(d.spec.name, d.source_level))
+        url = (known.url if known else "") or self._queue_urls.get(record.event_source_arn)
+        if not url:  # arn:aws:sqs:<region>:<account>:<name>
+            *_, account, name = record.event_source_arn.split(":")
+            sqs = self.config.client("sqs")
+            url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+            self._queue_urls[record.event_source_arn] = url
+        return url
+
+    # -- dead letters ---------------------------------------------------------------------------------
+
+    def dead_letter(self, d: Delivery, decision: DeadLetter) -> Any:
+        """Mark the job's record dead (the decision's mark), check a workflow member's stage, send the
+        message to the DLQ with its reason, delete the original (see the module docstring)."""
+        job_id = d.job_id if decision.for_job else None
+        error = decision.error
+        left = None
+        if job_id is not None:
+            left = CarriedOutcome(
+                action="dead_letter",
+                job_id=job_id,
+                attempts=decision.attempts,
+                type=error["type"],
+                message=error["message"],
+                mark=decision.mark,
+                lock=decision.lock,
+            )
+        if left is not None and decision.mark is not None:
+            if not decision.mark_now:  # the write just failed here: the copy makes it
+                return self.hand_back(d, HandBack(1, "dead-letter", outcome=left))
+            failed = self.write(self._mark(d, decision.mark), job_id, d.spec.name, error, decision.lock)
+            if failed is not None and aws.transient(failed):  # else it cannot be written: move anyway
+                return self.hand_back(d, HandBack(1, "dead-letter", outcome=left))
+            left = left.model_copy(update={"mark": None})
+        if left is not None and d.member is not None:
+            from lambdajobs.runtime import workflow  # workflow members only: not at a cold start
+
+            member = d.member
+            if self.write(workflow.notify, self.config, member.id, member.stage) is not None:
+                return self.hand_back(d, HandBack(1, "workflow notice", outcome=left))
+        if not self._send_to_dlq(d, error, decision.attempts):
+            # a copy carries the move still to make (a message with no job here is dead-lettered again)
+            return self.hand_back(d, HandBack(1, "dead-letter", outcome=left, keep_slot=False))
+        self.delete_original(d)
+        self.metric("JobDeadLettered", 1)
+        self.log.warning(
+            "moved to the dead-letter queue",
+            extra={"message_id": d.record.message_id, "job_id": job_id, "error": error},
+        )
+        return None
+
+    def _mark(self, d: Delivery, mark: Mark) -> Callable[[str, str, dict[str, str], int | None], None]:
+        """The record write of `mark` (job id, job, error, lock)."""
+        tally = self.store.tally(d.member)
+        if mark is Mark.DEAD_RUN:
+            return lambda job_id, job, error, lock: self.store.bury(job_id, job, error, lock, tally)
+        past_last = mark is Mark.DEAD_PAST_LAST
+        return lambda job_id, job, error, lock: self.store.reject(job_id, job, error, past_last, tally)
+
+    def _send_to_dlq(self, d: Delivery, error: dict[str, str], attempts: int) -> bool:
+        ours = {
+            ATTR_ERROR_TYPE: error["type"],
+            ATTR_REASON: error["message"] or error["type"],
+            ATTR_ATTEMPTS: str(attempts),
+            ATTR_FAILED_AT: _iso(None, seconds=True),
+        }
+        # A redriven message starts again: the hand-back attributes are not carried to the DLQ.
+        attributes = copied_attributes(
+            d.record, drop=DLQ_ATTRIBUTES + HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - len(ours)
+        )
+        for name, text in ours.items():
+            attributes[name] = {"DataType": "String", "StringValue": text}
+        dlq = self.config.dlq_url(d.spec.name, d.source_level)
+        send = self.config.client("sqs").send_message
+        return (
+            self.write(lambda: send(QueueUrl=dlq, MessageBody=d.record.body, MessageAttributes=attributes))
+            is None
+        )
+
+
+def _iso(epoch: float | None, *, seconds: bool = False) -> str:
+    moment = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, UTC)
+    text = moment.isoformat(timespec="seconds" if seconds else "milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    return error_fields(exc)
+
+
+def body_keeping_job_id(d: Delivery) -> str:
+    """The body for a hand-back copy. An envelope without `id`, of a job without `idempotency_key`,
+    takes its job id from the message id; the copy has a new message id, so it gets the original's as
+    its `id` (the envelope's own field), or it would be another job. Anything else is copied as is."""
+    record = d.record
+    if d.spec.idempotency_key:
+        return record.body
+    try:
+        envelope = parse_body(record.body)  # the one body parser: never raises but EnvelopeError
+    except EnvelopeError:
+        return record.body
+    if envelope.get("id"):
+        return record.body
+    return json.dumps({**envelope, "id": record.message_id}, separators=(",", ":"), ensure_ascii=False)
+
+
+def copied_attributes(record: SQSRecord, *, drop: tuple[str, ...], room: int) -> dict[str, Any]:
+    """The record's message attributes as SendMessage takes them, without `drop`, at most `room`."""
+    attributes: dict[str, Any] = {}
+    for name, value in (record.raw_event.get("messageAttributes") or {}).items():
+        if name in drop or len(attributes) >= room:
+            continue
+        converted = {"DataType": value.get("dataType", "String")}
+        if value.get("stringValue") is not None:
+            converted["StringValue"] = value["stringValue"]
+        if value.get("binaryValue") is not None:
+            # Lambda's event holds it base64-encoded; SendMessage wants the bytes.
+            converted["BinaryValue"] = base64.b64decode(value["binaryValue"])
+        attributes[name] = converted
+    return attributes

@@ -1,0 +1,412 @@
+"""The job record: one typed value for the job table's item of a job id, its codec, and its rules.
+
+The item is the job's idempotency lock and its status at once (its attributes are listed in
+`lambdajobs.runtime.table`). `JobRecord.from_item` / `to_item` are the one codec between that item
+and the code; every writer (`lambdajobs.runtime.lifecycle`) and reader (`lambdajobs.runtime.records`)
+goes through it.
+
+Each rule about a record is written twice on purpose, side by side: a predicate on the record as read
+(`JobRecord.may_start(...)`), and the condition expression the transition writes with, which DynamoDB
+evaluates on the item as stored (`JobRecord.may_start_condition(...)`, a `Condition`: the expression
+and its `:placeholder` values as Python values; `#state` is `NAMES`'). A unit test puts a table of
+items into DynamoDB and checks each pair agrees on every one, so the Python reading of a record never
+drifts from what the table enforces.
+
+One boundary for the lock: a running record's lock is expired once `in_progress_expiration <
+now_ms` (epoch ms), live until then; a running record without one (no Lambda context registered) is
+held until its TTL expires.
+
+Attempt numbers start at 1 (`lambdajobs.runtime.worker.attempt_of`); a record without `attempts`
+reads 0, and no writer stores 0 (`lifecycle.unstart` removes the attribute instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from lambdajobs.runtime import table as codec
+from lambdajobs.runtime.table import Item
+
+
+class JobState(StrEnum):
+    """The state of a job. A job not started yet (or an unknown id) reads as `pending`."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    WAITING = "waiting"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.DEAD})
+
+
+class JobIndex(StrEnum):
+    """What the opt-in job index (`settings.JOB_INDEX`) holds; each mode's cost is per job, on top of
+    the record's own two writes (DynamoDB charges one index write per entry put or deleted, two when
+    an entry's key changes):
+
+    - `off` (the default): no index, nothing written; jobs cannot be listed by state.
+    - `finished`: `retrying`, `succeeded` and `dead` records. A job that succeeds at once costs 1 more
+      write unit (its completion enters the index); each retry costs 2 more (it enters as
+      `retrying`, and leaves when the next attempt starts).
+    - `all`: `running` records too. A job that succeeds at once costs 3 more (it enters as
+      `running`; completion moves it: a delete and a put); each retry costs 4 more (running to
+      retrying, and back: each a delete and a put).
+
+    A record whose last attempt crashed (SQS, not the worker, dead-letters its message) keeps the
+    entry it had: none in `finished` mode, `running` in `all`; `get_status` reads it `dead`.
+    """
+
+    OFF = "off"
+    FINISHED = "finished"
+    ALL = "all"
+
+
+#: The states each mode of the job index holds.
+INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
+    JobIndex.OFF: frozenset(),
+    JobIndex.FINISHED: frozenset({JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+    JobIndex.ALL: frozenset({JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+}
+
+
+def index_key(job: str, state: JobState | str) -> str:
+    """The job index's partition key of a job's records in `state`."""
+    return f"{job}#{JobState(state).value}"
+
+
+#: The attribute names the conditions use: `state` is a DynamoDB reserved word.
+NAMES: dict[str, str] = {"#state": "state"}
+
+
+class Condition(NamedTuple):
+    """A condition expression and the Python values of its `:placeholders` (its `#names`: `NAMES`)."""
+
+    expression: str
+    values: dict[str, Any]
+
+
+def _states(*states: JobState) -> dict[str, str]:
+    return {f":{s.value}": s.value for s in states}
+
+
+#: The condition of a write that only lands where there is no record: a job's first run.
+NO_RECORD = Condition("attribute_not_exists(id)", {})
+
+#: A condition no item passes (what a rule that cannot hold for these arguments is written as).
+_NEVER = "attribute_exists(id) AND attribute_not_exists(id)"
+
+_LOCK_LIVE = (
+    "#state = :running AND (attribute_not_exists(in_progress_expiration) "
+    "OR in_progress_expiration >= :now_ms)"
+)
+_LOCK_EXPIRED = (
+    "#state = :running AND attribute_exists(in_progress_expiration) AND in_progress_expiration < :now_ms"
+)
+#: An attempt number runs at most once: a record that already ran this attempt (or a later one) is
+#: not started by it again (two copies of one message, both received: SQS's at-least-once).
+_FENCE = "attribute_not_exists(attempts) OR attempts < :attempt"
+
+
+def _state_of(text: Any) -> JobState | str | None:
+    if text is None:
+        return None
+    try:
+        return JobState(str(text))
+    except ValueError:  # a state written by a newer version: kept as its text
+        return str(text)
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if value is not None else None
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job record as read (`from_item`) or to be written (`to_item`); every attribute but `job_id`
+    (the item's `id`) is named as in the item. Times are RFC 3339 text to the millisecond.
+
+    A record that is not there is `JobRecord.missing(job_id)` (`exists` False): each predicate
+    answers for it as its condition does for no item."""
+
+    job_id: str
+    job: str | None = None
+    #: A `JobState`, or the text of a state this version does not know; None: the item has none.
+    state: JobState | str | None = None
+    #: The last attempt that started (0: none).
+    attempts: int = 0
+    max_attempts: int | None = None
+    created_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    updated_at: str | None = None
+    #: The job's result as JSON text (see `lifecycle.stored_result`).
+    result: str | None = None
+    #: The last failure: {"type": ..., "message": ...}.
+    error: dict[str, str] | None = None
+    progress: float | None = None
+    progress_message: str | None = None
+    #: A rate-limited job's slot (RFC 3339).
+    waiting_until: str | None = None
+    #: The record's TTL (epoch s).
+    expiration: int | None = None
+    #: The running attempt's lock: its invocation's deadline (epoch ms), also the lock's token.
+    in_progress_expiration: int | None = None
+    #: A workflow member's outcome already counted in its workflow's item (a `JobState` value).
+    wf_counted: str | None = None
+    #: The job index's keys (`index_key`, and when the record entered its state).
+    ix: str | None = None
+    ix_at: str | None = None
+    #: False: no item (`missing`).
+    exists: bool = True
+
+    # -- codec --------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> JobRecord:
+        """The record of an item as DynamoDB returns it (attribute values)."""
+        v = codec.decode(item)
+        error = v.get("error")
+        progress = v.get("progress")
+        return cls(
+            job_id=str(v.get("id", "")),
+            job=_text(v.get("job")),
+            state=_state_of(v.get("state")),
+            attempts=int(v.get("attempts") or 0),
+            max_attempts=_int(v.get("max_attempts")),
+            created_at=_text(v.get("created_at")),
+            started_at=_text(v.get("started_at")),
+            finished_at=_text(v.get("finished_at")),
+            updated_at=_text(v.get("updated_at")),
+            result=_text(v.get("result")),
+            error={str(k): str(x) for k, x in error.items()} if isinstance(error, dict) else None,
+            progress=float(progress) if progress is not None else None,
+            progress_message=_text(v.get("progress_message")),
+            waiting_until=_text(v.get("waiting_until")),
+            expiration=_int(v.get("expiration")),
+            in_progress_expiration=_int(v.get("in_progress_expiration")),
+            wf_counted=_text(v.get("wf_counted")),
+            ix=_text(v.get("ix")),
+            ix_at=_text(v.get("ix_at")),
+        )
+
+    def to_item(self) -> Item:
+        """The item (attribute values); attributes the record does not have are left out."""
+        values: dict[str, Any] = {"id": self.job_id}
+        for f in fields(self):
+            if f.name not in ("job_id", "exists"):
+                values[f.name] = getattr(self, f.name)
+        values["attempts"] = self.attempts or None
+        if self.progress is not None:
+            values["progress"] = float(self.progress)
+        return codec.encode(values)
+
+    @classmethod
+    def missing(cls, job_id: str = "") -> JobRecord:
+        """The record of a job id that has no item."""
+        return cls(job_id=job_id, exists=False)
+
+    @property
+    def known_state(self) -> JobState | None:
+        """The state, if this version knows it."""
+        return self.state if isinstance(self.state, JobState) else None
+
+    # -- the lock -----------------------------------------------------------------------------------
+
+    def lock_live(self, now_ms: int) -> bool:
+        """A running record whose lock has not expired (a lock without a deadline never does)."""
+        ipe = self.in_progress_expiration
+        return self.state == JobState.RUNNING and (ipe is None or ipe >= now_ms)
+
+    @staticmethod
+    def lock_live_condition(now_ms: int) -> Condition:
+        return Condition(_LOCK_LIVE, {**_states(JobState.RUNNING), ":now_ms": now_ms})
+
+    def lock_expired(self, now_ms: int) -> bool:
+        """A running record whose lock expired: its invocation is over (it crashed or timed out)."""
+        ipe = self.in_progress_expiration
+        return self.state == JobState.RUNNING and ipe is not None and ipe < now_ms
+
+    @staticmethod
+    def lock_expired_condition(now_ms: int) -> Condition:
+        return Condition(_LOCK_EXPIRED, {**_states(JobState.RUNNING), ":now_ms": now_ms})
+
+    def holds_lock(self, lock: int) -> bool:
+        """The record still carries the lock `lock` (a run's in-progress expiry), expired or not."""
+        return self.in_progress_expiration == lock
+
+    @staticmethod
+    def holds_lock_condition(lock: int) -> Condition:
+        return Condition("in_progress_expiration = :lock", {":lock": lock})
+
+    def may_release(self, lock: int | None) -> bool:
+        """The run that holds the lock may release it (fail, unstart): the record is running, and
+        with `lock`, still carries that run's lock."""
+        return self.state == JobState.RUNNING and (lock is None or self.holds_lock(lock))
+
+    @staticmethod
+    def may_release_condition(lock: int | None) -> Condition:
+        running = Condition("#state = :running", _states(JobState.RUNNING))
+        if lock is None:
+            return running
+        held = JobRecord.holds_lock_condition(lock)
+        return Condition(f"{running.expression} AND {held.expression}", {**running.values, **held.values})
+
+    # -- starting a run -----------------------------------------------------------------------------
+
+    def may_start(self, now: float, attempt: int | None = None, redriven: bool = True) -> bool:
+        """Whether an acquire at `now` (epoch s) by attempt `attempt` may take this record
+        (`lifecycle.acquire`): no record; its TTL expired; it is retrying or waiting; it is dead (a
+        workflow member counted dead only for a DLQ redrive: `redriven`); or a running one whose lock
+        expired. Fenced (`attempt` given, not `redriven`): a retrying, waiting or dead record that
+        already started attempt `attempt` or a later one is not started again by it (a copy of an
+        attempt that ran), but for a dead record and a first attempt: the job id sent again, which
+        runs again (as a DLQ redrive does).
+
+        Not fenced: a running record whose lock expired (a crashed run: its own message comes back
+        with a higher receive count), and a redriven message, whose attempts start again at 1 while
+        the record may keep the numbering of before the redrive (a redriven job that waited for its
+        rate limit's slot, a record SQS dead-lettered while it read `retrying`)."""
+        if not self.exists or (self.expiration is not None and self.expiration < int(now)):
+            return True
+        fenced = attempt is not None and not redriven and self.attempts >= attempt
+        if self.state in (JobState.RETRYING, JobState.WAITING):
+            return not fenced
+        if self.state == JobState.DEAD:
+            sent_again = attempt == 1  # a dead job id sent again (a new message): it runs again
+            return (redriven or self.wf_counted is None) and not (fenced and not sent_again)
+        return self.lock_expired(int(now * 1000))
+
+    @staticmethod
+    def may_start_condition(now: float, attempt: int | None = None, redriven: bool = True) -> Condition:
+        values = {
+            **_states(JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.DEAD),
+            ":now": int(now),
+            ":now_ms": int(now * 1000),
+        }
+        fence = ""
+        if attempt is not None and not redriven:
+            values[":attempt"] = attempt
+            fence = f" AND ({_FENCE})"
+        dead = "#state = :dead" if redriven else "#state = :dead AND attribute_not_exists(wf_counted)"
+        dead_fence = fence if attempt != 1 else ""  # a dead job id sent again runs again
+        expression = (
+            f"attribute_not_exists(id) OR expiration < :now OR (#state IN (:retrying, :waiting){fence}) "
+            f"OR ({dead}{dead_fence}) OR ({_LOCK_EXPIRED})"
+        )
+        return Condition(expression, values)
+
+    def counted_dead(self, redriven: bool) -> bool:
+        """A workflow member counted dead (`wf_counted`), and the message is not a DLQ redrive: no
+        copy may run it again, nor take a rate-limit slot for it."""
+        return not redriven and self.state == JobState.DEAD and self.wf_counted is not None
+
+    @staticmethod
+    def counted_dead_condition(redriven: bool) -> Condition:
+        if redriven:
+            return Condition(_NEVER, {})
+        return Condition("#state = :dead AND attribute_exists(wf_counted)", _states(JobState.DEAD))
+
+    def settled_or_held(self, now_ms: int) -> bool:
+        """Finished successfully, or held by a live run: a copy has nothing to start."""
+        return self.state == JobState.SUCCEEDED or self.lock_live(now_ms)
+
+    @staticmethod
+    def settled_or_held_condition(now_ms: int) -> Condition:
+        live = JobRecord.lock_live_condition(now_ms)
+        return Condition(
+            f"#state = :succeeded OR ({live.expression})", {**_states(JobState.SUCCEEDED), **live.values}
+        )
+
+    # -- other transitions --------------------------------------------------------------------------
+
+    def may_mark_dead(self, over_retrying: bool, now_ms: int) -> bool:
+        """A message that can never run may mark the record dead without holding its lock
+        (`lifecycle.fail(release=False)`): no record, a dead one, or a running one whose lock
+        expired; with `over_retrying` (the message past its last attempt was the one retrying or
+        waiting) a retrying or waiting one too. Never a success or a live lock."""
+        if not self.exists or self.state == JobState.DEAD or self.lock_expired(now_ms):
+            return True
+        return over_retrying and self.state in (JobState.RETRYING, JobState.WAITING)
+
+    @staticmethod
+    def may_mark_dead_condition(over_retrying: bool, now_ms: int) -> Condition:
+        values = {**_states(JobState.DEAD, JobState.RUNNING), ":now_ms": now_ms}
+        expression = f"attribute_not_exists(id) OR #state = :dead OR ({_LOCK_EXPIRED})"
+        if over_retrying:
+            values.update(_states(JobState.RETRYING, JobState.WAITING))
+            expression += " OR #state IN (:retrying, :waiting)"
+        return Condition(expression, values)
+
+    def may_wait(self) -> bool:
+        """A job that has not run for this attempt may wait for its rate limit's slot
+        (`lifecycle.wait`): no record, a retrying or waiting one, or a dead one (a redriven job) that
+        is not a workflow member counted dead. Never a running or succeeded record."""
+        if not self.exists or self.state in (JobState.RETRYING, JobState.WAITING):
+            return True
+        return self.state == JobState.DEAD and self.wf_counted is None
+
+    @staticmethod
+    def may_wait_condition() -> Condition:
+        return Condition(
+            "attribute_not_exists(id) OR #state IN (:retrying, :waiting) "
+            "OR (#state = :dead AND attribute_not_exists(wf_counted))",
+            _states(JobState.RETRYING, JobState.WAITING, JobState.DEAD),
+        )
+
+    def not_counted(self) -> bool:
+        """A workflow member's outcome not counted yet in its workflow's item."""
+        return self.wf_counted is None
+
+    @staticmethod
+    def not_counted_condition() -> Condition:
+        return Condition("attribute_not_exists(wf_counted)", {})
+
+    def counted_as(self, outcome: JobState) -> bool:
+        """A workflow member whose outcome was counted as `outcome`."""
+        return self.wf_counted == outcome
+
+    @staticmethod
+    def counted_as_condition(outcome: JobState) -> Condition:
+        return Condition("wf_counted = :wf_counted_as", {":wf_counted_as": outcome.value})
+
+    # -- for readers --------------------------------------------------------------------------------
+
+    def lost_last_attempt(self, now_ms: int) -> bool:
+        """A running record whose lock expired with every attempt used: nothing released it (the
+        invocation crashed or timed out) and it can never run again; SQS dead-letters its message on
+        the next receive."""
+        return (
+            self.lock_expired(now_ms)
+            and self.max_attempts is not None
+            and self.attempts > 0
+            and self.attempts >= self.max_attempts
+        )
+
+    @staticmethod
+    def lost_last_attempt_condition(now_ms: int) -> Condition:
+        expired = JobRecord.lock_expired_condition(now_ms)
+        return Condition(f"{expired.expression} AND attempts >= max_attempts", expired.values)
+
+    def reconciled_state(self, now_ms: int) -> JobState:
+        """The state the record really is in, for readers: `dead` for a lost last attempt (see
+        `lost_last_attempt`; it reads `lifecycle.REDRIVEN_ERROR`, without a write), `pending` for no
+        record, no state or a state this version does not know; else the state as written."""
+        if not self.exists or self.known_state is None:
+            return JobState.PENDING
+        if self.lost_last_attempt(now_ms):
+            return JobState.DEAD
+        return self.known_state

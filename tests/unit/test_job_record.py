@@ -1,0 +1,300 @@
+"""The job record's rules: each predicate agrees with the condition expression it mirrors, on DynamoDB
+(moto in-process), for a table of records; and the codec round-trips a record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdajobs.runtime import lifecycle
+from lambdajobs.runtime import table as codec
+from lambdajobs.runtime.job_record import NAMES, NO_RECORD, Condition, JobRecord, JobState
+
+TABLE = "job-record-rules"
+NOW = 1_800_000_000.25  # epoch s, as `time.time()` gives it
+NOW_MS = int(NOW * 1000)
+LOCK = NOW_MS + 60_000
+ATTEMPT = 2  # the attempt under test: records below, at and above it
+
+
+def running(**kw: Any) -> JobRecord:
+    return JobRecord("r", job="j", state=JobState.RUNNING, attempts=1, expiration=int(NOW) + 3600, **kw)
+
+
+def record(state: JobState | str, attempts: int = 0, **kw: Any) -> JobRecord:
+    return JobRecord("r", job="j", state=state, attempts=attempts, expiration=int(NOW) + 3600, **kw)
+
+
+RECORDS: dict[str, JobRecord] = {
+    "no record": JobRecord.missing("r"),
+    "expired TTL, live lock": replace(running(in_progress_expiration=LOCK), expiration=int(NOW) - 1),
+    "TTL at now": replace(record(JobState.SUCCEEDED, 1), expiration=int(NOW)),
+    "running, live lock": running(in_progress_expiration=LOCK),
+    "running, lock expiring now": running(in_progress_expiration=NOW_MS),
+    "running, expired lock": running(in_progress_expiration=NOW_MS - 1),
+    "running, lock without deadline": running(),
+    "running, expired lock, last attempt": replace(
+        running(in_progress_expiration=NOW_MS - 1), attempts=2, max_attempts=2
+    ),
+    "running, expired lock, attempts left": replace(
+        running(in_progress_expiration=NOW_MS - 1), max_attempts=2
+    ),
+    "running, live lock, last attempt": replace(
+        running(in_progress_expiration=LOCK), attempts=2, max_attempts=2
+    ),
+    "succeeded": record(JobState.SUCCEEDED, 1, result='{"ok": true}'),
+    "unknown state": record("paused", 1),
+    "no state (progress only)": JobRecord("r", progress=50.0),
+    **{
+        f"{state.value}, attempts {label}": record(state, n)
+        for state in (JobState.RETRYING, JobState.WAITING, JobState.DEAD)
+        for label, n in (("none", 0), ("below", ATTEMPT - 1), ("equal", ATTEMPT), ("above", ATTEMPT + 1))
+    },
+    "dead, counted, attempts below": record(JobState.DEAD, ATTEMPT - 1, wf_counted="dead"),
+    "dead, counted, attempts equal": record(JobState.DEAD, ATTEMPT, wf_counted="dead"),
+    "succeeded, counted": record(JobState.SUCCEEDED, 1, wf_counted="succeeded"),
+}
+
+
+@pytest.fixture(scope="module")
+def ddb() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield client
+
+
+def passes(ddb: Any, rec: JobRecord, condition: Condition) -> bool:
+    """Whether DynamoDB lets a conditional UpdateItem with `condition` through on the item `rec`."""
+    ddb.delete_item(TableName=TABLE, Key=codec.key(rec.job_id))
+    if rec.exists:
+        ddb.put_item(TableName=TABLE, Item=rec.to_item())
+    used = {name: path for name, path in NAMES.items() if name in condition.expression}
+    request = codec.update(
+        TABLE,
+        rec.job_id,
+        sets=["probe = :probe"],
+        condition=condition.expression,
+        values={**condition.values, ":probe": 1},
+        names=used or None,
+    )
+    try:
+        ddb.update_item(**request)
+    except ddb.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
+def check(ddb: Any, predicate: Callable[[JobRecord], bool], condition: Condition) -> dict[str, bool]:
+    """The predicate's answer for every record of the table, after checking DynamoDB's agrees."""
+    answers = {}
+    for name, rec in RECORDS.items():
+        expected = predicate(rec)
+        assert passes(ddb, rec, condition) is expected, f"{name}: the predicate says {expected}"
+        answers[name] = expected
+    return answers
+
+
+def test_the_lock_is_live_until_its_expiry_and_expired_after_it(ddb):
+    live = check(ddb, lambda r: r.lock_live(NOW_MS), JobRecord.lock_live_condition(NOW_MS))
+    expired = check(ddb, lambda r: r.lock_expired(NOW_MS), JobRecord.lock_expired_condition(NOW_MS))
+    # one boundary: expired once in_progress_expiration < now_ms; a lock without deadline stays live
+    assert live["running, lock expiring now"] and not expired["running, lock expiring now"]
+    assert live["running, lock without deadline"] and not expired["running, lock without deadline"]
+    assert expired["running, expired lock"] and not live["running, expired lock"]
+    assert not live["succeeded"] and not live["no record"]
+
+
+@pytest.mark.parametrize("redriven", [False, True])
+@pytest.mark.parametrize("attempt", [None, 1, ATTEMPT])
+def test_may_start_is_what_the_acquire_condition_lets_through(ddb, attempt, redriven):
+    answers = check(
+        ddb,
+        lambda r: r.may_start(NOW, attempt, redriven),
+        JobRecord.may_start_condition(NOW, attempt, redriven),
+    )
+    for always in ("no record", "expired TTL, live lock", "running, expired lock", "retrying, attempts none"):
+        assert answers[always], always
+    for never in ("running, live lock", "running, lock without deadline", "succeeded", "unknown state"):
+        assert not answers[never], never
+    assert answers["dead, counted, attempts below"] is redriven  # a counted dead member: only a redrive
+    if attempt == 1:  # the rows' attempts are about attempt 2: below is 1, at this attempt
+        return check_first_attempt(answers, redriven)
+    fenced = attempt is not None and not redriven
+    for state in ("retrying", "waiting", "dead"):
+        assert answers[f"{state}, attempts below"]
+        assert answers[f"{state}, attempts equal"] is not fenced  # this attempt already ran
+        assert answers[f"{state}, attempts above"] is not fenced
+
+
+def check_first_attempt(answers: dict[str, bool], redriven: bool) -> None:
+    """Attempt 1 of a retrying or waiting record that already ran attempt 1 is a copy of it (fenced);
+    a dead job id sent again (a new message, attempt 1) runs again, as a DLQ redrive does."""
+    for state in ("retrying", "waiting"):
+        assert answers[f"{state}, attempts below"] is redriven
+        assert answers[f"{state}, attempts equal"] is redriven
+    for rows in ("below", "equal", "above"):
+        assert answers[f"dead, attempts {rows}"]
+
+
+def test_the_fence_refuses_a_second_copy_of_an_attempt_that_ran(ddb):
+    # GIVEN a record whose attempt 2 failed (retrying)
+    failed = record(JobState.RETRYING, 2)
+    # THEN a copy of attempt 2 may not start it, attempt 3 may; a DLQ redrive (attempt 1) may too
+    assert not failed.may_start(NOW, 2, redriven=False)
+    assert failed.may_start(NOW, 3, redriven=False)
+    assert failed.may_start(NOW, 1, redriven=True)
+    assert not passes(ddb, failed, JobRecord.may_start_condition(NOW, 2, redriven=False))
+
+
+@pytest.mark.parametrize("redriven", [False, True])
+def test_counted_dead_is_its_condition(ddb, redriven):
+    answers = check(ddb, lambda r: r.counted_dead(redriven), JobRecord.counted_dead_condition(redriven))
+    assert answers["dead, counted, attempts equal"] is not redriven
+    assert not answers["dead, attempts equal"] and not answers["succeeded, counted"]
+
+
+def test_settled_or_held_is_its_condition(ddb):
+    answers = check(ddb, lambda r: r.settled_or_held(NOW_MS), JobRecord.settled_or_held_condition(NOW_MS))
+    assert answers["succeeded"] and answers["running, live lock"]
+    assert not answers["running, expired lock"] and not answers["retrying, attempts equal"]
+
+
+@pytest.mark.parametrize("over_retrying", [False, True])
+def test_may_mark_dead_is_the_condition_of_fail_without_release(ddb, over_retrying):
+    answers = check(
+        ddb,
+        lambda r: r.may_mark_dead(over_retrying, NOW_MS),
+        JobRecord.may_mark_dead_condition(over_retrying, NOW_MS),
+    )
+    assert answers["no record"] and answers["dead, attempts equal"] and answers["running, expired lock"]
+    assert not answers["succeeded"] and not answers["running, live lock"]
+    assert answers["retrying, attempts equal"] is over_retrying
+    assert answers["waiting, attempts none"] is over_retrying
+
+
+def test_may_wait_is_the_condition_of_wait(ddb):
+    answers = check(ddb, lambda r: r.may_wait(), JobRecord.may_wait_condition())
+    assert answers["no record"] and answers["retrying, attempts equal"] and answers["dead, attempts none"]
+    assert not answers["running, expired lock"] and not answers["succeeded"]
+    assert not answers["dead, counted, attempts below"]
+
+
+@pytest.mark.parametrize("lock", [LOCK, NOW_MS - 1, 12345])
+def test_holds_lock_and_may_release_are_their_conditions(ddb, lock):
+    held = check(ddb, lambda r: r.holds_lock(lock), JobRecord.holds_lock_condition(lock))
+    check(ddb, lambda r: r.may_release(lock), JobRecord.may_release_condition(lock))
+    assert not held["running, lock without deadline"]
+    assert held["running, live lock"] is (lock == LOCK)
+
+
+def test_may_release_without_a_lock_is_any_running_record(ddb):
+    answers = check(ddb, lambda r: r.may_release(None), JobRecord.may_release_condition(None))
+    assert answers["running, lock without deadline"] and not answers["retrying, attempts equal"]
+
+
+def test_counting_a_workflow_member_is_its_condition(ddb):
+    check(ddb, lambda r: r.not_counted(), JobRecord.not_counted_condition())
+    counted = check(ddb, lambda r: r.counted_as(JobState.DEAD), JobRecord.counted_as_condition(JobState.DEAD))
+    assert counted["dead, counted, attempts equal"] and not counted["succeeded, counted"]
+
+
+def test_no_record_is_its_condition(ddb):
+    answers = check(ddb, lambda r: not r.exists, NO_RECORD)
+    assert [name for name, yes in answers.items() if yes] == ["no record"]
+
+
+def test_a_lost_last_attempt_reads_dead_for_readers(ddb):
+    lost = check(ddb, lambda r: r.lost_last_attempt(NOW_MS), JobRecord.lost_last_attempt_condition(NOW_MS))
+    assert [name for name, yes in lost.items() if yes] == ["running, expired lock, last attempt"]
+    states = {name: r.reconciled_state(NOW_MS) for name, r in RECORDS.items()}
+    assert states["running, expired lock, last attempt"] is JobState.DEAD
+    assert states["running, live lock, last attempt"] is JobState.RUNNING
+    assert states["unknown state"] is JobState.PENDING and states["no record"] is JobState.PENDING
+    assert states["no state (progress only)"] is JobState.PENDING
+    # lifecycle.reconcile is the same rule, for callers that hold the fields
+    assert lifecycle.reconcile(JobState.RUNNING, 2, 2, NOW_MS - 1, NOW_MS) is JobState.DEAD
+    assert lifecycle.reconcile(JobState.RUNNING, 1, 2, NOW_MS - 1, NOW_MS) is JobState.RUNNING
+
+
+def test_the_codec_round_trips_every_attribute():
+    full = JobRecord(
+        job_id="order-42",
+        job="send_email",
+        state=JobState.SUCCEEDED,
+        attempts=3,
+        max_attempts=5,
+        created_at="2026-11-29T12:00:00.000Z",
+        started_at="2026-11-29T12:00:01.000Z",
+        finished_at="2026-11-29T12:00:02.000Z",
+        updated_at="2026-11-29T12:00:01.500Z",
+        result='{"provider_id": "p-1"}',
+        error={"type": "RuntimeError", "message": "flaky"},
+        progress=50.0,
+        progress_message="half way",
+        waiting_until="2026-11-29T12:01:00.000Z",
+        expiration=1_800_003_600,
+        in_progress_expiration=LOCK,
+        wf_counted="succeeded",
+        ix="send_email#succeeded",
+        ix_at="2026-11-29T12:00:02.000Z",
+    )
+    item = full.to_item()
+    assert JobRecord.from_item(item) == full
+    assert (
+        item["attempts"] == {"N": "3"}
+        and item["progress"] == {"N": "50.0"}
+        and item["id"] == {"S": "order-42"}
+    )
+    assert item["error"] == {"M": {"type": {"S": "RuntimeError"}, "message": {"S": "flaky"}}}
+    # attributes a record does not have are not written, and read back as absent
+    bare = JobRecord("order-43", state="paused", progress=12.5)
+    assert set(bare.to_item()) == {"id", "state", "progress"}
+    assert JobRecord.from_item(bare.to_item()) == bare  # a state this version does not know stays text
+
+
+def test_the_codec_reads_what_the_lifecycle_writes(ddb):
+    # GIVEN a record written by acquire, then by a failure (through DynamoDB)
+    ddb.delete_item(TableName=TABLE, Key=codec.key("written"))
+    lifecycle.acquire(
+        ddb,
+        TABLE,
+        "written",
+        "j",
+        expiration=int(NOW) + 60,
+        in_progress_expiration=LOCK,
+        attempt=1,
+        max_attempts=3,
+    )
+    lifecycle.fail(
+        ddb,
+        TABLE,
+        "written",
+        "j",
+        JobState.RETRYING,
+        {"type": "E", "message": "m"},
+        release=True,
+        ttl_seconds=60,
+        lock=LOCK,
+    )
+    item = ddb.get_item(TableName=TABLE, Key=codec.key("written"), ConsistentRead=True)["Item"]
+    # THEN the record reads it typed, and writes it back as stored
+    rec = JobRecord.from_item(item)
+    assert (rec.state, rec.attempts, rec.max_attempts, rec.in_progress_expiration) == (
+        JobState.RETRYING,
+        1,
+        3,
+        None,
+    )
+    assert rec.error == {"type": "E", "message": "m"}
+    assert rec.to_item() == item
