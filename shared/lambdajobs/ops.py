@@ -19,6 +19,7 @@ from lambdajobs.runtime.settings import (
     ATTR_ERROR_TYPE,
     ATTR_FAILED_AT,
     ATTR_REASON,
+    ATTR_REDRIVEN,
     HANDBACK_ATTRIBUTES,
 )
 
@@ -443,6 +444,8 @@ def redrive(
             # A redriven job starts again: a copy SQS moved here keeps the worker's hand-back
             # attributes (attempts used, an outcome to record), which must not follow it back.
             kept = {k: v for k, v in letter.attributes.items() if k not in HANDBACK_ATTRIBUTES}
+            if ATTR_FAILED_AT not in kept:  # SQS moved it: say it is a redrive (the worker's say so)
+                kept[ATTR_REDRIVEN] = {"DataType": "String", "StringValue": "1"}
             if kept:
                 entry["MessageAttributes"] = kept
             entries.append(entry)

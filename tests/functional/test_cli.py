@@ -16,7 +16,7 @@ from lambdajobs.cli import STATUS_DEAD, STATUS_NO_RECORD, STATUS_TIMED_OUT, app
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
-from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE
+from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_REDRIVEN, ATTR_SETTLE
 from tests.functional.conftest import JOBS_PACKAGE
 from tests.jobs.messages import Message
 
@@ -326,8 +326,9 @@ def test_a_redriven_copy_starts_again_without_the_workers_hand_back_attributes(
     [moved] = aws.client("sqs").receive_message(
         QueueUrl=deliver_runner.queues.queue_url, MessageAttributeNames=["All"], VisibilityTimeout=0
     )["Messages"]
-    # THEN it arrives as a fresh job (its own attributes kept), and runs
-    assert set(moved["MessageAttributes"]) == {"tenant"}
+    # THEN it arrives as a fresh job (its own attributes kept, marked a redrive: SQS, not the worker,
+    # put it in the DLQ, so it carries no reason), and runs
+    assert set(moved["MessageAttributes"]) == {"tenant", ATTR_REDRIVEN}
     deliver_runner.drain()
     assert get_status("copy-1").state == "succeeded" and sink.sent == ["ada@example.com"]
 

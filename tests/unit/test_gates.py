@@ -19,7 +19,13 @@ from lambdajobs.runtime import gates, ratelimit
 from lambdajobs.runtime.delivery import CarriedSlot, Delivery, Mark, read
 from lambdajobs.runtime.gates import DeadLetter, Done, HandBack, RecordSuccess, Retry, Run
 from lambdajobs.runtime.job_record import JobRecord, JobState
-from lambdajobs.runtime.settings import ATTR_FAILED_AT, ATTR_PRIOR_ATTEMPTS, ATTR_RATE_SLOT, ATTR_SETTLE
+from lambdajobs.runtime.settings import (
+    ATTR_FAILED_AT,
+    ATTR_PRIOR_ATTEMPTS,
+    ATTR_RATE_SLOT,
+    ATTR_REDRIVEN,
+    ATTR_SETTLE,
+)
 from lambdajobs.runtime.spec import JobSpec, job
 from lambdajobs.testing import isolated_registry
 
@@ -119,7 +125,7 @@ def carrying(spec: JobSpec, outcome: Any) -> Delivery:
                 "attempts": 2,
                 "type": "E",
                 "message": "m",
-                "mark": "dead_run",
+                "mark": "release",
                 "lock": 7,
             },
             DeadLetter({"type": "E", "message": "m"}, 2, mark=Mark.DEAD_RUN, lock=7),
@@ -159,10 +165,15 @@ def carrying(spec: JobSpec, outcome: Any) -> Delivery:
             },
             DeadLetter({"type": "E", "message": "m"}, 1, mark=Mark.DEAD_UNRUN),
         ),
-        # a newer worker's outcome (a deploy in progress): neither run nor dropped
+        # a newer worker's outcome (a deploy in progress): neither run nor dropped, its outcome kept
         (
-            {"v": 99, "action": "something-new", "job_id": "j-1"},
-            HandBack(gates.NEWER_WORKER_DELAY_SECONDS, "an outcome from a newer worker", keep_slot=False),
+            {"v": 99, "action": "something-new", "job_id": "j-1", "at": 10**10},
+            HandBack(
+                gates.NEWER_WORKER_DELAY_SECONDS,
+                "an outcome from a newer worker",
+                keep_slot=False,
+                keep_outcome=True,
+            ),
         ),
     ],
 )
@@ -178,6 +189,9 @@ def test_a_carried_outcome_is_recorded_not_run(specs, outcome, expected):
         '{"action": "complete", "job_id": ',  # damaged
         "[1, 2]",
         {"v": 1, "action": "dead_letter", "job_id": "j-1", "attempts": -4},
+        {"v": 1, "action": "dead_letter", "job_id": "j-1", "mark": "dead_run"},  # not a mark on the wire
+        "[" * 100_000,  # nested too deeply for the parser
+        {"v": 99, "action": "complete", "job_id": "someone-else"},  # a newer version, another job's
     ],
 )
 def test_a_forged_or_damaged_outcome_is_discarded_and_the_message_runs(specs, outcome):
@@ -403,3 +417,40 @@ def test_a_lock_not_taken_or_held_elsewhere_costs_no_attempt(specs):
     assert gates.duplicate(JobRecord("j-1", state=JobState.SUCCEEDED)) == Done(
         "duplicate", metric="JobDuplicate", notify=True
     )
+
+
+def test_a_newer_workers_outcome_waits_an_hour_then_goes_to_the_dlq(specs):
+    written = 1_800_000_000
+    d = carrying(specs["plain"], {"v": 2, "action": "complete", "job_id": "j-1", "at": written})
+    assert isinstance(gates.carried_outcome(d, now=written + 3599), HandBack)
+    late = gates.carried_outcome(d, now=written + 3601)
+    assert isinstance(late, DeadLetter) and late.error["type"] == "UnknownOutcomeVersion"
+    assert "protocol version 2" in late.error["message"] and late.mark is None
+
+
+def test_waiting_elsewhere_is_a_later_slot_than_the_message_carries(specs):
+    spec = specs["limited"]
+    slot = CarriedSlot(1, NOW_US + 9 * SECOND)
+    waiting = JobRecord("j-1", state=JobState.WAITING, waiting_until=slot.until_iso())
+    assert gates.waits_elsewhere(deliver(spec), waiting)  # no slot: a duplicate
+    earlier = deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US}"})
+    assert gates.waits_elsewhere(earlier, waiting)
+    # the copy that carries that slot, or a later one (its mark could not be written), is the live one
+    assert not gates.waits_elsewhere(deliver(spec, **{ATTR_RATE_SLOT: slot.text()}), waiting)
+    assert not gates.waits_elsewhere(deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US + 20 * SECOND}"}), waiting)
+    # a DLQ redrive starts the job again, whatever the record waits for
+    assert not gates.waits_elsewhere(deliver(spec, **{ATTR_FAILED_AT: "2026-01-01T00:00:00Z"}), waiting)
+    assert not gates.waits_elsewhere(deliver(spec, **{ATTR_REDRIVEN: "1"}), waiting)
+    assert not gates.waits_elsewhere(deliver(spec), JobRecord("j-1", state=JobState.RETRYING))
+
+
+def test_a_fresh_slot_handed_back_for_lack_of_time_marks_the_record_waiting(specs, monkeypatch):
+    monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", SECOND)
+    decision = rate_gate(deliver(specs["limited"]), FakeLimiter([NOW_US + SECOND // 2]), room=False)
+    assert isinstance(decision, HandBack) and decision.mark_waiting
+
+
+def test_past_the_last_attempt_a_running_record_without_a_lock_deadline_goes_to_the_dlq(specs):
+    d = deliver(specs["plain"], receives=4)
+    decision = gates.past_last_attempt(d, JobRecord("j-1", state=JobState.RUNNING, attempts=3), NOW_MS)
+    assert isinstance(decision, DeadLetter) and decision.mark is Mark.DEAD_PAST_LAST

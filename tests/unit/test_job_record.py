@@ -7,15 +7,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from lambdajobs.runtime import lifecycle
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.job_record import NAMES, NO_RECORD, Condition, JobRecord, JobState
+from tests.conditions import TABLE, condition_table
+from tests.conditions import passes as condition_passes
 
-TABLE = "job-record-rules"
 NOW = 1_800_000_000.25  # epoch s, as `time.time()` gives it
 NOW_MS = int(NOW * 1000)
 LOCK = NOW_MS + 60_000
@@ -63,36 +62,14 @@ RECORDS: dict[str, JobRecord] = {
 
 @pytest.fixture(scope="module")
 def ddb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with condition_table() as client:
         yield client
 
 
 def passes(ddb: Any, rec: JobRecord, condition: Condition) -> bool:
     """Whether DynamoDB lets a conditional UpdateItem with `condition` through on the item `rec`."""
-    ddb.delete_item(TableName=TABLE, Key=codec.key(rec.job_id))
-    if rec.exists:
-        ddb.put_item(TableName=TABLE, Item=rec.to_item())
-    used = {name: path for name, path in NAMES.items() if name in condition.expression}
-    request = codec.update(
-        TABLE,
-        rec.job_id,
-        sets=["probe = :probe"],
-        condition=condition.expression,
-        values={**condition.values, ":probe": 1},
-        names=used or None,
-    )
-    try:
-        ddb.update_item(**request)
-    except ddb.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+    item = rec.to_item() if rec.exists else None
+    return condition_passes(ddb, rec.job_id, item, condition.expression, condition.values, NAMES)
 
 
 def check(ddb: Any, predicate: Callable[[JobRecord], bool], condition: Condition) -> dict[str, bool]:

@@ -10,9 +10,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from lambdajobs.runtime import table
 from lambdajobs.runtime.workflow_item import (
@@ -26,8 +24,8 @@ from lambdajobs.runtime.workflow_item import (
     WorkflowState,
     workflow_key,
 )
+from tests.conditions import TABLE, condition_table, passes
 
-TABLE = "jobs"
 NOW = "2026-11-29T12:00:00.000Z"
 #: The continuer's clock (epoch s, with a fraction: the claim's `:now` is its integer part).
 NOW_S = 1_800_000_000.7
@@ -78,34 +76,13 @@ ITEMS: dict[str, WorkflowItem | None] = {
 
 @pytest.fixture
 def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+    with condition_table() as client:
         yield client
 
 
 def condition_passes(client: Any, item: WorkflowItem | None, condition: str, values: dict[str, Any]) -> bool:
     """Put `item` (none: no item), then make an UpdateItem under `condition`: did it pass?"""
-    client.delete_item(TableName=TABLE, Key=table.key(workflow_key("wf")))
-    if item is not None:
-        client.put_item(TableName=TABLE, Item=item.to_item())
-    request = table.update(
-        TABLE,
-        workflow_key("wf"),
-        sets=["probe = :probe"],
-        condition=condition,
-        values={**values, ":probe": 1},
-    )
-    try:
-        client.update_item(**request)
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+    return passes(client, workflow_key("wf"), item.to_item() if item is not None else None, condition, values)
 
 
 def disagreements(

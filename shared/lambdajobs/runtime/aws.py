@@ -170,7 +170,20 @@ def retrying(call: Callable[..., Any], *args: Any, rng: random.Random | None = N
             return None
         except Exception as exc:
             if n == TRIES - 1 or not transient(exc):
-                logger.warning("bookkeeping call failed: %s: %s", type(exc).__name__, str(exc)[:300])
+                error = {"type": type(exc).__name__, "message": str(exc)[:300]}
+                logger.warning("bookkeeping call failed", extra={"error": error})
                 return exc
             time.sleep((0.5 + 0.5 * pick.random()) * PAUSE_SECONDS * 2**n)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def read_retrying(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`'s answer (a read), tried again as `retrying` tries a write; the last error raises."""
+    for n in range(TRIES):
+        try:
+            return call(*args)
+        except Exception as exc:
+            if n == TRIES - 1 or not transient(exc):
+                raise
+            time.sleep((0.5 + 0.5 * random.random()) * PAUSE_SECONDS * 2**n)
     raise AssertionError("unreachable")  # pragma: no cover

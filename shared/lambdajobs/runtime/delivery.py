@@ -17,12 +17,14 @@ The hand-back protocol. A copy the worker sends back to a job's queue carries, i
 The queue is writable by anyone with send permission, so a carried outcome is validated: one that does
 not parse, or names another job id, is discarded with a warning and the message runs as its own job; a
 newer version than this worker knows (a deploy in progress) is handed back for a newer worker, neither
-run nor dropped. Copies written before the protocol had a version (no `v`) are read as version 0.
+run nor dropped, for up to an hour after it was written (then it goes to the DLQ with that reason).
+Copies written before the protocol had a version (no `v`) are read as version 0; the marks keep the
+values those workers wrote and read.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -32,14 +34,20 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode
+from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode, parse_body
 from lambdajobs.runtime.errors import (
     EnvelopeError,
     PayloadValidationError,
     UnknownJobError,
     UnknownPriorityError,
 )
-from lambdajobs.runtime.settings import ATTR_FAILED_AT, ATTR_PRIOR_ATTEMPTS, ATTR_RATE_SLOT, ATTR_SETTLE
+from lambdajobs.runtime.settings import (
+    ATTR_FAILED_AT,
+    ATTR_PRIOR_ATTEMPTS,
+    ATTR_RATE_SLOT,
+    ATTR_REDRIVEN,
+    ATTR_SETTLE,
+)
 from lambdajobs.runtime.spec import JobSpec
 
 #: The version of `CarriedOutcome` this worker writes and understands.
@@ -47,21 +55,18 @@ PROTOCOL_VERSION = 1
 
 
 class Mark(StrEnum):
-    """How a job's record is marked dead before its message moves to the DLQ."""
+    """How a job's record is marked dead before its message moves to the DLQ. The values on the wire
+    are those of workers deployed before the protocol had a version (they read them still)."""
 
     #: The run that held the lock failed for good; its release write failed (the record reads
     #: `running`): record it dead, while the record still carries that run's lock.
-    DEAD_RUN = "dead_run"
+    DEAD_RUN = "release"
     #: A message that never ran (an invalid payload, a job or level gone): dead, unless a live run
     #: holds the record or it succeeded.
-    DEAD_UNRUN = "dead_unrun"
+    DEAD_UNRUN = "reject"
     #: A message past its last attempt: dead as DEAD_UNRUN, and also over a `retrying` or `waiting`
     #: record (it was this message's own).
-    DEAD_PAST_LAST = "dead_past_last"
-
-
-#: The marks of copies written before the protocol had a version.
-_LEGACY_MARKS = {"release": Mark.DEAD_RUN, "reject": Mark.DEAD_UNRUN, "bury": Mark.DEAD_PAST_LAST}
+    DEAD_PAST_LAST = "bury"
 
 
 class CarriedOutcome(BaseModel):
@@ -83,6 +88,9 @@ class CarriedOutcome(BaseModel):
     type: str = "Error"
     message: str = ""
     mark: Mark | None = None
+    #: When it was written (epoch s). Every version has `v`, `job_id` and `at`: a worker that meets a
+    #: newer version knows whose outcome it is, and for how long it has waited for a newer worker.
+    at: int = Field(default_factory=lambda: int(time.time()))
 
     def error(self) -> dict[str, str]:
         return {"type": self.type, "message": self.message}
@@ -119,32 +127,32 @@ class CarriedSlot:
 @dataclass(frozen=True)
 class Carried:
     """A copy's carried outcome, read: the outcome, or why there is none to apply (`newer`: written by
-    a newer worker; else the reason it was discarded)."""
+    a newer worker, `at` then; else the reason it was discarded). `text` is the attribute as sent."""
 
     outcome: CarriedOutcome | None = None
-    newer: bool = False
+    newer: int | None = None
+    at: int | None = None
     discarded: str | None = None
+    text: str | None = field(default=None, repr=False)
 
 
 def read_carried(text: str | None, job_id: str | None) -> Carried | None:
-    """The carried outcome of a message (None: it carries none)."""
+    """The carried outcome of a message (None: it carries none). Read with the envelope's hardened
+    parser (size and nesting limits): never raises."""
     if text is None:
         return None
     try:
-        data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-        if "v" not in data:  # written before the protocol had a version
-            mark = data.get("mark")
-            data = {**data, "v": 0, "mark": _LEGACY_MARKS.get(str(mark), mark)}
-        elif isinstance(data["v"], int) and data["v"] > PROTOCOL_VERSION:
-            return Carried(newer=True)
-        outcome = CarriedOutcome.model_validate(data)
-    except (ValueError, ValidationError) as exc:
-        return Carried(discarded=f"unreadable ({str(exc).splitlines()[0][:200]})")
-    if outcome.job_id != job_id:
-        return Carried(discarded="it names another job id")
-    return Carried(outcome=outcome)
+        data = parse_body(text)
+        if data.get("job_id") != job_id:
+            return Carried(discarded="it names another job id", text=text)
+        version = data.get("v", 0)  # none: written before the protocol had a version
+        if isinstance(version, int) and not isinstance(version, bool) and version > PROTOCOL_VERSION:
+            at = data.get("at")
+            return Carried(newer=version, at=at if isinstance(at, int) else None, text=text)
+        outcome = CarriedOutcome.model_validate({**data, "v": version})
+    except (EnvelopeError, ValidationError) as exc:
+        return Carried(discarded=f"unreadable ({str(exc).splitlines()[0][:200]})", text=text)
+    return Carried(outcome=outcome, text=text)
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,8 @@ class Delivery:
     receives: int
     #: The priority level of the queue it came from (None: the job's own queue).
     source_level: str | None
-    #: A message redriven from the DLQ (it carries the reason the worker gave it there).
+    #: A message redriven from the DLQ (it carries the reason the worker gave it there, or the mark
+    #: `lambdajobs dlq redrive` sets on a message SQS moved there).
     redriven: bool
     carried_slot: CarriedSlot | None
     carried: Carried | None
@@ -225,7 +234,8 @@ def read(
         attempt=attempt_of(record),
         receives=int(record.attributes.approximate_receive_count or 1),
         source_level=source_level,
-        redriven=_attribute(record, ATTR_FAILED_AT) is not None,
+        redriven=_attribute(record, ATTR_FAILED_AT) is not None
+        or _attribute(record, ATTR_REDRIVEN) is not None,
         carried_slot=CarriedSlot.parse(_attribute(record, ATTR_RATE_SLOT)),
         carried=None,
     )

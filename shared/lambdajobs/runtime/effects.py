@@ -39,6 +39,7 @@ from lambdajobs.runtime.settings import (
     ATTR_PRIOR_ATTEMPTS,
     ATTR_RATE_SLOT,
     ATTR_REASON,
+    ATTR_REDRIVEN,
     ATTR_SETTLE,
     DLQ_ATTRIBUTES,
     HANDBACK_ATTRIBUTES,
@@ -121,14 +122,9 @@ class Effects:
         return False
 
     def retry(self, d: Delivery, decision: Retry) -> Any:
-        """Report the record failed, visible again after the decision's delay. On the queue's last
-        receive (after a recount, the attempt can be below it) a copy goes back instead: SQS would move
-        the next receive to the DLQ without its reason."""
+        """Report the record failed, visible again after the decision's delay (that receive counts)."""
         if decision.metric:
             self.metric(decision.metric, 1)
-        if d.receives >= d.spec.max_receive_count and decision.delay is not None:
-            self.hand_back(d, HandBack(decision.delay, "retry"))
-            return None
         if decision.delay is not None:
             self.retry_after(d, decision.delay)
         raise decision.error
@@ -185,6 +181,8 @@ class Effects:
         attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": prior}
         if decision.outcome is not None:
             attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": decision.outcome.text()}
+        elif decision.keep_outcome and d.carried is not None and d.carried.text is not None:
+            attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": d.carried.text}
         if decision.metric:
             self.metric(decision.metric, 1)
         sqs = self.config.client("sqs")
@@ -253,7 +251,8 @@ class Effects:
         if left is not None and decision.mark is not None:
             if not decision.mark_now:  # the write just failed here: the copy makes it
                 return self.hand_back(d, HandBack(1, "dead-letter", outcome=left))
-            failed = self.write(self._mark(d, decision.mark), job_id, d.spec.name, error, decision.lock)
+            job = d.envelope.job if d.envelope is not None else d.spec.name  # (a job gone: its own name)
+            failed = self.write(self._mark(d, decision.mark), job_id, job, error, decision.lock)
             if failed is not None and aws.transient(failed):  # else it cannot be written: move anyway
                 return self.hand_back(d, HandBack(1, "dead-letter", outcome=left))
             left = left.model_copy(update={"mark": None})
@@ -291,7 +290,9 @@ class Effects:
         }
         # A redriven message starts again: the hand-back attributes are not carried to the DLQ.
         attributes = copied_attributes(
-            d.record, drop=DLQ_ATTRIBUTES + HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - len(ours)
+            d.record,
+            drop=(*DLQ_ATTRIBUTES, *HANDBACK_ATTRIBUTES, ATTR_REDRIVEN),
+            room=MAX_SQS_ATTRIBUTES - len(ours),
         )
         for name, text in ours.items():
             attributes[name] = {"DataType": "String", "StringValue": text}

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lambdajobs.runtime.delivery import CarriedOutcome, CarriedSlot, Delivery, Mark
+from lambdajobs.runtime.delivery import PROTOCOL_VERSION, CarriedOutcome, CarriedSlot, Delivery, Mark
 from lambdajobs.runtime.errors import LastAttemptLostError
 from lambdajobs.runtime.lifecycle import REDRIVEN_ERROR, JobState, after_failure
 from lambdajobs.runtime.records import error_fields
@@ -42,6 +42,9 @@ logger = logging.getLogger(__name__)
 #: A copy written by a newer worker (a deploy in progress) comes back after this long, for a newer
 #: worker to take: neither run nor dropped here.
 NEWER_WORKER_DELAY_SECONDS = 10
+#: ... for this long after it was written; then no newer worker is coming (a rollback, a forged
+#: version): it goes to the DLQ with that reason, for an operator.
+NEWER_WORKER_PATIENCE_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class HandBack:
     slot: CarriedSlot | None = None
     keep_slot: bool = True
     outcome: CarriedOutcome | None = None
+    #: The copy carries the outcome this message carries, as it was sent (a newer worker's).
+    keep_outcome: bool = False
     to: str | None = None
     mark_waiting: bool = False
     metric: str | None = None
@@ -126,13 +131,28 @@ def seconds_until(epoch_ms: int, now: float | None = None) -> int:
 # -- the gates, in order ------------------------------------------------------------------------------
 
 
-def carried_outcome(d: Delivery) -> Decision | None:
+def carried_outcome(d: Delivery, now: float | None = None) -> Decision | None:
     """A copy whose job already ran: record its outcome, do not run it again. A newer worker's copy
-    waits for a newer worker; a discarded outcome (unreadable, another job id's) lets it run."""
+    waits for a newer worker (its outcome kept as sent), up to NEWER_WORKER_PATIENCE_SECONDS after it
+    was written, then goes to the DLQ; a discarded outcome (unreadable, another job id's) lets it run."""
     if d.carried is None or d.carried.discarded:
         return None
-    if d.carried.newer:
-        return HandBack(NEWER_WORKER_DELAY_SECONDS, "an outcome from a newer worker", keep_slot=False)
+    if d.carried.newer is not None:
+        age = (time.time() if now is None else now) - (d.carried.at or 0)
+        if age < NEWER_WORKER_PATIENCE_SECONDS:
+            return HandBack(
+                NEWER_WORKER_DELAY_SECONDS,
+                "an outcome from a newer worker",
+                keep_slot=False,
+                keep_outcome=True,
+            )
+        error = {
+            "type": "UnknownOutcomeVersion",
+            "message": f"the message carries an outcome of protocol version {d.carried.newer} "
+            f"(this worker reads {PROTOCOL_VERSION}), written {age:.0f} s ago, and no newer worker took "
+            "it; deploy the newer worker and redrive it (the job may run again)",
+        }
+        return DeadLetter(error, d.attempt)
     outcome = d.carried.outcome
     assert outcome is not None
     if outcome.action == "complete":
@@ -179,13 +199,14 @@ def validation(d: Delivery) -> Decision | None:
 
 
 def waits_elsewhere(d: Delivery, record: JobRecord | None) -> bool:
-    """Whether the job's record waits for a rate-limit slot this message does not carry: a copy of it
-    is in the queue, due at that slot (the record is marked `waiting` only once that copy was sent).
-    This message is then a duplicate (SQS delivered it twice while it was handed back; a producer sent
-    the job id again) and has nothing to do: the copy runs the job, and no attempt is spent on it."""
-    if record is None or record.state != JobState.WAITING or record.waiting_until is None:
+    """Whether the job's record waits for a rate-limit slot later than any this message carries: a
+    copy of it is in the queue, due at that slot (the record is marked `waiting` for a slot only once
+    the copy carrying it was sent). This message is then a duplicate (SQS delivered it twice while it
+    was handed back; a producer sent the job id again) and has nothing to do: the copy runs the job,
+    and no attempt is spent on it. A DLQ redrive is never one (it starts the job again)."""
+    if d.redriven or record is None or record.state != JobState.WAITING or record.waiting_until is None:
         return False
-    return d.carried_slot is None or d.carried_slot.until_iso() != record.waiting_until
+    return d.carried_slot is None or d.carried_slot.until_iso() < record.waiting_until
 
 
 def past_last_attempt(d: Delivery, record: JobRecord | None, now_ms: int) -> Decision | None:
@@ -198,9 +219,9 @@ def past_last_attempt(d: Delivery, record: JobRecord | None, now_ms: int) -> Dec
         return Done("a duplicate of a job that succeeded", metric="JobDuplicate", notify=True)
     if waits_elsewhere(d, record):
         return Done("a duplicate of a copy that waits for its slot", metric="JobDuplicate")
-    if record is not None and record.lock_live(now_ms):
-        assert record.in_progress_expiration is not None
-        return HandBack(seconds_until(record.in_progress_expiration), "lock held")
+    expiry = record.in_progress_expiration if record is not None else None
+    if record is not None and expiry is not None and record.lock_live(now_ms):
+        return HandBack(seconds_until(expiry), "lock held")
     error = error_fields(LastAttemptLostError(REDRIVEN_ERROR["message"]))
     return DeadLetter(error, d.attempt - 1, mark=Mark.DEAD_PAST_LAST)
 

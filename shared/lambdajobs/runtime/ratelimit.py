@@ -426,7 +426,7 @@ def _on_slot(
     slot, ahead = limiter.take(limit, value, now_us=now_us, ahead=d.source_level is not None)
     taken = CarriedSlot(d.attempt, slot, ahead)
     if slot - now_us <= INLINE_WAIT_US:
-        return _start_on(taken, now_us, room)
+        return _start_on(taken, now_us, room, fresh=True)
     return HandBack(
         hand_back_delay(slot, now_us), "rate limited", slot=taken, mark_waiting=True, metric="JobRateLimited"
     )
@@ -455,14 +455,17 @@ def _on_carried_slot(
     return None
 
 
-def _start_on(slot: CarriedSlot, now_us: int, room: Callable[[float], bool]) -> Decision:
+def _start_on(
+    slot: CarriedSlot, now_us: int, room: Callable[[float], bool], *, fresh: bool = False
+) -> Decision:
     """Start on `slot` (now, or less than INLINE_WAIT_US away: waited for in the worker, if the
-    invocation has the time), and not after LATE_TOLERANCE_US past it."""
+    invocation has the time), and not after LATE_TOLERANCE_US past it. `fresh`: a slot just taken
+    (a copy handed back with it marks the record waiting for it, as any copy waiting for a slot does)."""
     from lambdajobs.runtime.gates import HandBack, Run
 
     wait_ms = max(0.0, (slot.slot_us - now_us) / 1000)
     if wait_ms > 0 and not room(wait_ms):
-        return HandBack(1, "rate limited, no time to wait", slot=slot)
+        return HandBack(1, "rate limited, no time to wait", slot=slot, mark_waiting=fresh)
     start_at = slot.slot_us if wait_ms > 0 else None
     return Run(start_at_us=start_at, start_by_us=slot.slot_us + LATE_TOLERANCE_US)
 

@@ -31,7 +31,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from lambdajobs.runtime import lifecycle, pii
+from lambdajobs.runtime import aws, lifecycle, pii
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.errors import (
@@ -342,12 +342,13 @@ class JobRecordStore(BasePersistenceLayer):
 
     def reader(self, job_id: str | None) -> Callable[[], JobRecord | None]:
         """A reader of the job's record that reads it (consistently) when first asked, then answers
-        from what it read: the worker's gates ask for the record at most once per delivery."""
+        from what it read: the worker's gates ask for the record at most once per delivery. A read
+        that fails on a throttle or a service error is tried again (`aws.TRIES`); then it raises."""
         read: list[JobRecord | None] = []
 
         def record() -> JobRecord | None:
             if not read and job_id is not None:
-                read.append(self.read(job_id))
+                read.append(aws.read_retrying(self.read, job_id))
             return read[0] if read else None
 
         return record
@@ -357,7 +358,8 @@ class JobRecordStore(BasePersistenceLayer):
         an acquire now may take it (it moved on since, or its lock just expired: Powertools retries the
         acquire on EXPIRED), INPROGRESS for a live lock, COMPLETED for a success (its result is the
         answer) and for a record with nothing for this copy to run: a workflow member counted dead, an
-        attempt that already ran (`JobRecord.may_start`'s fence), a state this version does not know.
+        attempt that already ran (`JobRecord.may_start`'s fence). A state this version does not know
+        reads as held (INPROGRESS): the message comes back, it is never answered as done.
         """
         run = getattr(self._local, "run", None) or {}
         record = JobRecord.from_item(item)
@@ -365,7 +367,8 @@ class JobRecordStore(BasePersistenceLayer):
         attempt = int(run["attempt"]) if "attempt" in run else None
         if record.may_start(now, attempt, bool(run.get("redriven", True))):
             status = STATUS_CONSTANTS["EXPIRED"]
-        elif record.lock_live(int(now * 1000)):
+        elif record.lock_live(int(now * 1000)) or (record.exists and record.known_state is None):
+            # a state this version does not know (a newer one's): held, never taken for done
             status = STATUS_CONSTANTS["INPROGRESS"]
         else:
             status = STATUS_CONSTANTS["COMPLETED"]

@@ -98,6 +98,11 @@ RESERVED_ID_PREFIX = "lambdajobs#"
 #: A workflow's item in the job table: `lambdajobs#wf#<workflow id>` (IAM conditions name the prefix).
 WORKFLOW_ID_PREFIX = RESERVED_ID_PREFIX + "wf#"
 HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT)
+#: On a message `lambdajobs dlq redrive` moved back from a DLQ that the worker did not put there (SQS
+#: redrive moved it, without the worker's reason): it is a redrive, which may run a dead job again. A
+#: message the worker dead-lettered says so by its `lambdajobs.failed_at`. Dropped on the next move to
+#: the DLQ.
+ATTR_REDRIVEN = "lambdajobs.redriven"
 
 
 #: Source queues keep messages 4 days (the SQS default); dead-letter queues 14 days, the SQS maximum:

@@ -250,6 +250,7 @@ class Worker:
                 decision = self._decide(d, invocation)
                 if not isinstance(decision, Run):
                     return self.effects.apply(d, decision)
+                _wait_for(decision, self._count)  # a rate-limit slot less than a second away
                 invocation.started += 1
                 started = time.perf_counter()
                 try:
@@ -331,9 +332,6 @@ class Worker:
             config=self.stack_config,
             workflow=d.member,
         )
-        if go.start_at_us is not None and go.start_at_us > time.time() * 1_000_000:
-            self._count("JobRateLimited", 1)
-            time.sleep((go.start_at_us - time.time() * 1_000_000) / 1_000_000)
         started = time.perf_counter()
         outcome = _Outcome(start_by_us=go.start_by_us)
         token = _outcome.set(outcome)
@@ -367,7 +365,9 @@ class Worker:
             return RecordSuccess(lifecycle.stored_result(json.dumps(outcome.result, sort_keys=True)), lock)
         if outcome.error is None:
             return gates.not_acquired(d, exc, self.rng)
-        if isinstance(outcome.error, lifecycle.RunNotStarted):
+        if isinstance(outcome.error, lifecycle.RunNotStarted):  # its lock given back (again, if that failed)
+            if exc is not outcome.error:
+                self.effects.write(self.store.delete_record, run, outcome.error)
             return HandBack(1, "missed its rate-limit slot", keep_slot=False)
         # `exc` is the job's error itself, or Powertools' persistence error when releasing the lock
         # failed: then the release is written again here; the decision is taken on the job's error.
@@ -376,6 +376,16 @@ class Worker:
         )
         self._count("JobFailed", 1)
         return gates.failed(d, outcome.error, lock, self.rng, unreleased=bool(unreleased))
+
+
+def _wait_for(go: Run, count: Callable[[str, float], None]) -> None:
+    """Sleep until the run's start (a rate-limit slot less than a second away), if it is ahead."""
+    if go.start_at_us is None:
+        return
+    wait_seconds = (go.start_at_us - time.time() * 1_000_000) / 1_000_000
+    if wait_seconds > 0:
+        count("JobRateLimited", 1)
+        time.sleep(wait_seconds)
 
 
 def _unroutable(d: Delivery, exc: BaseException) -> None:
