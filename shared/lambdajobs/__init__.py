@@ -97,6 +97,17 @@ __all__ = [
 ]
 
 
+#: Names `lambdajobs` exported before its public API was cut down to `__all__`: still importable from
+#: here (code written against the earlier API keeps working), with a DeprecationWarning that says
+#: where each one lives now.
+_MOVED = {
+    **dict.fromkeys(
+        ("get_spec", "jobs_in", "load_jobs", "registered_jobs", "Job", "JobSpec"), "lambdajobs.runtime.spec"
+    ),
+    "current": "lambdajobs.runtime.config",
+}
+
+
 def __getattr__(name: str) -> object:
     # RateLimit, enqueue, enqueue_many, the status readers, the workflow API: loaded on first use.
     if name in _LAZY:
@@ -105,6 +116,15 @@ def __getattr__(name: str) -> object:
         return getattr(lambdajobs.runtime, name)
     from lambdajobs.runtime import errors
 
-    # an error class: the message says where errors are
-    hint = "; import it from lambdajobs.errors" if name in errors.__all__ else ""
-    raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}{hint}")
+    where = "lambdajobs.errors" if name in errors.__all__ else _MOVED.get(name)
+    if where is None:
+        raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    warnings.warn(
+        f"lambdajobs.{name} has moved: import it from {where} (lambdajobs exports only its public API)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(where), name)

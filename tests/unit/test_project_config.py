@@ -151,6 +151,54 @@ def test_the_job_loader_imports_the_jobs_package_from_the_project_root_not_the_s
             del sys.modules[name]
 
 
+def test_shared_code_at_the_project_root_is_found_when_only_the_jobs_package_is_installed(
+    tmp_path, monkeypatch
+):
+    import sys
+
+    from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.testing import isolated_registry
+
+    # GIVEN a jobs package importable on its own (an editable install of it alone: another folder on
+    # sys.path), whose job imports a module at the project's root, and a script run from scripts/
+    root, installed = tmp_path / "proj", tmp_path / "site"
+    (root / "scripts").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "probe_shared_jobs"\n')
+    (root / "probe_shared_common.py").write_text("def shout(text: str) -> str:\n    return text.upper()\n")
+    (installed / "probe_shared_jobs").mkdir(parents=True)
+    (installed / "probe_shared_jobs" / "__init__.py").write_text("")
+    (installed / "probe_shared_jobs" / "mail.py").write_text(
+        "from pydantic import BaseModel\nfrom lambdajobs import job\n"
+        "from probe_shared_common import shout\n\n"
+        "class Mail(BaseModel):\n    to: str\n\n"
+        "@job()\ndef probe_shared_mail(payload: Mail) -> str:\n    return shout(payload.to)\n"
+    )
+    monkeypatch.chdir(root / "scripts")
+    kept = [p for p in sys.path if p not in ("", ".", str(root))]
+    monkeypatch.setattr(sys, "path", [str(installed), *kept])
+    try:
+        with isolated_registry():
+            # WHEN the jobs package is loaded by name
+            specs = load_jobs("probe_shared_jobs")
+            # THEN the project's root was made importable for the module it imports, and it loaded
+            assert [s.name for s in specs] == ["probe_shared_mail"] and str(root) in sys.path
+    finally:
+        for name in [m for m in sys.modules if m.startswith(("probe_shared_jobs", "probe_shared_common"))]:
+            del sys.modules[name]
+
+
+def test_a_library_a_jobs_package_imports_that_is_not_installed_is_named_as_it_is(tmp_path, monkeypatch):
+    from lambdajobs.runtime.spec import load_jobs
+
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "probe_needs_lib"\n')
+    (tmp_path / "probe_needs_lib").mkdir()
+    (tmp_path / "probe_needs_lib" / "__init__.py").write_text("import probe_not_installed_anywhere\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *__import__("sys").path])
+    with pytest.raises(ModuleNotFoundError, match="probe_not_installed_anywhere"):
+        load_jobs("probe_needs_lib")
+
+
 def test_a_jobs_package_missing_from_the_project_too_says_where_it_looked(tmp_path, monkeypatch):
     from lambdajobs.runtime.spec import load_jobs
 

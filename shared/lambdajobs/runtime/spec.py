@@ -938,8 +938,20 @@ def _import_jobs_modules(package: str) -> list[Any]:
     if hasattr(root, "__path__"):
         _check_regular_packages(package, root)
         for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
-            modules.append(importlib.import_module(info.name))
+            modules.append(_import_from_project(info.name))
     return modules
+
+
+def _import_from_project(name: str) -> Any:
+    """Import a module of the jobs package; when something it imports is not importable from where
+    Python started, but is your project's own code (a shared `common.py` at its root), make the
+    project's root importable and try again (the error of that try stands)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        if not _project_roots():
+            raise
+    return importlib.import_module(name)
 
 
 def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> str:
@@ -965,40 +977,30 @@ def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> st
 
 
 def _import_jobs_package(module: str) -> Any:
-    """Import the jobs package; when it is not importable from where Python started (plain `pytest`,
-    `python scripts/x.py`: the script's folder is on sys.path, not your project's), from the root of
-    the project you are in (the folder whose pyproject.toml has `[tool.lambdajobs]`), and try again.
+    """Import the jobs package; when it, or a module of your project it imports (a shared
+    `common.py` at the project's root), is not importable from where Python started (plain `pytest`,
+    `python scripts/x.py`: the script's folder is on sys.path, not your project's; an editable install
+    of the jobs package alone), from the root of the project you are in (the folder whose
+    pyproject.toml has `[tool.lambdajobs]`), and try again.
 
     Raises:
         ConfigurationError: it is not found there either (saying where it was looked for).
+        ModuleNotFoundError: the package is there, but something it imports is not (a library not
+            installed): that error, as it is.
     """
-
-    def missing(exc: ModuleNotFoundError) -> bool:  # the package itself, not something it imports
-        return bool(exc.name) and (module == exc.name or module.startswith(f"{exc.name}."))
-
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if not missing(exc):
-            raise  # the package exists but something it imports does not: say so
-    import sys
-    from pathlib import Path
-
-    from lambdajobs.runtime.project import make_importable
-
-    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
-    starts = [Path.cwd()] + ([script.resolve().parent] if script and script.is_file() else [])
+        failed = exc
     roots = []
-    for start in starts:
-        root = make_importable(start)
-        if root is None or root in roots:
-            continue
+    for root in _project_roots():
         roots.append(root)
         try:
             return importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if not missing(exc):
-                raise
+            failed = exc
+    if not (failed.name and (module == failed.name or module.startswith(f"{failed.name}."))):
+        raise failed  # the package exists but something it imports does not: say so
     where = (
         f"not on sys.path, nor in the project folder {roots[0]} (its pyproject.toml has [tool.lambdajobs])"
         if roots
@@ -1008,6 +1010,24 @@ def _import_jobs_package(module: str) -> Any:
         f"jobs module '{module}' is not importable: {where}; check the name ([tool.lambdajobs] jobs in "
         f"pyproject.toml, or --jobs), run from inside your project, or install it (pip install -e .)."
     ) from None
+
+
+def _project_roots() -> list[Any]:
+    """The roots of the project you are in, from the current folder and from the script's, each put
+    first on sys.path (`project.make_importable`)."""
+    import sys
+    from pathlib import Path
+
+    from lambdajobs.runtime.project import make_importable
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] not in ("", "-c", "-m") else None
+    starts = [Path.cwd()] + ([script.resolve().parent] if script and script.is_file() else [])
+    roots: list[Any] = []
+    for start in starts:
+        root = make_importable(start)
+        if root is not None and root not in roots:
+            roots.append(root)
+    return roots
 
 
 def _check_regular_packages(module: str, package: Any) -> None:
