@@ -103,26 +103,36 @@ def test_a_redrive_of_a_message_sqs_moved_runs_the_job_again(stack, declare, clo
 
 def test_a_lock_given_back_is_given_back_even_when_that_write_fails_once(stack, declare, clock):
     # GIVEN a job waiting for its slot a minute away, whose copy comes back 0.95 s after the slot and
-    # whose limiter read takes 0.2 s (it would start beyond the slot's second)
-    from tests.functional.test_rate_limits import Starts, datetime_of, slow_limiter_reads, take_current_slot
+    # whose lock's write then takes 0.6 s (its function would start 1.55 s after the slot: beyond the
+    # allowance)
+    from lambdajobs.runtime import ratelimit
+    from tests.faults import is_acquire
+    from tests.functional.test_rate_limits import Starts, datetime_of, take_current_slot
 
     starts = Starts()
     runner = declare(starts.job(), name="giveback", rate_limit="1/minute", max_attempts=1)
     slot_us = take_current_slot(stack, "giveback") + 60_000_000
-    [job] = [enqueue("giveback", {"n": 1})]
+    job = enqueue("giveback", {"n": 1})
     runner.drain()
     clock.move_to(datetime_of(slot_us + 950_000))
     ddb = stack.client("dynamodb")
-    slow = slow_limiter_reads(ddb, clock, seconds=0.2)
+
+    def slow_acquire(params, **_: object) -> None:
+        if is_acquire(params):
+            clock.shift(0.6)
+
+    ddb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", slow_acquire)
     # AND the first write that gives the lock back fails (a throttle that outlasted the SDK's retries)
     faults = Faults(ddb)
     fault = faults.fail("UpdateItem", when=is_release, times=1)
     try:
         runner.drain()
     finally:
-        ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", slow)
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", slow_acquire)
         faults.remove()
-    # THEN the lock was given back all the same: the record waits, no attempt used, nothing started
+    # THEN the job did not start beyond the allowance; the lock was given back all the same: the record
+    # waits, no attempt used
+    assert ratelimit.START_ALLOWANCE_US < 1_550_000
     assert fault.hits == 1 and starts.at == []
     status = get_status(job)
     assert (status.state, status.attempts) == ("waiting", 0)

@@ -31,6 +31,7 @@ from lambdajobs.testing import isolated_registry
 
 NOW_US = 1_800_000_000_000_000
 SECOND = 1_000_000
+ALLOW = ratelimit.START_ALLOWANCE_US  # a run starts by then after its slot
 
 
 class Order(BaseModel):
@@ -312,7 +313,13 @@ def rate_gate(
     d: Delivery, limiter: FakeLimiter, record_: JobRecord | None = None, *, room: bool = True
 ) -> Any:
     return ratelimit.gate(
-        d, limiter, lambda: record_, now_us=NOW_US, room=lambda ms: room, warn=lambda *a: None
+        d,
+        limiter,
+        lambda: record_,
+        now_us=NOW_US,
+        room=lambda ms: room,
+        warn=lambda *a: None,
+        clock=lambda: NOW_US,
     )
 
 
@@ -323,10 +330,10 @@ def test_a_rate_limit_gate_decides_from_the_slot(specs, monkeypatch):
     monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", SECOND)
     spec = specs["limited"]
     # a slot now: run, not later than a second after it
-    assert rate_gate(deliver(spec), FakeLimiter([NOW_US])) == Run(None, NOW_US + SECOND)
+    assert rate_gate(deliver(spec), FakeLimiter([NOW_US])) == Run(None, NOW_US + ALLOW)
     # half a second away: waited for here
     assert rate_gate(deliver(spec), FakeLimiter([NOW_US + SECOND // 2])) == Run(
-        NOW_US + SECOND // 2, NOW_US + 3 * SECOND // 2
+        NOW_US + SECOND // 2, NOW_US + SECOND // 2 + ALLOW
     )
     # ... unless the invocation has no time for the wait
     decision = rate_gate(deliver(spec), FakeLimiter([NOW_US + SECOND // 2]), room=False)
@@ -343,7 +350,7 @@ def test_a_carried_slot_is_used_by_its_own_attempt_only(specs, monkeypatch):
     monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", SECOND)
     spec = specs["limited"]
     mine = deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US}"})
-    assert rate_gate(mine, FakeLimiter([])) == Run(None, NOW_US + SECOND)
+    assert rate_gate(mine, FakeLimiter([])) == Run(None, NOW_US + ALLOW)
     # taken ahead by a higher priority: a fresh slot instead
     limiter = FakeLimiter([NOW_US + 2 * SECOND], stolen=(NOW_US,))
     assert isinstance(rate_gate(mine, limiter), HandBack) and limiter.taken == [NOW_US + 2 * SECOND]
@@ -353,7 +360,7 @@ def test_a_carried_slot_is_used_by_its_own_attempt_only(specs, monkeypatch):
         deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US - 2 * SECOND}"}),
     ):
         limiter = FakeLimiter([NOW_US])
-        assert rate_gate(other, limiter) == Run(None, NOW_US + SECOND) and limiter.taken == [NOW_US]
+        assert rate_gate(other, limiter) == Run(None, NOW_US + ALLOW) and limiter.taken == [NOW_US]
     # still ahead: wait on for it, without taking another
     ahead = deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US + 30 * SECOND}"})
     decision = rate_gate(ahead, FakeLimiter([]))
@@ -454,3 +461,32 @@ def test_past_the_last_attempt_a_running_record_without_a_lock_deadline_goes_to_
     d = deliver(specs["plain"], receives=4)
     decision = gates.past_last_attempt(d, JobRecord("j-1", state=JobState.RUNNING, attempts=3), NOW_MS)
     assert isinstance(decision, DeadLetter) and decision.mark is Mark.DEAD_PAST_LAST
+
+
+def test_a_carried_slot_the_limiter_read_made_late_takes_a_fresh_slot(specs, monkeypatch):
+    monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", SECOND)
+    spec = specs["limited"]
+    mine = deliver(spec, **{ATTR_RATE_SLOT: f"1:{NOW_US - 900_000}"})  # back 0.9 s after its slot
+    fresh = NOW_US + 30 * SECOND
+    # the read of the limiter took 0.2 s: past the slot's second, so not run on it
+    late = ratelimit.gate(
+        mine,
+        FakeLimiter([fresh]),
+        lambda: None,
+        now_us=NOW_US,
+        room=lambda ms: True,
+        warn=lambda *a: None,
+        clock=lambda: NOW_US + 200_000,
+    )
+    assert isinstance(late, HandBack) and late.slot == CarriedSlot(1, fresh) and late.mark_waiting
+    # within the second after the read: run on it, starting by the allowance after it
+    on_time = ratelimit.gate(
+        mine,
+        FakeLimiter([]),
+        lambda: None,
+        now_us=NOW_US,
+        room=lambda ms: True,
+        warn=lambda *a: None,
+        clock=lambda: NOW_US + 50_000,
+    )
+    assert on_time == Run(None, NOW_US - 900_000 + ALLOW)

@@ -8,9 +8,11 @@ The algorithm is the token bucket seen from when its next token is due (GCRA): t
 `tat`, the time (epoch microseconds) of the next free slot. Taking a slot reads it and writes
 `tat + interval` with a condition that it is still what was read, so two workers never take the same
 slot (a lost race reads again). Slots are spaced evenly, `period / count` apart, so no window of
-`period` holds more than `count` slots. A job starts on its slot, or up to LATE_TOLERANCE_US after it
-(SQS delivery, earlier records of its batch), so in the worst case a window holds
-`count + LATE_TOLERANCE_US / interval` starts (for per-minute and longer limits, at most 1/60 more).
+`period` holds more than `count` slots. A job's copy is taken on its slot up to LATE_TOLERANCE_US
+after it (SQS delivery, earlier records of its batch), checked after the limiter's read; its function
+then starts at most START_ALLOWANCE_US after the slot (the lock's write comes between), or the run
+gives its lock back, uses no attempt and takes a new slot. So in the worst case a window holds
+`count + START_ALLOWANCE_US / interval` starts (for per-minute and longer limits, at most 1/40 more).
 A slot less than INLINE_WAIT_US away is waited for in the worker; a job whose slot is further away is
 not run: the worker hands it back to its queue, due just before its slot and carrying it
 (`lambdajobs.rate_slot`), so it neither takes a second slot nor uses an attempt, and waits as long as
@@ -52,6 +54,9 @@ ITEM_PREFIX = RESERVED_ID_PREFIX + "ratelimit#"
 #: A copy handed back to wait for its slot runs on that slot if it arrives at most this late (SQS
 #: delays are whole seconds); a later one takes a fresh slot, so late copies cannot start in a burst.
 LATE_TOLERANCE_US = 1_000_000
+#: ... and its job function starts at most this long after its slot: the time the lock's write may
+#: take (a run that would start later gives its lock back: `lifecycle.RunNotStarted`).
+START_ALLOWANCE_US = LATE_TOLERANCE_US + 500_000
 _TEXT = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
 #: Tries when other workers keep winning the same slot; each lost race means a slot was taken.
 TAKE_TRIES = 30
@@ -371,14 +376,16 @@ def gate(
     now_us: int,
     room: Callable[[float], bool],
     warn: Callable[[str, BaseException], None],
+    clock: Callable[[], int] | None = None,
 ) -> Decision | None:
     """The worker's gate for a rate-limited job: run on this attempt's slot, or hand the message back
     due at its slot, carrying it (waiting costs no attempt and never comes back before its time; the
     record reads `waiting` meanwhile). None: the job has no rate limit.
 
     A carried slot is used only by the attempt that took it and only up to LATE_TOLERANCE_US late (SQS
-    delays are whole seconds); a later copy takes a fresh slot, so late copies never start in a burst,
-    and the run checks the same bound when the job starts (after the limiter read and the lock write).
+    delays are whole seconds), checked again after the limiter's read (`clock`: now, in epoch µs); a
+    later copy takes a fresh slot, so late copies never start in a burst, and the run starts by
+    START_ALLOWANCE_US after the slot (the lock's write comes between) or gives its lock back.
     A slot at most INLINE_WAIT_US away is waited for in the worker (`room(wait_ms)`: whether the
     invocation has time for the wait and the job). A job that may not start (it succeeded, a live run
     holds it, its attempt already ran) takes no slot: the run answers it; nor does a duplicate of a copy
@@ -392,8 +399,9 @@ def gate(
         return None
     assert d.payload is not None
     value = key_value(limit, d.payload.model_dump(mode="json"))
+    now = clock or (lambda: int(time.time() * 1_000_000))
     try:
-        return _on_slot(d, limiter, limit, value, record, now_us, room)
+        return _on_slot(d, limiter, limit, value, record, now_us, room, now)
     except Exception as exc:  # the limiter could not be read or written: not an attempt
         if not transient(exc) and not isinstance(exc, RateLimitBusyError):
             raise
@@ -409,13 +417,14 @@ def _on_slot(
     record: Callable[[], JobRecord | None],
     now_us: int,
     room: Callable[[float], bool],
+    clock: Callable[[], int],
 ) -> Decision:
     from lambdajobs.runtime.delivery import CarriedSlot
     from lambdajobs.runtime.gates import Done, HandBack, Run, waits_elsewhere
 
     held = d.carried_slot
     if held is not None and held.attempt == d.attempt:
-        found = _on_carried_slot(d, limiter, limit, value, held, now_us, room)
+        found = _on_carried_slot(d, limiter, limit, value, held, now_us, room, clock)
         if found is not None:
             return found
     current = _read_quietly(record)
@@ -424,7 +433,7 @@ def _on_slot(
     if current is not None and not current.may_start(now_us / 1_000_000, d.attempt, d.redriven):
         return Run()  # the run answers it: a duplicate, or a lock held
     slot, ahead = limiter.take(limit, value, now_us=now_us, ahead=d.source_level is not None)
-    taken = CarriedSlot(d.attempt, slot, ahead)
+    taken, now_us = CarriedSlot(d.attempt, slot, ahead), clock()  # (the reads and the write took time)
     if slot - now_us <= INLINE_WAIT_US:
         return _start_on(taken, now_us, room, fresh=True)
     return HandBack(
@@ -440,16 +449,20 @@ def _on_carried_slot(
     held: CarriedSlot,
     now_us: int,
     room: Callable[[float], bool],
+    clock: Callable[[], int],
 ) -> Decision | None:
-    """Run on the slot this attempt carries, or wait on for it; None: take a fresh one (too late, or a
-    higher priority took it ahead)."""
+    """Run on the slot this attempt carries, or wait on for it; None: take a fresh one (too late,
+    also once the limiter was read, or a higher priority took it ahead)."""
     from lambdajobs.runtime.gates import HandBack
 
     if usable(held.slot_us, now_us):
-        if held.ahead or not limiter.taken_ahead(limit, value, held.slot_us):
-            return _start_on(held, now_us, room)
-        logger.info("a higher-priority job took this rate-limit slot; taking another")
-        return None
+        if not held.ahead and limiter.taken_ahead(limit, value, held.slot_us):
+            logger.info("a higher-priority job took this rate-limit slot; taking another")
+            return None
+        later = clock()
+        if later > held.slot_us + LATE_TOLERANCE_US:  # the read took it past the slot's second
+            return None
+        return _start_on(held, later, room)
     if held.slot_us > now_us:  # not yet: wait on (a wait beyond 15 minutes hops)
         return HandBack(hand_back_delay(held.slot_us, now_us), "rate limited", slot=held)
     return None
@@ -459,7 +472,7 @@ def _start_on(
     slot: CarriedSlot, now_us: int, room: Callable[[float], bool], *, fresh: bool = False
 ) -> Decision:
     """Start on `slot` (now, or less than INLINE_WAIT_US away: waited for in the worker, if the
-    invocation has the time), and not after LATE_TOLERANCE_US past it. `fresh`: a slot just taken
+    invocation has the time), and not after START_ALLOWANCE_US past it. `fresh`: a slot just taken
     (a copy handed back with it marks the record waiting for it, as any copy waiting for a slot does)."""
     from lambdajobs.runtime.gates import HandBack, Run
 
@@ -467,7 +480,7 @@ def _start_on(
     if wait_ms > 0 and not room(wait_ms):
         return HandBack(1, "rate limited, no time to wait", slot=slot, mark_waiting=fresh)
     start_at = slot.slot_us if wait_ms > 0 else None
-    return Run(start_at_us=start_at, start_by_us=slot.slot_us + LATE_TOLERANCE_US)
+    return Run(start_at_us=start_at, start_by_us=slot.slot_us + START_ALLOWANCE_US)
 
 
 def _read_quietly(record: Callable[[], JobRecord | None]) -> JobRecord | None:

@@ -82,6 +82,10 @@ def _numbers(value: Any) -> Any:
 def to_value(value: Any) -> AttributeValue:
     """A Python value as an attribute value: str -> S, int/float -> N, dict -> M, set of ints -> NS,
     bool -> BOOL, None -> NULL, list -> L."""
+    if isinstance(value, str):  # the common cases first, as boto3 writes them (a write has a dozen)
+        return {"S": str(value)}  # (a StrEnum as its text)
+    if type(value) is int:
+        return {"N": str(value)}
     serializer, _ = _codecs()
     converted: AttributeValue = serializer.serialize(_decimals(value))
     return converted
@@ -89,6 +93,10 @@ def to_value(value: Any) -> AttributeValue:
 
 def from_value(value: AttributeValue) -> Any:
     """An attribute value as a Python value (numbers as int or float, never Decimal)."""
+    if "S" in value:
+        return value["S"]
+    if "N" in value and "." not in value["N"] and "e" not in value["N"].lower():
+        return int(value["N"])
     _, deserializer = _codecs()
     return _numbers(deserializer.deserialize(value))
 
