@@ -478,3 +478,33 @@ def slow_limiter_reads(ddb, clock, *, seconds: float):
 
     ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", slow)
     return slow
+
+
+def test_a_slot_taken_ahead_on_a_slow_limiter_is_judged_at_the_time_it_is_taken(
+    stack, declare, clock, monkeypatch
+):
+    # GIVEN a limiter with a backlog of reserved slots (20 a second, 5 s of them), whose every read
+    # takes 0.15 s, and a higher-priority job whose gate began 0.15 s before it takes its slot
+    from lambdajobs.runtime import ratelimit
+    from lambdajobs.runtime.spec import get_spec
+
+    monkeypatch.setattr(ratelimit, "INLINE_WAIT_US", 1_000_000)  # as deployed (the stopped clock's is 0)
+    declare(Starts().job(), name="ahead", rate_limit="20/second", max_attempts=1)
+    limit = get_spec("ahead").rate_limit
+    ddb, table = stack.client("dynamodb"), stack.config.table_name()
+    for _ in range(100):
+        ratelimit.take_slot(ddb, table, limit, None, salt=stack.config.stack)
+    began = int(time.time() * 1_000_000)
+    clock.shift(0.15)  # (its record's read)
+    slow = slow_limiter_reads(ddb, clock, seconds=0.15)
+    try:
+        # WHEN it takes a slot ahead of the queue
+        limiter = ratelimit.Limiter(ddb, table, salt=stack.config.stack)
+        slot, stole = limiter.take(limit, None, now_us=began, ahead=True)
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", slow)
+    # THEN it got one ahead of the backlog (not a RateLimitBusyError after 30 tries of a slot judged
+    # against the time the gate began), far enough ahead for its holder to see it taken
+    taken_at = time.time() * 1_000_000
+    assert stole and slot >= taken_at + ratelimit.INLINE_WAIT_US + ratelimit.CLOCK_SKEW_US
+    assert slot < began + 5_000_000

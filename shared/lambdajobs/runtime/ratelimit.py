@@ -362,7 +362,10 @@ class Limiter:
     salt: str = ""
 
     def take(self, limit: RateLimit, value: str | None, *, now_us: int, ahead: bool) -> tuple[int, bool]:
-        return take_slot(self.client, self.table, limit, value, salt=self.salt, now_us=now_us, ahead=ahead)
+        """A slot (`take_slot`). `now_us` is when the gate began; each try reads the clock again: a
+        try that lost a race comes later, and a slot taken ahead is judged against the time it is
+        taken (a fixed `now` made every later try of a slow, contended limiter void its slot)."""
+        return take_slot(self.client, self.table, limit, value, salt=self.salt, ahead=ahead)
 
     def taken_ahead(self, limit: RateLimit, value: str | None, slot_us: int) -> bool:
         return taken_ahead(self.client, self.table, limit, value, slot_us, salt=self.salt)
