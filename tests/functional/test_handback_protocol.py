@@ -8,33 +8,12 @@ from __future__ import annotations
 import json
 import time
 
-from pydantic import BaseModel
-
 from lambdajobs.ops import redrive
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_SETTLE
 from tests.faults import Faults, is_release
-
-
-class Tick(BaseModel):
-    n: int
-
-
-def recorder(ran: list[int]):
-    def record(payload: Tick) -> dict:
-        ran.append(payload.n)
-        return {"n": payload.n}
-
-    return record
-
-
-def send_copy(stack, runner, body: str, **attributes: str) -> None:
-    stack.client("sqs").send_message(
-        QueueUrl=runner.queues.queue_url,
-        MessageBody=body,
-        MessageAttributes={k: {"DataType": "String", "StringValue": v} for k, v in attributes.items()},
-    )
+from tests.functional.test_faults import Tick, recorder, send_copy
 
 
 def received(stack, runner) -> dict:

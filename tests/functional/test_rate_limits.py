@@ -500,7 +500,7 @@ def test_a_slot_taken_ahead_on_a_slow_limiter_is_judged_at_the_time_it_is_taken(
     try:
         # WHEN it takes a slot ahead of the queue
         limiter = ratelimit.Limiter(ddb, table, salt=stack.config.stack)
-        slot, stole = limiter.take(limit, None, now_us=began, ahead=True)
+        slot, stole = limiter.take(limit, None, ahead=True)
     finally:
         ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", slow)
     # THEN it got one ahead of the backlog (not a RateLimitBusyError after 30 tries of a slot judged

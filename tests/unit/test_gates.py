@@ -297,7 +297,7 @@ class FakeLimiter:
         self.slots, self.stolen, self.fail = list(slots), set(stolen), fail
         self.taken: list[int] = []
 
-    def take(self, limit: Any, value: Any, *, now_us: int, ahead: bool) -> tuple[int, bool]:
+    def take(self, limit: Any, value: Any, *, ahead: bool) -> tuple[int, bool]:
         if self.fail:
             raise self.fail
         self.taken.append(self.slots.pop(0))

@@ -163,27 +163,24 @@ def retrying(call: Callable[..., Any], *args: Any, rng: random.Random | None = N
     jittered pause. None when it went through, else the last error (logged). The SDK already retried
     each call; an error that will not pass by waiting (access denied, a missing queue, a failed
     condition) is not tried again."""
+    try:
+        read_retrying(call, *args, rng=rng)
+    except Exception as exc:
+        error = {"type": type(exc).__name__, "message": str(exc)[:300]}
+        logger.warning("bookkeeping call failed", extra={"error": error})
+        return exc
+    return None
+
+
+def read_retrying(call: Callable[..., Any], *args: Any, rng: random.Random | None = None) -> Any:
+    """`call(*args)`'s answer, tried again (TRIES in all, jittered pauses from PAUSE_SECONDS) while it
+    fails with an error that passes by waiting; the last error raises."""
     pick = rng or random
-    for n in range(TRIES):
-        try:
-            call(*args)
-            return None
-        except Exception as exc:
-            if n == TRIES - 1 or not transient(exc):
-                error = {"type": type(exc).__name__, "message": str(exc)[:300]}
-                logger.warning("bookkeeping call failed", extra={"error": error})
-                return exc
-            time.sleep((0.5 + 0.5 * pick.random()) * PAUSE_SECONDS * 2**n)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def read_retrying(call: Callable[..., Any], *args: Any) -> Any:
-    """`call(*args)`'s answer (a read), tried again as `retrying` tries a write; the last error raises."""
     for n in range(TRIES):
         try:
             return call(*args)
         except Exception as exc:
             if n == TRIES - 1 or not transient(exc):
                 raise
-            time.sleep((0.5 + 0.5 * random.random()) * PAUSE_SECONDS * 2**n)
+            time.sleep((0.5 + 0.5 * pick.random()) * PAUSE_SECONDS * 2**n)
     raise AssertionError("unreachable")  # pragma: no cover

@@ -361,10 +361,10 @@ class Limiter:
     #: Salts the hash of a key value (the stack's name).
     salt: str = ""
 
-    def take(self, limit: RateLimit, value: str | None, *, now_us: int, ahead: bool) -> tuple[int, bool]:
-        """A slot (`take_slot`). `now_us` is when the gate began; each try reads the clock again: a
-        try that lost a race comes later, and a slot taken ahead is judged against the time it is
-        taken (a fixed `now` made every later try of a slow, contended limiter void its slot)."""
+    def take(self, limit: RateLimit, value: str | None, *, ahead: bool) -> tuple[int, bool]:
+        """A slot (`take_slot`); each try reads the clock: a try that lost a race comes later, and a
+        slot taken ahead is judged against the time it is taken (a fixed time made every later try of
+        a slow, contended limiter void its slot)."""
         return take_slot(self.client, self.table, limit, value, salt=self.salt, ahead=ahead)
 
     def taken_ahead(self, limit: RateLimit, value: str | None, slot_us: int) -> bool:
@@ -435,7 +435,7 @@ def _on_slot(
         return Done("a duplicate of a copy that waits for its slot", metric="JobDuplicate")
     if current is not None and not current.may_start(now_us / 1_000_000, d.attempt, d.redriven):
         return Run()  # the run answers it: a duplicate, or a lock held
-    slot, ahead = limiter.take(limit, value, now_us=now_us, ahead=d.source_level is not None)
+    slot, ahead = limiter.take(limit, value, ahead=d.source_level is not None)
     taken, now_us = CarriedSlot(d.attempt, slot, ahead), clock()  # (the reads and the write took time)
     if slot - now_us <= INLINE_WAIT_US:
         return _start_on(taken, now_us, room, fresh=True)
