@@ -108,7 +108,7 @@ def plain_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
 
 def _stage_plain() -> tuple[Any, Path]:
     """The plain job's package under build/bench/, staged as CDK stages a function: (its spec, asset)."""
-    from lambdajobs.cdk.asset import stage_function_asset
+    from lambdajobs.build.asset import stage_function_asset
     from lambdajobs.runtime.spec import load_jobs
     from lambdajobs.testing import isolated_registry
 
@@ -139,7 +139,7 @@ def prepare(endpoint: str) -> dict[str, Any]:
     """Stage the assets (the plain job's, send_email's, the baseline's), provision the jobs' resources
     and the baseline's table on the server; return what each side's process needs."""
     from bench.phases import BASELINE_TABLE
-    from lambdajobs.cdk.asset import modules_for, stage_function_asset
+    from lambdajobs.build.asset import modules_for, stage_function_asset
     from lambdajobs.local.provision import provision
     from lambdajobs.runtime import aws
     from lambdajobs.runtime.config import StackConfig

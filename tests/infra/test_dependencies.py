@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs.cdk import dependencies as deps
-from lambdajobs.cdk import platform
+from lambdajobs.build import dependencies as deps
+from lambdajobs.build import platform
 from lambdajobs.errors import ConfigurationError
 from tests.wheels import make_wheel, offline_index
 
@@ -180,7 +180,7 @@ def test_a_pip_too_old_to_resolve_for_another_platform_says_to_upgrade_it(index,
 
 
 def test_a_function_over_lambdas_250_mb_with_its_layers_is_refused(tmp_path):
-    from lambdajobs.cdk.imports import Provided
+    from lambdajobs.build.imports import Provided
     from lambdajobs.cdk.stack import _check_function
 
     asset = tmp_path / "asset"

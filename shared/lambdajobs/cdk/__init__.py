@@ -58,7 +58,7 @@ except ModuleNotFoundError as exc:  # say which extra, not just which module
         "lambdajobs.cdk needs aws-cdk-lib and constructs: pip install 'lambdajobs[cdk]'", name=exc.name
     ) from exc
 
-from lambdajobs.cdk.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
+from lambdajobs.build.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
 from lambdajobs.cdk.job_worker import JobWorker  # noqa: E402
 from lambdajobs.cdk.monitoring import Monitoring  # noqa: E402
 from lambdajobs.cdk.nag import check_with_cdk_nag, nag_errors, suppress  # noqa: E402

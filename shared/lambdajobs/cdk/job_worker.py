@@ -19,26 +19,14 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from lambdajobs.build import environment as function_env
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
-    ENV_JOB,
-    ENV_JOBS,
-    ENV_LEVEL_DLQ_URL_PREFIX,
-    ENV_LEVEL_QUEUE_ARN_PREFIX,
-    ENV_LEVEL_QUEUE_URL_PREFIX,
-    ENV_MODULES,
-    ENV_STACK,
-    ENV_TABLE,
-    METRICS_NAMESPACE,
     QUEUE_RETENTION_SECONDS,
-    SERVICE_NAME,
-    dlq_url_env,
-    level_env,
+    WORKER_HANDLER,
     manifest_parameter,
-    queue_arn_env,
     queue_name,
-    queue_url_env,
 )
 from lambdajobs.runtime.spec import JobSpec
 
@@ -47,7 +35,7 @@ QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
 #: The newest Python Lambda runs and the official Powertools layer is published for (python3.14).
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 #: The library's own entry point: every function runs it; LAMBDAJOBS_JOB says which job.
-HANDLER = "lambdajobs.runtime.entry.lambda_handler"
+HANDLER = WORKER_HANDLER
 #: Lambda: "the total size of all environment variables doesn't exceed 4 KB" (every key and value).
 #: Past it the deploy fails, late and far from the cause; a job that enqueues many jobs, each at
 #: several priority levels, or the workflow continuer (every job queue's URL), can get there.
@@ -152,11 +140,7 @@ def lambdajobs_function(
         system_log_level_v2=lambda_.SystemLogLevel.INFO,
         reserved_concurrent_executions=reserved_concurrency,
         description=description,
-        environment={
-            **environment,
-            "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-        },
+        environment={**environment, **function_env.powertools()},
     )
 
 
@@ -222,16 +206,14 @@ class LevelQueues:
         """How dashboards and alarms name it: `send_email (high)`, or just the job without priorities."""
         return f"{self.job} ({self.priority})" if self.priority else self.job
 
+    @property
+    def refs(self) -> function_env.Queue:
+        """Its queue's URL and ARN and its DLQ's URL (deploy-time tokens)."""
+        return JobWorker._refs(self.queue, self.dead_letter_queue)
+
     def send_environment(self, *, arns: bool = True) -> dict[str, str]:
-        """What a function that sends to this queue reads: its URL (`LAMBDAJOBS_QUEUE_URL_<JOB>`, or
-        `LAMBDAJOBS_PRIORITY_QUEUE_URL_<LEVEL>_<JOB>` for a level above the job's own), and with `arns`
-        its ARN (what a one-time schedule targets: `enqueue(run_at=...)`)."""
-        if self.level is None:
-            url, arn = queue_url_env(self.job), queue_arn_env(self.job)
-        else:
-            url = level_env(ENV_LEVEL_QUEUE_URL_PREFIX, self.job, self.level)
-            arn = level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, self.job, self.level)
-        return {url: self.queue.queue_url, **({arn: self.queue.queue_arn} if arns else {})}
+        """What a function that sends to this queue reads (`lambdajobs.build.environment.send_to`)."""
+        return function_env.send_to(self.job, self.level, self.refs, arns=arns)
 
 
 class JobWorker(Construct):
@@ -239,7 +221,7 @@ class JobWorker(Construct):
     with `priorities`, a queue, DLQ and event source per level above the lowest, on the same function.
 
     `code` is the function's asset (the runtime plus `modules` of `jobs_package`: see
-    `lambdajobs.cdk.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
+    `lambdajobs.build.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
 
     Raises:
         jsii.errors.JSIIError: CDK refuses a setting (none for a spec that `@job` accepted).
@@ -285,11 +267,6 @@ class JobWorker(Construct):
             if level is not None
         }
         level_pairs = {level: self._queue_pair(where, spec, level) for level, where in level_scopes.items()}
-        level_environment: dict[str, str] = {}
-        for level, (dlq, queue) in level_pairs.items():
-            level_environment[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, spec.name, level)] = queue.queue_url
-            level_environment[level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, spec.name, level)] = queue.queue_arn
-            level_environment[level_env(ENV_LEVEL_DLQ_URL_PREFIX, spec.name, level)] = dlq.queue_url
         self.function = lambdajobs_function(
             self,
             "Worker",
@@ -301,20 +278,17 @@ class JobWorker(Construct):
             memory_mb=spec.memory_mb,
             reserved_concurrency=spec.reserved_concurrency,
             description=f"lambdajobs worker for job {spec.name}",
-            environment={
-                ENV_JOB: spec.name,
-                # the job modules this function ships and imports at cold start (see cdk/asset.py)
-                ENV_JOBS: jobs_package,
-                ENV_MODULES: ",".join(modules),
-                ENV_STACK: stack.stack_name,
-                ENV_TABLE: table.table_name,
-                # its own queue: for retry delays (ChangeMessageVisibility) without a lookup
-                queue_url_env(spec.name): self.queue.queue_url,
-                dlq_url_env(spec.name): self.dead_letter_queue.queue_url,
-                # each priority level's: hand-backs and dead letters stay in the record's level, and a
-                # message whose envelope names another level is forwarded there
-                **level_environment,
-            },
+            environment=function_env.worker_own(
+                spec,
+                stack=stack.stack_name,
+                table=table.table_name,
+                jobs_package=jobs_package,
+                modules=modules,
+                queues={
+                    None: self._refs(self.queue, self.dead_letter_queue),
+                    **{level: self._refs(queue, dlq) for level, (dlq, queue) in level_pairs.items()},
+                },
+            ),
             fix=f"Job {spec.name}: each job it enqueues adds its queue's URL and ARN at every priority "
             f"level, and each of its own levels three variables; declare fewer (`enqueues`, "
             f"`priorities`), or split the job.",
@@ -397,6 +371,14 @@ class JobWorker(Construct):
                 value=queues.dead_letter_queue.queue_url,
                 description=f"DLQ of job {spec.name}, priority {level}",
             )
+
+    @staticmethod
+    def _refs(queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> function_env.Queue:
+        return function_env.Queue(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
+
+    def levels_refs(self) -> function_env.Levels:
+        """Each level's queue (None: the job's own), as `lambdajobs.build.environment` takes them."""
+        return {level.level: level.refs for level in self.all_levels}
 
     @property
     def all_levels(self) -> list[LevelQueues]:

@@ -24,21 +24,18 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.cdk import dependencies as deps
-from lambdajobs.cdk import platform
-from lambdajobs.cdk.asset import modules_for, stage_function_asset
-from lambdajobs.cdk.imports import Provided, check_asset_imports
+from lambdajobs.build import dependencies as deps
+from lambdajobs.build import environment as function_env
+from lambdajobs.build import platform
+from lambdajobs.build.asset import modules_for, stage_function_asset
+from lambdajobs.build.imports import Provided, check_asset_imports
 from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
 from lambdajobs.cdk.workflows import Workflows, workflow_items_statement
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
-    ENV_BUCKET,
     ENV_JOB_INDEX,
-    ENV_SCHEDULER_DLQ_ARN,
-    ENV_SCHEDULER_GROUP,
-    ENV_SCHEDULER_ROLE_ARN,
     JOB_INDEX,
     JOB_INDEX_KEY,
     JOB_INDEX_SORT_KEY,
@@ -106,18 +103,6 @@ def _staging_root() -> Path:
     return root
 
 
-def _requirements(given: Sequence[str] | None) -> deps.Requirements | None:
-    """The dependencies given to the construct, else those the project declares."""
-    from lambdajobs.project import lambdajobs_root, project_root
-
-    declaring = lambdajobs_root()
-    if given is None:
-        return deps.project_requirements(declaring)
-    lines = tuple(line.strip() for line in given if line.strip())
-    root = declaring or project_root() or Path.cwd()  # where the lock is written
-    return deps.Requirements(lines, "LambdaJobs(dependencies=...)", root) if lines else None
-
-
 def _check_function(asset: Path, provided: Provided, name: str, dependency_bytes: int) -> None:
     """What ships is what runs: every import of the asset resolves on Lambda, and the function fits.
 
@@ -156,7 +141,7 @@ class LambdaJobs(Construct):
         dependencies: the third-party libraries your jobs need on Lambda, as requirement strings
             (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
             pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
-            in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.cdk.dependencies`).
+            in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.build.dependencies`).
 
     Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
     and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
@@ -166,7 +151,7 @@ class LambdaJobs(Construct):
         ConfigurationError: the jobs package cannot be found, or declares no job; a bad option; a
             function's environment larger than Lambda's 4 KB; a dependency that conflicts with what
             Lambda provides or has no wheel for its platform; a module a function imports that it
-            would not find on Lambda (`lambdajobs.cdk.imports`); a function over Lambda's 250 MB.
+            would not find on Lambda (`lambdajobs.build.imports`); a function over Lambda's 250 MB.
         DeclarationError: a job enqueues a job that is not declared.
 
     Example:
@@ -291,10 +276,10 @@ class LambdaJobs(Construct):
                     f"job '{spec.name}' enqueues {unknown}, not declared in jobs package '{jobs}' "
                     f"(declared: {sorted(self.specs)})."
                 )
-        self.dependencies = deps.build(_requirements(dependencies))
+        self.dependencies = deps.build(deps.declared(dependencies))
         job_layers: list[lambda_.ILayerVersion] = [layer]
         if self.dependencies.folder is not None:
-            #: Your jobs' libraries, built for Lambda's platform (lambdajobs.cdk.dependencies).
+            #: Your jobs' libraries, built for Lambda's platform (lambdajobs.build.dependencies).
             self.dependencies_layer = lambda_.LayerVersion(
                 self,
                 "Dependencies",
@@ -418,8 +403,6 @@ class LambdaJobs(Construct):
             # every level's queue: the job may enqueue the target at any of its priorities
             for level in self.workers[target].all_levels:
                 level.queue.grant_send_messages(fn)
-                for key, value in level.send_environment().items():
-                    fn.add_environment(key, value)
         if spec.enqueues:
             # A job that enqueues jobs may start a workflow of them: it creates the workflow's items (its
             # role has GetItem and UpdateItem on the table, no PutItem), and no other item.
@@ -427,9 +410,6 @@ class LambdaJobs(Construct):
             # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group.
             for statement in self._scheduling_statements():
                 fn.add_to_role_policy(statement)
-            fn.add_environment(ENV_SCHEDULER_ROLE_ARN, self.scheduler_role.role_arn)
-            fn.add_environment(ENV_SCHEDULER_GROUP, self.one_time_group.schedule_group_name)
-            fn.add_environment(ENV_SCHEDULER_DLQ_ARN, self.scheduler_dlq.queue_arn)
         if "bucket" in spec.uses:
             # Each job reads and writes under its own prefix of the data bucket, nothing else.
             fn.add_to_role_policy(
@@ -438,7 +418,18 @@ class LambdaJobs(Construct):
                     resources=[self.bucket.arn_for_objects(bucket_prefix(spec.name) + "*")],
                 )
             )
-            fn.add_environment(ENV_BUCKET, self.bucket.bucket_name)
+        wired = function_env.worker_wired(
+            spec,
+            targets={target: self.workers[target].levels_refs() for target in spec.enqueues},
+            scheduling=function_env.Scheduling(
+                self.scheduler_role.role_arn,
+                self.one_time_group.schedule_group_name,
+                self.scheduler_dlq.queue_arn,
+            ),
+            bucket=self.bucket.bucket_name,
+        )
+        for key, value in wired.items():
+            fn.add_environment(key, value)
         if "job_stats" in spec.uses:
             fn.add_to_role_policy(
                 iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])

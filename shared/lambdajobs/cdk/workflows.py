@@ -22,6 +22,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from lambdajobs.build import environment as function_env
 from lambdajobs.cdk.job_worker import LevelQueues, lambdajobs_function, queue_pair
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
@@ -29,10 +30,6 @@ from lambdajobs.runtime.settings import (
     CONTINUER_MAX_CONCURRENCY,
     CONTINUER_MEMORY_MB,
     CONTINUER_TIMEOUT_SECONDS,
-    DEFAULT_RECORD_TTL_DAYS,
-    ENV_RECORD_TTL_DAYS,
-    ENV_STACK,
-    ENV_TABLE,
     ENV_WORKFLOW_QUEUE_URL,
     WORKFLOW_ID_PREFIX,
     WORKFLOW_MAX_RECEIVE_COUNT,
@@ -100,13 +97,12 @@ class Workflows(Construct):
             visibility_timeout_seconds=6 * CONTINUER_TIMEOUT_SECONDS,
             max_receive_count=WORKFLOW_MAX_RECEIVE_COUNT,
         )
-        environment = {
-            ENV_STACK: stack.stack_name,
-            ENV_TABLE: table.table_name,
-            ENV_RECORD_TTL_DAYS: str(DEFAULT_RECORD_TTL_DAYS),
-        }
-        for level in job_queues:  # it sends now, never later: URLs only (no ARN for one-time schedules)
-            environment.update(level.send_environment(arns=False))
+        # it sends now, never later: URLs only (no ARN for one-time schedules)
+        environment = function_env.continuer(
+            stack=stack.stack_name,
+            table=table.table_name,
+            job_queues=[(level.job, level.level, level.refs) for level in job_queues],
+        )
         self.function = lambdajobs_function(
             self,
             "Continuer",

@@ -20,26 +20,32 @@ it restores what it held when it last stopped and saves it again as it runs and 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from lambdajobs.build import environment as function_env
 from lambdajobs.local import atomic, persist
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.functions import Fleet, LocalFunction, function_path, max_environments
 from lambdajobs.local.outcomes import JobOutcomes
 from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
 from lambdajobs.runtime.config import StackConfig, set_process_default
+from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
+    CONTINUER_HANDLER,
     CONTINUER_MAX_CONCURRENCY,
     CONTINUER_MEMORY_MB,
     CONTINUER_TIMEOUT_SECONDS,
     ENV_JOBS,
     ENV_STACK,
     SERVICE_NAME,
+    WORKER_HANDLER,
     queue_key,
 )
 from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in, registered_jobs
@@ -51,6 +57,11 @@ LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "loc
 #: How often a stack with a `state_dir` saves while it runs: what a crash (kill -9) can lose at most.
 SAVE_EVERY_SECONDS = 10.0
 log = logging.getLogger("lambdajobs.local")
+
+
+def function_name(stack: str, job: str) -> str:
+    """A function's name in the local stack: `<stack>-<job>` (`<stack>-workflows`: the continuer)."""
+    return f"{stack}-{job}"
 
 
 def route_worker_logs(path: Path) -> None:
@@ -74,6 +85,12 @@ class LocalStack:
 
     `jobs` names the jobs package (loaded here); `specs` gives the jobs directly instead (tests).
 
+    `processes=True` runs each job's function as Lambda would (`lambdajobs.local.functions`): in worker
+    processes of its own, from its staged asset, with its synthesized environment, killed at its
+    timeout; `max_processes` caps them (default `LAMBDAJOBS_LOCAL_MAX_PROCESSES`, else 4 per core).
+    It needs `jobs` (the processes import your jobs package's modules from their assets). By default
+    every job runs in threads of this process, on this process's imports.
+
     `state_dir` keeps the stack's state across restarts in `<state_dir>/state.json`: queued messages,
     the job table, the bucket and pending one-time schedules are restored by `start()` (unless
     `fresh`: then the old file is kept as `state.previous.json` and the stack starts empty), saved
@@ -95,8 +112,17 @@ class LocalStack:
         state_dir: Path | None = None,
         fresh: bool = False,
         save_every_seconds: float = SAVE_EVERY_SECONDS,
+        processes: bool = False,
+        max_processes: int | None = None,
     ) -> None:
         self.jobs = jobs
+        #: Each function in worker processes of its own, from its staged asset (`lambdajobs.local.
+        #: functions`); else every job runs in threads of this process (tests, `make demo`).
+        self.processes, self.max_processes = processes, max_processes
+        #: The execution environments, in process mode (after `start_workers`).
+        self.fleet: Fleet | None = None
+        self._functions_dir: Path | None = None
+        self._log_stream: Any = None
         #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
         self.job_index = job_index
         self._specs = specs
@@ -248,10 +274,15 @@ class LocalStack:
 
         assert self.provisioned is not None, "start() first"
         # One worker serves every job (it finds the job from the queue), as the deployed handler
-        # would with LAMBDAJOBS_JOB set; no EMF lines in a terminal.
+        # would with LAMBDAJOBS_JOB set; no EMF lines in a terminal. In process mode it only reads
+        # the job ids of the records (for the live line's counts): the functions' processes run them.
         worker = Worker(config=self.config, emit_metrics=False)
         handler = make_handler(worker)
+        if self.processes:
+            self.fleet = self._fleet()
         for spec in self.specs:
+            if self.fleet is not None:
+                handler = self.fleet.handler(function_name(self.stack, spec.name))
             for queues in self.provisioned.levels(spec.name):  # one event source per priority level
                 observed = self._observed(queues.key, spec, worker, handler)
                 self.mappings[queues.key] = self._mapping(spec, queues, observed)
@@ -266,6 +297,111 @@ class LocalStack:
         )
         if scheduler:
             self.scheduler.start()
+
+    # -- process mode ---------------------------------------------------------------------------------
+
+    def _fleet(self) -> Fleet:
+        """Stage every function as synth does and describe it for its worker processes."""
+        import tempfile
+
+        from lambdajobs.build import dependencies as deps
+        from lambdajobs.build.asset import modules_for, stage_function_asset
+        from lambdajobs.build.platform import link_provided
+
+        if not self.jobs:
+            raise ConfigurationError(
+                "a local stack in process mode runs your jobs package's modules from their assets: "
+                "give LocalStack(jobs='<your jobs package>')."
+            )
+        assert self.provisioned is not None
+        if self.state_file is not None:
+            root = self.state_file.path.parent / "functions"
+        else:
+            root = Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))
+        self._functions_dir = root
+        root.mkdir(parents=True, exist_ok=True)
+        # your dependencies, the locked versions built for this machine; what Lambda provides, linked
+        built = deps.build(deps.declared(), for_lambda=False)
+        provided = root / "provided"
+        if provided.exists():
+            shutil.rmtree(provided)
+        link_provided(provided)
+        if self.log_file is not None:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            self._log_stream = self.log_file.open("a", encoding="utf-8")
+        fleet = Fleet(
+            endpoint=self.endpoint,
+            credentials=LOCAL_CREDENTIALS,
+            max_processes=self.max_processes,
+            log_stream=self._log_stream,
+        )
+        specs = {spec.name: spec for spec in self.specs}
+        for spec in self.specs:
+            modules = modules_for(spec, specs)
+            asset = stage_function_asset(root / spec.name, jobs_package=self.jobs, modules=modules)
+            fleet.add(
+                LocalFunction(
+                    name=function_name(self.stack, spec.name),
+                    handler=WORKER_HANDLER,
+                    path=function_path(asset, built.folder, provided),
+                    environment=self._worker_environment(spec, modules),
+                    timeout_seconds=spec.timeout_seconds,
+                    memory_mb=spec.memory_mb,
+                    max_environments=max_environments(
+                        [spec.concurrency_of(level) for level in spec.levels], spec.reserved_concurrency
+                    ),
+                    region=REGION,
+                )
+            )
+        asset = stage_function_asset(root / "workflow-continuer", jobs_package=self.jobs, modules=[])
+        fleet.add(
+            LocalFunction(
+                name=function_name(self.stack, "workflows"),
+                handler=CONTINUER_HANDLER,
+                path=function_path(asset, None, provided),
+                environment=self._continuer_environment(),
+                timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
+                memory_mb=CONTINUER_MEMORY_MB,
+                max_environments=CONTINUER_MAX_CONCURRENCY,
+                region=REGION,
+            )
+        )
+        return fleet
+
+    def _levels(self) -> dict[str, function_env.Levels]:
+        assert self.provisioned is not None
+        levels: dict[str, dict[str | None, function_env.Queue]] = {}
+        for q in self.provisioned.queues.values():
+            levels.setdefault(q.job, {})[q.level] = function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url)
+        return dict(levels)
+
+    def _worker_environment(self, spec: JobSpec, modules: list[str]) -> dict[str, str]:
+        """A job's function's environment, as synth computes it (`lambdajobs.build.environment`)."""
+        p = self.provisioned
+        assert p is not None and self.jobs is not None
+        return function_env.worker(
+            spec,
+            stack=self.stack,
+            table=p.table,
+            jobs_package=self.jobs,
+            modules=modules,
+            queues=self._levels(),
+            scheduling=function_env.Scheduling(p.scheduler_role_arn, p.one_time_group, p.scheduler_dlq_arn),
+            bucket=p.bucket,
+            job_index=p.job_index,
+            workflow_queue_url=p.workflow_queue_url,
+        )
+
+    def _continuer_environment(self) -> dict[str, str]:
+        assert self.provisioned is not None
+        queues = [
+            (q.job, q.level, function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url))
+            for q in self.provisioned.queues.values()
+        ]
+        return {
+            **function_env.continuer(stack=self.stack, table=self.provisioned.table, job_queues=queues),
+            **function_env.powertools(),
+        }
 
     def _observed(self, key: str, spec: JobSpec, worker: Any, handler: Any) -> Any:
         """`handler`, noting in `outcomes` the job id of every record it is given."""
@@ -285,7 +421,7 @@ class LocalStack:
             queue_url=queues.queue_url,
             queue_arn=queues.queue_arn,
             handler=handler,
-            function_name=f"{self.stack}-{spec.name}",
+            function_name=function_name(self.stack, spec.name),
             timeout_seconds=spec.timeout_seconds,
             batch_size=spec.batch_size,
             max_batching_window_seconds=spec.max_batching_window_seconds,
@@ -298,20 +434,23 @@ class LocalStack:
 
     def _continuer_mapping(self) -> EventSourceMapping:
         """The workflow queue's event source: the continuer, as the CDK construct configures it."""
-        from lambdajobs.runtime.continuer import Continuer, logger
-
         assert self.provisioned is not None
-        continuer = Continuer(config=self.config)
+        if self.fleet is not None:
+            handler = self.fleet.handler(function_name(self.stack, "workflows"))
+        else:
+            from lambdajobs.runtime.continuer import Continuer, logger
 
-        @logger.inject_lambda_context(clear_state=True)
-        def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-            return continuer.handle(event, context)
+            continuer = Continuer(config=self.config)
+
+            @logger.inject_lambda_context(clear_state=True)
+            def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+                return continuer.handle(event, context)
 
         return EventSourceMapping(
             queue_url=self.provisioned.workflow_queue_url,
             queue_arn=self.provisioned.workflow_queue_arn,
             handler=handler,
-            function_name=f"{self.stack}-workflows",
+            function_name=function_name(self.stack, "workflows"),
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
             batch_size=CONTINUER_BATCH_SIZE,
             max_batching_window_seconds=0,
@@ -330,6 +469,14 @@ class LocalStack:
             mapping.signal_stop()  # signal every poller first, then wait for each
         for mapping in self.mappings.values():
             mapping.stop()
+        if self.fleet is not None:
+            self.fleet.close()
+        if self._log_stream is not None:
+            self._log_stream.close()
+            self._log_stream = None
+        if self._functions_dir is not None and self.state_file is None:
+            shutil.rmtree(self._functions_dir, ignore_errors=True)
+        self._functions_dir = None
 
     def stop(self) -> None:
         """Stop the workers (in-flight batches finish first), save the state (with a `state_dir`),

@@ -4,6 +4,10 @@ Importing this module is the cold start: it reads the function's environment onc
 worker (`lambdajobs.runtime.handler.from_environment`), with the collector paused and what it built
 frozen (`lambdajobs.runtime.startup`). Import it only in Lambda (or a process that sets the same
 variables); elsewhere use `lambdajobs.runtime.handler.make_handler`.
+
+A job module that cannot be imported (a library missing from the function's dependencies) does not
+fail the init: the handler starts and dead-letters every record with the error as its reason
+(`FunctionInitError`), and `init_error` holds it (None when the job loaded).
 """
 
 from __future__ import annotations
@@ -14,3 +18,4 @@ with init_phase():
     from lambdajobs.runtime.handler import from_environment
 
     lambda_handler = from_environment()
+    init_error: Exception | None = getattr(lambda_handler, "init_error", None)

@@ -143,6 +143,23 @@ class ClockError(LambdaJobsError):
     stack on the real clock, a move backwards, no retry waiting for its backoff."""
 
 
+class FunctionInitError(LambdaJobsError):
+    """A job's function could not load its job at its cold start: importing a job module failed (a
+    library missing from the function's dependencies, a module not shipped, an error at import), or
+    the modules it imported do not declare its job. Its records are dead-lettered with this error as
+    their reason (they would fail every delivery), and its job records read dead."""
+
+
+class InvocationError(LambdaJobsError):
+    """A local stack's function invocation failed as a whole (`lambdajobs.local.functions`): its init
+    failed, its process died, or its handler raised. The batch's records come back, as on Lambda."""
+
+
+class InvocationTimeoutError(InvocationError, TimeoutError):
+    """A local stack's function invocation ran past the function's timeout: its process was killed,
+    as Lambda ends a timed-out execution environment."""
+
+
 class PermanentError(LambdaJobsError):
     """Raise from a job when retrying cannot help (bad input, a refused request).
 
@@ -157,7 +174,10 @@ __all__ = [
     "DeclarationError",
     "EnqueueError",
     "EnvelopeError",
+    "FunctionInitError",
     "InvalidOptionError",
+    "InvocationError",
+    "InvocationTimeoutError",
     "JobIdError",
     "JobIndexOffError",
     "LambdaJobsError",

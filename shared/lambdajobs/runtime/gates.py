@@ -166,6 +166,16 @@ def deadline(d: Delivery, too_late: Callable[[], str | None]) -> Decision | None
     return HandBack(0, why, metric="JobDeferred") if why else None
 
 
+def init_failed(d: Delivery, error: BaseException | None) -> Decision | None:
+    """The function could not load its job at its cold start (`FunctionInitError`): every delivery is
+    dead-lettered with that reason, its record (when it names a job) marked dead, not run. It would
+    fail every delivery, and SQS would move it after maxReceiveCount receives with no reason at all."""
+    if error is None:
+        return None
+    named = d.job_id is not None and d.envelope is not None
+    return DeadLetter(error_fields(error), d.attempt, mark=Mark.DEAD_UNRUN if named else None, for_job=named)
+
+
 def unrunnable(d: Delivery) -> Decision | None:
     """An envelope that cannot run here: undecodable, another job's, or a priority the job lacks. A
     workflow member's record is marked dead (its stage must not wait for it for ever)."""

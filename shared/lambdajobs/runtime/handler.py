@@ -15,26 +15,60 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.errors import ConfigurationError
+from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError
 from lambdajobs.runtime.settings import ENV_JOB, ENV_MODULES
-from lambdajobs.runtime.spec import ensure_loaded
+from lambdajobs.runtime.spec import active_registry, ensure_loaded
 from lambdajobs.runtime.worker import Worker, logger
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def import_job_modules(config: StackConfig, modules: str | None) -> None:
-    """Import the named job modules (comma-separated), else the configured jobs package."""
-    names = [m.strip() for m in (modules or "").split(",") if m.strip()]
-    if names:
-        for name in names:
+def _import(name: str, job: str | None) -> None:
+    """Import one job module (a whole jobs package with `ensure_loaded`).
+
+    Raises:
+        FunctionInitError: whatever the import raised, with the module and the error named.
+    """
+    try:
+        if name.startswith("package:"):
+            ensure_loaded(name.removeprefix("package:"))
+        else:
             importlib.import_module(name)
-    elif config.jobs:
-        ensure_loaded(config.jobs)
-    else:
+    except Exception as exc:  # whatever a module raises at import: the function cannot run its job
+        gone = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        missing = gone is not None and gone != name
+        hint = (
+            f"; ship {gone} with the function: declare its distribution in [tool.lambdajobs] "
+            "dependencies (pyproject.toml), or keep the module in your project"
+            if missing
+            else ""
+        )
+        raise FunctionInitError(
+            f"the function of job '{job}' could not import its job module {name.removeprefix('package:')}: "
+            f"{type(exc).__name__}: {exc}{hint}."
+        ) from exc
+
+
+def load_job(config: StackConfig, job: str | None, modules: str | None) -> None:
+    """Import the function's job modules (comma-separated `modules`, else the configured jobs
+    package) and check that they declare its job.
+
+    Raises:
+        FunctionInitError: an import failed (its module and error named), or the job is not declared.
+        ConfigurationError: no module and no jobs package is configured.
+    """
+    names = [m.strip() for m in (modules or "").split(",") if m.strip()]
+    if not names and not config.jobs:
         raise ConfigurationError(
             f"neither {ENV_MODULES} nor LAMBDAJOBS_JOBS is set: this function does not know which "
             f"module declares its job (the lambdajobs CDK constructs set both)."
+        )
+    for name in names or [f"package:{config.jobs}"]:
+        _import(name, job)
+    if job and job not in active_registry():
+        raise FunctionInitError(
+            f"the job modules {', '.join(names) or config.jobs} do not declare job '{job}' (declared: "
+            f"{sorted(active_registry().names())}); check {ENV_MODULES} and {ENV_JOB}."
         )
 
 
@@ -49,8 +83,23 @@ def make_handler(worker: Worker) -> Handler:
 
 
 def from_environment(environ: Mapping[str, str] | None = None) -> Handler:
-    """Build the handler the way a cold start does, from `environ` (default: the process environment)."""
+    """Build the handler the way a cold start does, from `environ` (default: the process environment).
+
+    When the job cannot be loaded (`FunctionInitError`), the handler still starts, with a worker
+    that dead-letters every record with that reason (on Lambda an init error would never reach the
+    handler: the messages would reach the DLQ after maxReceiveCount receives, with no reason). The
+    error is logged once, and kept as the handler's `init_error`.
+    """
     env = os.environ if environ is None else environ
     config = StackConfig.from_environment(env)
-    import_job_modules(config, env.get(ENV_MODULES))
-    return make_handler(Worker(env.get(ENV_JOB) or None, config=config))
+    job = env.get(ENV_JOB) or None
+    try:
+        load_job(config, job, env.get(ENV_MODULES))
+    except FunctionInitError as exc:
+        logger.error(
+            "the function could not load its job: every record goes to its DLQ", extra={"error": str(exc)}
+        )
+        handler = make_handler(Worker(job, config=config, init_error=exc))
+        handler.init_error = exc  # type: ignore[attr-defined]
+        return handler
+    return make_handler(Worker(job, config=config))

@@ -36,6 +36,8 @@ ENV_LEVEL_DLQ_URL_PREFIX = "LAMBDAJOBS_PRIORITY_DLQ_URL_"
 # when its member may have finished a stage; the continuer function reads it and sends the next stage.
 ENV_WORKFLOW_QUEUE_URL = "LAMBDAJOBS_WORKFLOW_QUEUE_URL"
 CONTINUER_HANDLER = "lambdajobs.runtime.continuer_entry.lambda_handler"
+#: Every job function's entry point (`LAMBDAJOBS_JOB` says which job).
+WORKER_HANDLER = "lambdajobs.runtime.entry.lambda_handler"
 #: The continuer reads and updates a workflow item and sends a stage's jobs: seconds of work. Its
 #: queue's visibility timeout is 6 times this (AWS: at least 6 x the function timeout). The CDK
 #: construct, the local stack, the test harness and the chaos soak all read these.

@@ -880,6 +880,23 @@ def _chosen(registry: Registry | None) -> Registry:
     return registry if registry is not None else active_registry()
 
 
+class _Unread(BaseModel):
+    """Any payload: a stand-in's, which is never run (`unloaded_spec`)."""
+
+    model_config = {"extra": "allow"}
+
+
+def _never_runs(*_: Any) -> None:
+    raise AssertionError("a job whose module could not be imported never runs")
+
+
+def unloaded_spec(name: str) -> JobSpec:
+    """A stand-in for job `name` when its function could not import the module declaring it (the
+    worker dead-letters every record with the reason): the declaration's defaults, any payload, no
+    priorities, and a function that is never called."""
+    return JobSpec(name=name, func=_never_runs, payload_model=_Unread)
+
+
 def get_spec(job_ref: JobRef, *, registry: Registry | None = None) -> JobSpec:
     """The spec of a job given by name, `Job` or `JobSpec`, in `registry` (default: the active one).
 

@@ -42,11 +42,11 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.delivery import Delivery, attempt_of
 from lambdajobs.runtime.effects import Effects
-from lambdajobs.runtime.errors import ConfigurationError
+from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
 from lambdajobs.runtime.gates import Decision, Done, HandBack, RecordSuccess, Run
 from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, error_fields
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
-from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec
+from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.job_record import JobRecord
@@ -127,8 +127,12 @@ class Worker:
         config: StackConfig | None = None,
         store: JobRecordStore | None = None,
         emit_metrics: bool = True,
+        init_error: FunctionInitError | None = None,
     ) -> None:
         self._job = job
+        #: Why the function could not load its job at its cold start (`handler.from_environment`): then
+        #: every record is dead-lettered with it, and nothing runs.
+        self.init_error = init_error
         self.stack_config = configuration.resolve(config)
         self.store = store or JobRecordStore(self.stack_config)
         self.emit_metrics = emit_metrics
@@ -170,6 +174,10 @@ class Worker:
         return self._lookup(name)
 
     def _lookup(self, name: str) -> JobSpec:
+        if self.init_error is not None:  # nothing declares the job here: a stand-in that never runs
+            if name != self._job:
+                raise UnknownJobError(f"job '{name}' is not this function's ('{self._job}').")
+            return unloaded_spec(name)
         if name not in active_registry():  # not imported by this function: its jobs package, explicitly
             ensure_loaded(self.stack_config.jobs)
         return get_spec(name)
@@ -266,6 +274,7 @@ class Worker:
         for gate in (
             gates.carried_outcome,
             lambda d: gates.deadline(d, lambda: invocation.too_late(spec)),
+            lambda d: gates.init_failed(d, self.init_error),
             gates.unrunnable,
             lambda d: gates.routing(
                 d, lambda level: self.stack_config.queue_url(spec.name, level), _unroutable

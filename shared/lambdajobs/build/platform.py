@@ -6,7 +6,7 @@ layer of the pinned version. What a function can import there, beside its asset 
   six, jmespath);
 - the Powertools layer: `aws-lambda-powertools[all]` as AWS builds it, with those runtime packages
   removed (pydantic, pydantic_core, aws_xray_sdk, ... : `lambda_platform.json`, recorded here for the
-  pinned version by `python -m lambdajobs.cdk.platform`, the way the layer is built);
+  pinned version by `python -m lambdajobs.build.platform`, the way the layer is built);
 - Python 3.14's standard library, as a recorded list: this machine's Python may be older, and modules
   that 3.11 has and 3.12 or 3.13 removed (`cgi`, `imghdr`, `telnetlib`, `distutils`, ...) are missing
   on Lambda.
@@ -174,7 +174,7 @@ def record_manifest(version: str, out: Path = _MANIFEST) -> dict[str, Any]:
                     removed.add(row.split(",")[0].split("/")[0])
                 continue
             distributions[name] = meta["Version"]
-        from lambdajobs.cdk.imports import top_level_modules
+        from lambdajobs.build.imports import top_level_modules
 
         modules = sorted(top_level_modules(target) - {m.split(".")[0] for m in removed} - {"bin"})
         size = sum(
@@ -200,8 +200,29 @@ def record_manifest(version: str, out: Path = _MANIFEST) -> dict[str, Any]:
     return data
 
 
-if __name__ == "__main__":  # python -m lambdajobs.cdk.platform 3.37.0
+if __name__ == "__main__":  # python -m lambdajobs.build.platform 3.37.0
     from importlib.metadata import version as installed
 
     record_manifest(sys.argv[1] if len(sys.argv) > 1 else installed("aws-lambda-powertools"))
     print(f"wrote {_MANIFEST}")
+
+
+def link_provided(folder: Path) -> Path:
+    """Link into `folder` every package of the recorded layer and the Lambda runtime that is installed
+    here: what a function imports on Lambda beside its asset and dependencies, from this environment
+    (the local stack's functions, and the cold starts of the tests). A layer package not installed
+    here is one nothing of lambdajobs imports; the import check vouches for the rest. Returns
+    `folder`."""
+    import importlib.util
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(layer_modules() | runtime_modules()):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.origin or (folder / name).exists():
+            continue
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        link = folder / source.name
+        if not link.exists():
+            link.symlink_to(source)
+    return folder

@@ -13,7 +13,7 @@ configuration (pip.conf, `PIP_INDEX_URL`, `PIP_FIND_LINKS` ...), and installs th
 every job function gets.
 
 - What Lambda already provides is never shipped: the runtime's boto3 and what it needs, and the
-  Powertools layer's packages (Powertools, pydantic ...; `lambdajobs.cdk.platform`). Resolution is
+  Powertools layer's packages (Powertools, pydantic ...; `lambdajobs.build.platform`). Resolution is
   constrained to the layer's versions, so a library needing another pydantic is refused by name, as is
   a direct requirement on a provided package that excludes the provided version.
 - A library with no wheel for the platform is refused by name (`pip` would otherwise need to build
@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lambdajobs.cdk import platform
-from lambdajobs.cdk.imports import top_level_modules
+from lambdajobs.build import platform
+from lambdajobs.build.imports import top_level_modules
 from lambdajobs.runtime.errors import ConfigurationError
 
 LOCK_NAME = "lambdajobs.lock"
@@ -115,6 +115,18 @@ def project_requirements(root: Path | None) -> Requirements | None:
     if not lines and not any(_logical_lines(f) for f in files):
         return None
     return Requirements(tuple(lines), "pyproject.toml [tool.lambdajobs]", root, tuple(files))
+
+
+def declared(given: Sequence[str] | None = None) -> Requirements | None:
+    """The dependencies given (`LambdaJobs(dependencies=...)`), else those your project declares."""
+    from lambdajobs.project import lambdajobs_root, project_root
+
+    declaring = lambdajobs_root()
+    if given is None:
+        return project_requirements(declaring)
+    lines = tuple(line.strip() for line in given if line.strip())
+    root = declaring or project_root() or Path.cwd()  # where the lock is written
+    return Requirements(lines, "LambdaJobs(dependencies=...)", root) if lines else None
 
 
 def _logical_lines(path: Path) -> list[str]:
@@ -444,11 +456,27 @@ def write_lock(requirements: Requirements, pins: Sequence[str]) -> None:
     os.replace(partial, requirements.lock_path)
 
 
-def install(pins: Sequence[str], *, cache: Path | None = None, base: Path | None = None) -> Path:
+def this_machine() -> list[str]:
+    """What a folder built for this machine (the local stack's functions) is keyed on."""
+    import platform as host
+
+    return ["this machine", sys.implementation.cache_tag, host.machine(), sys.platform]
+
+
+def install(
+    pins: Sequence[str], *, cache: Path | None = None, base: Path | None = None, for_lambda: bool = True
+) -> Path:
     """The folder holding `pins` (a lock's lines: index options, then pins) installed for Lambda's
     platform under `python/` (a layer's layout), from the cache when it was built before. Relative
-    `--find-links` paths are relative to `base` (the lock's folder)."""
-    key = _key([p for p in pins if not p.startswith("-")], platform.pip_platform_args())
+    `--find-links` paths are relative to `base` (the lock's folder).
+
+    `for_lambda=False` installs the same versions for this machine instead (the local stack runs
+    each function from its asset and these, `lambdajobs.local.functions`): without the lock's hashes,
+    which are those of Lambda's wheels."""
+    if not for_lambda:
+        pins = [pin.split(" --hash")[0] for pin in pins]
+    target = platform.pip_platform_args() if for_lambda else this_machine()
+    key = _key([p for p in pins if not p.startswith("-")], target)
     folder = (cache or cache_root()) / "dependencies" / key[:32]
     if (folder / ".complete").is_file():
         return folder
@@ -464,7 +492,7 @@ def install(pins: Sequence[str], *, cache: Path | None = None, base: Path | None
                 "--no-compile",
                 "--target",
                 str(building / "python"),
-                *platform.pip_platform_args(),
+                *(platform.pip_platform_args() if for_lambda else []),
                 "-r",
                 str(building / "requirements.txt"),
             ],
@@ -490,8 +518,11 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def build(requirements: Requirements | None, *, cache: Path | None = None) -> BuiltDependencies:
-    """Resolve (or reuse the lock), install (or reuse the cache), and describe the dependencies.
+def build(
+    requirements: Requirements | None, *, cache: Path | None = None, for_lambda: bool = True
+) -> BuiltDependencies:
+    """Resolve (or reuse the lock), install (or reuse the cache), and describe the dependencies: for
+    Lambda's platform, or with `for_lambda=False` the same locked versions for this machine.
 
     Raises:
         ConfigurationError: see `resolve`.
@@ -504,7 +535,7 @@ def build(requirements: Requirements | None, *, cache: Path | None = None) -> Bu
         pins = read_lock(requirements) or []  # the lock's lines: its index options with the pins
     if not [p for p in pins if not p.startswith("-")]:  # everything asked for is provided by Lambda
         return BuiltDependencies()
-    folder = install(pins, cache=cache, base=requirements.lock_dir)
+    folder = install(pins, cache=cache, base=requirements.lock_dir, for_lambda=for_lambda)
     versions = {}
     for pin in pins:
         if pin.startswith("-"):
