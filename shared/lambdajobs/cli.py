@@ -933,7 +933,11 @@ def _dev_table(local: Any) -> Table:
     from lambdajobs.ops import queue_health
     from lambdajobs.runtime.lifecycle import JobState
 
+    fleet = local.fleet
+    if fleet is not None:
+        table.add_column("timed out", justify="right")
     outcomes = local.outcomes.counts() if local.outcomes is not None else {}
+    init_errors: dict[str, str] = {}
     for key, mapping in sorted(local.mappings.items()):
         queues = local.provisioned.queues.get(key)  # one line per queue: each priority level has one
         if queues is None:  # the workflow queue, whose continuer sends workflows' next stages
@@ -949,6 +953,12 @@ def _dev_table(local: Any) -> Table:
             states = outcomes.get(key, {})
             jobs = [str(states.get(s, 0)) for s in (JobState.SUCCEEDED, JobState.RETRYING, JobState.DEAD)]
         health = queue_health(name, url, dlq, config=local.config)
+        function: list[str] = []
+        if fleet is not None:
+            stats = fleet.stats(mapping.function_name)
+            function = [str(stats.timeouts)]
+            if stats.init_error:
+                init_errors[queues.job if queues is not None else name] = stats.init_error
         table.add_row(
             name,
             str(health.depth),
@@ -957,7 +967,16 @@ def _dev_table(local: Any) -> Table:
             str(health.dlq_depth),
             *jobs,
             str(mapping.stats.invocations),
+            *function,
         )
+    if init_errors:  # Text: an error's brackets are not rich markup
+        table.caption = Text(
+            "\n".join(
+                f"{job}: init failed, its records go to its DLQ: {error}"
+                for job, error in sorted(init_errors.items())
+            )
+        )
+        table.caption_style = "red"
     return table
 
 
@@ -993,12 +1012,29 @@ def dev(
         help="start empty instead of restoring the saved state (state.json, next to the log file); "
         "the old file is kept as state.previous.json",
     ),
+    threads: bool = typer.Option(
+        False,
+        "--threads",
+        help="run every job in threads of this process, on its imports, instead of each function in "
+        "worker processes of its own from its asset, as on Lambda",
+    ),
+    max_processes: int = typer.Option(
+        None,
+        "--max-processes",
+        help="worker processes at most, every function's together (default: LAMBDAJOBS_LOCAL_MAX_PROCESSES, "
+        "else 4 per core, at least 8); invocations beyond wait",
+    ),
 ) -> None:
     """Run every job of your jobs package on a local stack: embedded AWS, Lambda-like polling, cron.
 
+    Each job's function runs as on Lambda: in worker processes of its own, from its staged asset and
+    your declared dependencies (built for this machine), with its synthesized environment, killed at
+    its timeout; a job module its function cannot import shows under the table, and its records go
+    to its DLQ with that reason. --threads runs every job in this process instead.
+
     What the stack holds (queued, delayed and failed messages, job records, the bucket, one-time
-    schedules) is saved next to the log file (build/local/state.json) every 10 s and when it stops,
-    and restored at the next start; --fresh starts empty.
+    schedules) is saved next to the log file (build/local/state.json) when it changed, at most every
+    10 s, and when it stops, and restored at the next start; --fresh starts empty.
     """
     from lambdajobs.local.stack import LocalStack
     from lambdajobs.project import require_jobs_module
@@ -1016,7 +1052,14 @@ def dev(
         signal.signal(sig, lambda *_: stop.set())
     # The state lives next to the worker log: build/local/ (a test's --log-file keeps it in its tmp).
     local = LocalStack(
-        package, stack=stack, port=port, log_file=log_file, state_dir=log_file.parent, fresh=fresh
+        package,
+        stack=stack,
+        port=port,
+        log_file=log_file,
+        state_dir=log_file.parent,
+        fresh=fresh,
+        processes=not threads,
+        max_processes=max_processes,
     )
     local.start()
     try:
