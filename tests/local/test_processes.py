@@ -34,11 +34,14 @@ SETTLE_SECONDS = 40
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
     folder = tmp_path_factory.mktemp("processes")
-    with isolated_registry(keep=True):
-        with LocalStack(JOBS, stack="proc", port=0, log_file=folder / "worker.log", processes=True) as stack:
-            stack.start_workers(scheduler=False)
-            with using(stack.config):
-                yield stack
+    log = folder / "worker.log"
+    with (
+        isolated_registry(keep=True),
+        LocalStack(JOBS, stack="proc", port=0, log_file=log, processes=True) as stack,
+    ):
+        stack.start_workers(scheduler=False)
+        with using(stack.config):
+            yield stack
 
 
 def runs(log: Path) -> list[dict]:
