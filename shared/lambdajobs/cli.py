@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -996,6 +997,12 @@ def _port_free(port: int) -> bool:
     return True
 
 
+#: `lambdajobs dev`'s long polls: one per event source at a time; a stop waits for them at most this long.
+DEV_POLL_SECONDS = 3
+#: The live lines are read again at least this often when nothing changed.
+IDLE_REFRESH_SECONDS = 10.0
+
+
 @app.command()
 @friendly
 def dev(
@@ -1060,6 +1067,7 @@ def dev(
         fresh=fresh,
         processes=not threads,
         max_processes=max_processes,
+        wait_seconds=DEV_POLL_SECONDS,
     )
     local.start()
     try:
@@ -1081,9 +1089,15 @@ def dev(
         console.print(
             f"Worker logs: {log_file}. Ctrl-C stops (in-flight batches finish first).", soft_wrap=True
         )
-        with Live(_dev_table(local), console=console, refresh_per_second=4, transient=False) as live:
+        # The lines are read again when a request may have changed something, and every
+        # IDLE_REFRESH_SECONDS anyway (a delayed message becomes visible with no request): an idle
+        # stack reads next to nothing.
+        with Live(_dev_table(local), console=console, refresh_per_second=1, transient=False) as live:
+            shown, at = local.changes, time.monotonic()
             while not stop.wait(refresh_seconds):
-                live.update(_dev_table(local))
+                if local.changes != shown or time.monotonic() - at >= IDLE_REFRESH_SECONDS:
+                    shown, at = local.changes, time.monotonic()
+                    live.update(_dev_table(local))
         console.print("\nstopping: no new polls, waiting for in-flight batches...")
     finally:
         shown = len(local.state_notes)

@@ -155,7 +155,7 @@ def test_lambdajobs_dev_restores_its_state_and_saves_it_on_sigterm(tmp_path):
     with running_dev([*command, "--log-file", str(tmp_path / "worker.log")], ROOT, env) as dev:
         assert dev.stop() == 0, dev.output
     # THEN it said what it restored, and saved it again on SIGTERM, still delayed
-    held = "1 message (1 delayed), 0 table items, 0 objects, 0 one-time schedules"
+    held = "1 message (1 delayed), 0 table items, 0 objects, 0 one-time schedules, 0 SSM parameters"
     assert f"Restored {held} from {tmp_path / 'state.json'} (saved 2026-01-01T00:00:00Z)." in dev.output, (
         dev.output
     )

@@ -249,6 +249,45 @@ def test_a_running_stack_saves_periodically_so_a_crash_loses_little(specs, tmp_p
         assert state_file.stat().st_mtime_ns == written
 
 
+def test_an_idle_stack_reads_nothing_to_save_and_a_change_is_saved(specs, tmp_path):
+    # GIVEN a running stack, its event sources polling, that would save every 0.1 s
+    with stack(specs, tmp_path, save_every_seconds=0.1) as local:
+        local.start_workers(scheduler=False)
+        reads = []
+        capture = local._capture
+        local._capture = lambda: (reads.append(time.monotonic()), capture())[1]
+        time.sleep(0.5)  # what provisioning and the workers' start changed is saved by now
+        settled = len(reads)
+        # WHEN nothing happens for a while (the pollers' empty receives go on)
+        time.sleep(1.5)
+        # THEN nothing was read to be saved
+        assert len(reads) == settled
+        # AND a change is read and saved at the next tick
+        with using(local.config):
+            enqueue("counted", Item(n=1), job_id="a-change")
+        assert wait_until(lambda: len(reads) > settled, 5, 0.05)
+        # AND the last save on stop is skipped when nothing changed since
+        assert wait_until(lambda: local.changes == local._saved_at_changes, 5, 0.05)
+        local.stop_workers()
+    assert local.state_notes[-1].startswith("Nothing changed since the last save"), local.state_notes
+
+
+def test_parameters_you_put_in_the_stacks_ssm_survive_a_restart(specs, tmp_path):
+    with stack(specs, tmp_path) as first:
+        ssm = first.config.client("ssm")
+        ssm.put_parameter(Name="/myapp/feature-flag", Value="on", Type="String")
+        ssm.put_parameter(Name="/myapp/secret", Value="s3cr3t", Type="SecureString")
+    with stack(specs, tmp_path) as second:
+        assert second.restored is not None and second.restored.parameters == 2, second.state_notes
+        ssm = second.config.client("ssm")
+        assert ssm.get_parameter(Name="/myapp/feature-flag")["Parameter"]["Value"] == "on"
+        secret = ssm.get_parameter(Name="/myapp/secret", WithDecryption=True)["Parameter"]
+        assert secret["Value"] == "s3cr3t" and secret["Type"] == "SecureString"
+        # the stack's own manifest is provisioned, not restored: it names this stack's queues
+        manifest = json.loads(ssm.get_parameter(Name="/lambdajobs/keep/stack")["Parameter"]["Value"])
+        assert manifest["table"] == second.provisioned.table
+
+
 def test_a_second_stack_on_the_same_state_folder_is_refused_with_one_line(specs, tmp_path):
     # GIVEN a running stack keeping its state in a folder
     with stack(specs, tmp_path):

@@ -4,7 +4,8 @@ record per call, ignores batchItemFailures and needs Docker.)
 
 What it reproduces (AWS docs, "Using Lambda with Amazon SQS"):
 - long polling; batches of up to `batch_size` records gathered for at most the batching window;
-- at most `max_concurrency` batches in flight (ScalingConfig.MaximumConcurrency);
+- at most `max_concurrency` batches in flight (ScalingConfig.MaximumConcurrency), each in an
+  invocation of its own, received by one poller apart from them;
 - records shaped like Lambda's SQS event, and a context whose remaining time counts down from the
   function timeout; an invocation that overruns its timeout fails as a whole;
 - the partial batch response: the batch succeeds when the response is empty/null or its
@@ -108,6 +109,8 @@ class EventSourceMapping:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._invocations: set[threading.Thread] = set()
+        self._slots = threading.BoundedSemaphore(max_concurrency)
 
     # -- one batch ----------------------------------------------------------------------------------
 
@@ -181,31 +184,69 @@ class EventSourceMapping:
     # -- running ------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run `max_concurrency` pollers: at most that many batches in flight."""
+        """Poll the queue and run up to `max_concurrency` batches at once.
+
+        As Lambda's event source mapping does, polling is apart from the invocations: one poller
+        receives a batch whenever an invocation slot is free and hands it to an invocation of its own,
+        so an idle mapping is one long poll at a time, not one per slot (a local stack of many jobs
+        idled at half a core with a poller per slot, issue 26)."""
         self._stop.clear()
-        for n in range(self.max_concurrency):
-            thread = threading.Thread(target=self._loop, name=f"esm-{self.function_name}-{n}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        thread = threading.Thread(target=self._loop, name=f"esm-{self.function_name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if not self._slots.acquire(timeout=0.5):  # every slot busy: look at the stop flag again
+                continue
             try:
-                self.poll_once()
+                messages = self.gather()
             except Exception:  # the emulator must keep polling, as Lambda does
+                self._slots.release()
                 log.exception("event source %s: polling failed; retrying", self.function_name)
                 time.sleep(0.5)
+                continue
+            if not messages:
+                self._slots.release()
+                continue
+            # a batch received while stopping still runs: it is not left invisible until its timeout
+            invocation = threading.Thread(
+                target=self._invoke_then_free, args=(messages,), name=f"invoke-{self.function_name}"
+            )
+            with self._lock:
+                self._invocations.add(invocation)
+            invocation.start()
+
+    def _invoke_then_free(self, messages: list[dict[str, Any]]) -> None:
+        try:
+            self.invoke(messages)
+        except Exception:  # settling failed (a delete): the records come back after their timeout
+            log.exception("event source %s: settling a batch failed", self.function_name)
+        finally:
+            with self._lock:
+                self._invocations.discard(threading.current_thread())
+            self._slots.release()
 
     def signal_stop(self) -> None:
-        """Ask the pollers to stop after their current batch (`stop` also waits for them)."""
+        """Ask the poller to stop (`stop` also waits for it and the batches in flight)."""
         self._stop.set()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop polling; in-flight batches finish first."""
+        """Stop polling; in-flight batches finish first (each within its function's timeout)."""
         self.signal_stop()
         for thread in self._threads:
             thread.join(timeout)
         self._threads.clear()
+        while True:
+            with self._lock:
+                running = list(self._invocations)
+            if not running:
+                return
+            for thread in running:
+                thread.join(timeout)
+            if timeout is not None:
+                return
 
 
 def poll_once(

@@ -249,8 +249,12 @@ class FunctionStats:
 class _Pool:
     function: LocalFunction
     idle: list[Environment] = field(default_factory=list)
-    busy: int = 0
+    running: set[Environment] = field(default_factory=set)
     stats: FunctionStats = field(default_factory=FunctionStats)
+
+    @property
+    def busy(self) -> int:
+        return len(self.running)
 
     @property
     def count(self) -> int:
@@ -328,7 +332,7 @@ class Fleet:
                 while pool.idle:
                     env = pool.idle.pop()
                     if env.alive:
-                        pool.busy += 1
+                        pool.running.add(env)
                         break
                     victims.append(env)
                 else:
@@ -371,7 +375,7 @@ class Fleet:
             pool.stats.init_errors += 1
             pool.stats.init_error = env.init_error
         with self._cond:
-            pool.busy += 1
+            pool.running.add(env)
         return env
 
     def _least_recently_used(self, exclude: _Pool) -> Environment | None:
@@ -385,13 +389,31 @@ class Fleet:
 
     def _release(self, pool: _Pool, env: Environment, reusable: bool) -> None:
         with self._cond:
-            pool.busy -= 1
+            pool.running.discard(env)
             keep = reusable and env.alive and not self._closed
             if keep:
                 pool.idle.append(env)
             self._cond.notify_all()
         if not keep:
             env.close(grace=0.5)
+
+    def kill_running(self, name: str | None = None, pick: Any = None) -> str | None:
+        """Kill the process of one environment that is running an invocation now (of function `name`,
+        else of any function; `pick` chooses among them, default the first): the fault of a crash
+        mid-invocation (the chaos soak's kill). Its invocation fails as a whole and the batch comes
+        back, as on Lambda. Returns the function's name, or None when none was running."""
+        with self._cond:
+            running = [
+                (pool.function.name, env)
+                for pool in self._pools.values()
+                if name is None or pool.function.name == name
+                for env in pool.running
+            ]
+        if not running:
+            return None
+        function, env = pick(running) if pick is not None else running[0]
+        env.kill()
+        return str(function)
 
     def close(self) -> None:
         """Stop every idle environment (call once no invocation is in flight: the event sources are

@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +77,40 @@ SCHEDULE_FIELDS = (
 LOCK_FILE = "state.lock"
 BATCH_WRITE_ITEMS = 25  # DynamoDB BatchWriteItem: at most 25 requests
 
+#: Actions (the last part of `X-Amz-Target`) that read and change nothing.
+_READS = ("Get", "List", "Describe", "Query", "Scan", "BatchGet", "Head")
+
+
+class ChangeCounter:
+    """The embedded server's WSGI application, counting the requests that may have changed the
+    stack's state: anything but a GET or HEAD, a read action (`_READS`), or a `ReceiveMessage` that
+    received nothing (the idle long polls of the event sources). A stack with a state file saves
+    only when the count moved since its last save: an idle stack reads nothing and writes nothing.
+    Conservative: a request whose action it cannot tell counts."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def _changed(self) -> None:
+        with self._lock:
+            self.count += 1
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("REQUEST_METHOD") in ("GET", "HEAD", "OPTIONS"):
+            return self.app(environ, start_response)
+        action = str(environ.get("HTTP_X_AMZ_TARGET", "")).rpartition(".")[2]
+        if action.startswith(_READS):
+            return self.app(environ, start_response)
+        if action != "ReceiveMessage":
+            self._changed()
+            return self.app(environ, start_response)
+        body = b"".join(self.app(environ, start_response))
+        if b'"MessageId"' in body:  # it received messages: their receive counts moved
+            self._changed()
+        return [body]
+
 
 @dataclass
 class Counts:
@@ -87,6 +122,7 @@ class Counts:
     items: int = 0
     objects: int = 0
     schedules: int = 0
+    parameters: int = 0
 
     def describe(self, *, restored: bool = False, nonzero: bool = False) -> str:
         """`134 messages (12 delayed, 5 in flight), 66 table items, 1 object, 1 one-time schedule`
@@ -101,6 +137,7 @@ class Counts:
             (self.items, _plural(self.items, "table item")),
             (self.objects, _plural(self.objects, "object")),
             (self.schedules, _plural(self.schedules, "one-time schedule")),
+            (self.parameters, _plural(self.parameters, "SSM parameter")),
         ]
         return ", ".join(text for n, text in kinds if n or not nonzero)
 
@@ -287,13 +324,16 @@ class Capture:
         queues = self._queues(counts)
         items = self._items()
         objects = self._bucket()
+        parameters = self._parameters()
         counts.items, counts.objects, counts.schedules = len(items), len(objects), len(schedules)
+        counts.parameters = len(parameters)
         state = {
             **_header(self.provisioned.stack),
             "queues": queues,
             "table": items,
             "bucket": objects,
             "schedules": schedules,
+            "parameters": parameters,
         }
         return state, counts
 
@@ -340,6 +380,20 @@ class Capture:
                 objects.append(cached[1])
         self._objects = seen
         return objects
+
+    def _parameters(self) -> list[dict[str, Any]]:
+        """The SSM parameters you put in the stack (not its own manifest, which provisioning writes)."""
+        ssm = self.config.client("ssm")
+        own = f"/lambdajobs/{self.provisioned.stack}/"
+        saved = []
+        for page in ssm.get_paginator("get_parameters_by_path").paginate(
+            Path="/", Recursive=True, WithDecryption=True
+        ):
+            for parameter in page.get("Parameters", []):
+                if parameter["Name"].startswith(own):
+                    continue
+                saved.append({k: parameter[k] for k in ("Name", "Type", "Value") if k in parameter})
+        return saved
 
     def _schedules(self) -> list[dict[str, Any]]:
         group = self.provisioned.one_time_group
@@ -412,6 +466,7 @@ def restore(
         ("table", "items", lambda items: _put_items(config, provisioned.table, items)),
         ("bucket", "objects", lambda objects: _put_objects(config, provisioned.bucket, objects)),
         ("schedules", "schedules", lambda schedules: _put_schedules(config, provisioned, backend, schedules)),
+        ("parameters", "parameters", lambda parameters: _put_parameters(config, parameters)),
     ]
     for kind, what, put in puts:
         saved = state.get(kind) or []
@@ -511,4 +566,18 @@ def _put_schedules(
         except Exception as exc:
             failed.append(saved)
             reason = str(exc) if isinstance(exc, LookupError) else f"schedules: {_error(exc)}"
+    return failed, reason
+
+
+def _put_parameters(config: StackConfig, parameters: list[Any]) -> tuple[list[Any], str]:
+    ssm = config.client("ssm")
+    failed, reason = [], ""
+    for saved in parameters:
+        try:
+            ssm.put_parameter(
+                Name=saved["Name"], Value=saved["Value"], Type=saved.get("Type", "String"), Overwrite=True
+            )
+        except Exception as exc:
+            failed.append(saved)
+            reason = f"SSM parameters: {_error(exc)}"
     return failed, reason

@@ -146,6 +146,9 @@ class LocalStack:
         self.scheduler: LocalScheduler | None = None
         self._previous_default: StackConfig | None = None
         self._atomic = False
+        self._changes: persist.ChangeCounter | None = None
+        #: `changes` when the state file was last written (None: not yet).
+        self._saved_at_changes: int | None = None
 
     @property
     def specs(self) -> list[JobSpec]:
@@ -191,6 +194,9 @@ class LocalStack:
         self._atomic = True
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
+        # counts the requests that may change the state: a stack with a state file saves only then
+        self._changes = persist.ChangeCounter(self.server._server.app)
+        self.server._server.app = self._changes
         host, port = self.server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         # moto keeps its state per process, not per server: start from an empty account every time.
@@ -255,18 +261,43 @@ class LocalStack:
 
     def _save_periodically(self) -> None:
         while not self._saver_stop.wait(self.save_every_seconds):
+            if self.changes == self._saved_at_changes:
+                continue  # nothing changed since the last save: no table read, no file written
             try:
                 self.save()
             except Exception:  # try again at the next tick; the save on stop says so if it fails too
                 log.exception("local stack: saving the state failed; trying again")
 
+    @property
+    def changes(self) -> int:
+        """How many requests so far may have changed the stack's state (`persist.ChangeCounter`)."""
+        return self._changes.count if self._changes is not None else 0
+
     def save(self) -> persist.Counts:
         """Write the stack's state to its state file now (queues, table, bucket, one-time schedules)."""
         assert self.state_file is not None and self._capture is not None, "a started stack with a state_dir"
         with self._save_lock:
+            changes = self.changes  # read first: what changes while it reads is saved next time
             state, counts = self._capture()
             self.state_file.write(state)
+            self._saved_at_changes = changes
             return counts
+
+    def _save_on_stop(self) -> None:
+        """The last save (skipped when nothing changed since the one before), noted in `state_notes`."""
+        assert self.state_file is not None
+        if self.changes == self._saved_at_changes:
+            self.state_notes.append(f"Nothing changed since the last save to {self.state_file.path}.")
+            return
+        try:
+            counts = self.save()
+        except Exception as exc:  # say it: what the stack held is not on disk
+            self.state_notes.append(
+                f"Could not save the state to {self.state_file.path} ({type(exc).__name__}: {exc}): "
+                "what the stack held since its last periodic save is lost."
+            )
+        else:
+            self.state_notes.append(f"Saved {counts.describe()} to {self.state_file.path}.")
 
     def start_workers(self, *, scheduler: bool = True) -> None:
         from lambdajobs.runtime.handler import make_handler
@@ -487,15 +518,7 @@ class LocalStack:
             self._saver.join()
             self._saver = None
         if self.server and self.state_file is not None and self._capture is not None:
-            try:
-                counts = self.save()
-            except Exception as exc:  # say it: what the stack held is not on disk
-                self.state_notes.append(
-                    f"Could not save the state to {self.state_file.path} ({type(exc).__name__}: {exc}): "
-                    "what the stack held since its last periodic save is lost."
-                )
-            else:
-                self.state_notes.append(f"Saved {counts.describe()} to {self.state_file.path}.")
+            self._save_on_stop()
         if self.state_file is not None:
             self.state_file.unlock()
         if self.server:
