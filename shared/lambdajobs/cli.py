@@ -1028,8 +1028,8 @@ def dev(
     max_processes: int = typer.Option(
         None,
         "--max-processes",
-        help="worker processes at most, every function's together (default: LAMBDAJOBS_LOCAL_MAX_PROCESSES, "
-        "else 4 per core, at least 8); invocations beyond wait",
+        help="worker processes at most, every function's together; invocations beyond wait. Unset: "
+        "LAMBDAJOBS_LOCAL_MAX_PROCESSES, else 4 per core and at least 8",
     ),
 ) -> None:
     """Run every job of your jobs package on a local stack: embedded AWS, Lambda-like polling, cron.

@@ -46,11 +46,13 @@ today) tells the clock when it is due (`TestClock.wake_at`), and the test moves 
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -65,7 +67,7 @@ from lambdajobs.runtime.config import (
     set_process_default,
     using,
 )
-from lambdajobs.runtime.errors import ClockError
+from lambdajobs.runtime.errors import ClockError, ConfigurationError
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
 from lambdajobs.runtime.settings import CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
@@ -246,6 +248,13 @@ class TestStack:
 
     `jobs` is your jobs package (loaded here); or give `specs` directly.
 
+    `processes=True` runs each job's function as `lambdajobs dev` does, as on Lambda: in worker
+    processes of its own, from its staged asset (your declared dependencies built for this machine,
+    what Lambda provides, nothing else of your project), with its synthesized environment, killed at
+    its timeout. It needs `jobs` (the processes import its modules) and moto's server on a loopback
+    port instead of moto in this process; the runners deliver to those processes (their retry delays
+    are not seen: `JobAttempt.retry_in_seconds` is None), on the real clock.
+
     `clock=True` stops the clock while the stack runs (at the time it starts; give a `datetime` to
     start there instead) and `stack.clock` moves it: see `TestClock`. Without it the stack runs on the
     real clock (threads, benchmarks, anything that waits in real time).
@@ -263,8 +272,15 @@ class TestStack:
         stack: str = "test",
         job_index: str | None = None,
         clock: bool | datetime = False,
+        processes: bool = False,
     ) -> None:
         self.jobs = jobs
+        #: Each job's function in worker processes of its own, as on Lambda (`lambdajobs.local.functions`).
+        self.processes = processes
+        #: The execution environments, with `processes=True`.
+        self.fleet: Any = None
+        self._server: Any = None
+        self._functions_dir: Path | None = None
         #: The job index's mode ("off", "finished", "all"; default: as the stack derives it).
         self.job_index = job_index
         self._specs = list(specs) if specs is not None else None
@@ -309,6 +325,12 @@ class TestStack:
             ) from exc
 
         specs = self.specs
+        if self.processes and (self._clock_start is not False or not self.jobs):
+            raise ConfigurationError(
+                "TestStack(processes=True) needs your jobs package (TestStack('myjobs', processes=True)) "
+                "and runs on the real clock (its worker processes cannot share this process's clock): "
+                "drop clock=, or processes=."
+            )
         try:
             return self._start(mock_aws, specs)
         except BaseException:
@@ -331,20 +353,63 @@ class TestStack:
         # threads: each DynamoDB and SQS request runs atomically, as on the local stack (issue 11).
         atomic.install()
         self._atomic = True
-        self._mock = mock_aws()
-        self._mock.start()
+        if self.processes:  # worker processes reach moto through its server
+            base = self._start_server()
+        else:
+            self._mock = mock_aws()
+            self._mock.start()
+            base = StackConfig(stack=self.stack, jobs=self.jobs)
         aws.reset_clients()  # clients made before moto started would not be intercepted
         clear_manifest_cache()
-        base = StackConfig(stack=self.stack, jobs=self.jobs)
         self.provisioned = provision(specs, stack=self.stack, config=base, job_index=self.job_index)
         self.config = self.provisioned.config(base)
+        if self.processes:
+            from lambdajobs.local.stack import build_fleet
+
+            assert self.jobs is not None
+            self.fleet, self._functions_dir = build_fleet(
+                specs, jobs=self.jobs, provisioned=self.provisioned, endpoint=str(base.endpoint_url)
+            )
         self._using = using(self.config)
         self._using.__enter__()
         self._previous_default = set_process_default(self.config)  # threads a job starts, too
         return self
 
+    def _start_server(self) -> StackConfig:
+        import logging
+        import urllib.request
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        # moto keeps its state per process, not per server: start from an empty account
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=10
+        )
+        return StackConfig(
+            stack=self.stack,
+            jobs=self.jobs,
+            region=FAKE_CREDENTIALS["AWS_DEFAULT_REGION"],
+            endpoint_url=endpoint,
+            access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
+
     def stop(self) -> None:
         try:
+            if self.fleet is not None:
+                fleet, self.fleet = self.fleet, None
+                fleet.close()
+            if self._functions_dir is not None:
+                shutil.rmtree(self._functions_dir, ignore_errors=True)
+                self._functions_dir = None
+            if self._server is not None:
+                server, self._server = self._server, None
+                server.stop()
             if self._using is not None:
                 self._using.__exit__(None, None, None)
                 self._using = None
@@ -439,12 +504,19 @@ class ContinuerRunner:
         return poll_once(
             queue_url=self.stack.provisioned.workflow_queue_url,
             queue_arn=self.stack.provisioned.workflow_queue_arn,
-            handler=self.continuer.handle,
+            handler=self._handle,
             function_name=f"{self.stack.stack}-workflows",
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
             batch_size=CONTINUER_BATCH_SIZE,
             config=self.source_config,
         )
+
+    def _handle(self, event: dict[str, Any], context: Any) -> Any:
+        if self.stack.fleet is not None:  # processes=True: the continuer's function, in its processes
+            from lambdajobs.local.stack import function_name
+
+            return self.stack.fleet.invoke(function_name(self.stack.stack, "workflows"), event)
+        return self.continuer.handle(event, context)
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
         """Poll until nothing is visible."""
@@ -547,6 +619,10 @@ class JobRunner:
         self.source_config = source_config or stack.config
 
     def handler(self, event: dict[str, Any], context: Any) -> Any:
+        if self.stack.fleet is not None:  # processes=True: the job's function, in its own processes
+            from lambdajobs.local.stack import function_name
+
+            return self.stack.fleet.invoke(function_name(self.stack.stack, self.spec.name), event)
         return self.worker.handle(event, context)
 
     def poll(self) -> BatchOutcome | None:

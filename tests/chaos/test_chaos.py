@@ -3,7 +3,9 @@ of 50 members, a chain of 3 steps and a chord of 5 whose callback dies) passes e
 fault injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100 jobs
 each): ReportBatchItemFailures off loses jobs, idempotency keyed on the SQS message id runs jobs
 twice, an unregistered Lambda context leaves locks that never expire, and workflow members not
-counted leave every workflow unfinished.
+counted leave every workflow unfinished. The quick soak then runs the kill soak (`chaos.kills`: 60
+jobs in worker processes of their own on the local stack's moto server, 10 SIGKILLs of running
+environments, attempts sleeping past their timeout): its `kills.*` gates pass and its faults happened.
 
 The five soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
 mutation must not leak into another run), and write their reports to build/reports/.
@@ -68,6 +70,21 @@ WORKFLOW_CALLS = (
     "sqs.stage_send",
     "dynamodb.wf_finish",
 )
+#: The kill soak's gates (`chaos.report.KillReport.gates`), as the run's report names them.
+KILL_GATES = (
+    "kills.lost",
+    "kills.attempts_started_twice",
+    "kills.record_attempts",
+    "kills.attempts_never_started",
+    "kills.duplicate_effects.other",
+    "kills.stuck_records",
+    "kills.dlq_empty",
+    "kills.settled",
+    "kills.kills_happened",
+    "kills.timeouts_happened",
+)
+#: The kill soak's faults, as its report counts them: each must have happened at least once.
+KILL_FAULTS = ("kills", "timeouts", "raised")
 WORKFLOW_GATES = (
     "workflow_callbacks",
     "workflow_callback_parents",
@@ -148,6 +165,20 @@ def test_the_quick_soak_injects_every_fault(reports):
     faults = reports["quick"]["faults"]
     missing = [path for path in FAULTS if _count(faults, path) <= 0]
     assert missing == [], f"faults that never happened: {missing}\n{json.dumps(faults, indent=1)}"
+
+
+def test_the_quick_soak_kills_worker_processes_and_passes_the_kill_gates(reports):
+    kills = reports["quick"]["kills"]
+    assert kills, "the quick soak ran no kill soak"
+    assert kills["error"] is None, kills["error"]
+    summary = {k: kills[k] for k in ("kills", "kills_mid_run", "timeouts", "raised", "states", "functions")}
+    missing = [name for name in KILL_FAULTS if kills[name] <= 0]
+    assert missing == [], f"kill soak faults that never happened: {missing}\n{json.dumps(summary)}"
+    # every run was in a worker process of its own function, none of them an init failure
+    assert all(f["init_errors"] == 0 for f in kills["functions"].values()), kills["functions"]
+    gates = reports["quick"]["gates"]
+    failed = {name: gates.get(name) for name in KILL_GATES if not gates.get(name, {}).get("passed")}
+    assert failed == {}, f"failed kill gates: {json.dumps(failed)}\n{json.dumps(summary)}"
 
 
 def test_the_quick_soak_passes_every_gate(reports):

@@ -42,7 +42,13 @@ def local():
             for s in load_jobs("handlers")
             if s.schedule
         }
-        yield {"queues": queues, "table": table, "ttl": ttl, "schedules": schedules}
+        yield {
+            "queues": queues,
+            "table": table,
+            "ttl": ttl,
+            "schedules": schedules,
+            "provisioned": provisioned,
+        }
     aws.reset_clients()
 
 
@@ -96,3 +102,37 @@ def test_schedules_match(template, stack, local, job):
     assert json.loads(schedule["Target"]["Input"]) == json.loads(cdk["Target"]["Input"])
     assert SCHEDULED_TIME_PLACEHOLDER in schedule["Target"]["Input"]
     assert logical_id(stack, stack.workers[job].queue) in json.dumps(cdk["Target"]["Arn"])
+
+
+def _variables(template, stack, function) -> dict[str, object]:
+    return props(template, stack, function)["Environment"]["Variables"]
+
+
+@pytest.mark.parametrize("job", [spec.name for spec in load_jobs("handlers")])
+def test_a_local_function_has_the_synthesized_functions_environment(template, stack, local, job):
+    from lambdajobs.build.asset import modules_for
+    from lambdajobs.local.stack import worker_environment
+
+    specs = {spec.name: spec for spec in load_jobs("handlers")}
+    modules = modules_for(specs[job], specs)
+    mine = worker_environment(specs[job], local["provisioned"], "handlers", modules)
+    synthesized = _variables(template, stack, stack.workers[job].function)
+    # the same variables (the deploy-time values differ: a token there, the local resource here)
+    assert set(mine) == set(synthesized)
+    # and the same values where synth knows them (named for this stack: "drift", not "lambdajobs")
+    for key, value in synthesized.items():
+        if isinstance(value, str):
+            assert mine[key] == value.replace("lambdajobs-", "drift-").replace("lambdajobs", "drift") or (
+                key.startswith("POWERTOOLS_") and mine[key] == value
+            ), key
+
+
+def test_the_local_continuer_has_the_synthesized_continuers_environment(template, stack, local):
+    from lambdajobs.local.stack import continuer_environment
+
+    mine = continuer_environment(local["provisioned"])
+    synthesized = _variables(template, stack, stack.workflows.function)
+    assert set(mine) == set(synthesized)
+    for key, value in synthesized.items():
+        if isinstance(value, str) and not key.startswith("POWERTOOLS_"):
+            assert mine[key] == value.replace("lambdajobs", "drift"), key

@@ -184,3 +184,23 @@ def test_a_job_killed_at_its_timeout_on_its_last_attempt_ends_dead_with_its_reas
     assert final.state == JobState.DEAD and final.attempts == 1
     assert final.error["type"] == "LastAttemptLostError", final.error
     assert [r["event"] for r in runs(log)] == ["start"]
+
+
+def test_a_test_stack_in_process_mode_runs_a_job_from_its_asset_in_its_own_process(tmp_path):
+    from lambdajobs.testing import TestStack
+
+    log = tmp_path / "runs.log"
+    with isolated_registry(keep=True), TestStack(JOBS, stack="tproc", processes=True) as stack:
+        runner = stack.runner("sleepy")
+        job_id = stack.enqueue("sleepy", {"log": str(log), "sleep": {"1": 30}})
+        # the first attempt is killed at the 1 s timeout: the whole batch fails, the record says running
+        delivered = runner.attempt()
+        assert delivered is not None and delivered.batch.error is not None
+        assert "Task timed out after 1.00 seconds" in delivered.batch.error
+        [attempt] = delivered.jobs
+        assert attempt.job_id == job_id and attempt.state == JobState.RUNNING
+        assert [r["pid"] for r in runs(log)] != [os.getpid()]
+        # a job whose library is not in its asset: dead at once with the init error
+        mail = stack.enqueue("render_mail", {"to": "ada@example.com"})
+        stack.runner("render_mail").drain()
+        assert stack.status(mail).error["type"] == "FunctionInitError"

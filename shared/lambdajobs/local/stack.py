@@ -332,107 +332,27 @@ class LocalStack:
     # -- process mode ---------------------------------------------------------------------------------
 
     def _fleet(self) -> Fleet:
-        """Stage every function as synth does and describe it for its worker processes."""
-        import tempfile
-
-        from lambdajobs.build import dependencies as deps
-        from lambdajobs.build.asset import modules_for, stage_function_asset
-        from lambdajobs.build.platform import link_provided
-
+        """Every function staged as synth stages it, for its worker processes."""
         if not self.jobs:
             raise ConfigurationError(
                 "a local stack in process mode runs your jobs package's modules from their assets: "
                 "give LocalStack(jobs='<your jobs package>')."
             )
         assert self.provisioned is not None
-        if self.state_file is not None:
-            root = self.state_file.path.parent / "functions"
-        else:
-            root = Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))
-        self._functions_dir = root
-        root.mkdir(parents=True, exist_ok=True)
-        # your dependencies, the locked versions built for this machine; what Lambda provides, linked
-        built = deps.build(deps.declared(), for_lambda=False)
-        provided = root / "provided"
-        if provided.exists():
-            shutil.rmtree(provided)
-        link_provided(provided)
+        root = self.state_file.path.parent / "functions" if self.state_file is not None else None
         if self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log_stream = self.log_file.open("a", encoding="utf-8")
-        fleet = Fleet(
+        fleet, self._functions_dir = build_fleet(
+            self.specs,
+            jobs=self.jobs,
+            provisioned=self.provisioned,
             endpoint=self.endpoint,
-            credentials=LOCAL_CREDENTIALS,
-            max_processes=self.max_processes,
+            root=root,
             log_stream=self._log_stream,
-        )
-        specs = {spec.name: spec for spec in self.specs}
-        for spec in self.specs:
-            modules = modules_for(spec, specs)
-            asset = stage_function_asset(root / spec.name, jobs_package=self.jobs, modules=modules)
-            fleet.add(
-                LocalFunction(
-                    name=function_name(self.stack, spec.name),
-                    handler=WORKER_HANDLER,
-                    path=function_path(asset, built.folder, provided),
-                    environment=self._worker_environment(spec, modules),
-                    timeout_seconds=spec.timeout_seconds,
-                    memory_mb=spec.memory_mb,
-                    max_environments=max_environments(
-                        [spec.concurrency_of(level) for level in spec.levels], spec.reserved_concurrency
-                    ),
-                    region=REGION,
-                )
-            )
-        asset = stage_function_asset(root / "workflow-continuer", jobs_package=self.jobs, modules=[])
-        fleet.add(
-            LocalFunction(
-                name=function_name(self.stack, "workflows"),
-                handler=CONTINUER_HANDLER,
-                path=function_path(asset, None, provided),
-                environment=self._continuer_environment(),
-                timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
-                memory_mb=CONTINUER_MEMORY_MB,
-                max_environments=CONTINUER_MAX_CONCURRENCY,
-                region=REGION,
-            )
+            max_processes=self.max_processes,
         )
         return fleet
-
-    def _levels(self) -> dict[str, function_env.Levels]:
-        assert self.provisioned is not None
-        levels: dict[str, dict[str | None, function_env.Queue]] = {}
-        for q in self.provisioned.queues.values():
-            levels.setdefault(q.job, {})[q.level] = function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url)
-        return dict(levels)
-
-    def _worker_environment(self, spec: JobSpec, modules: list[str]) -> dict[str, str]:
-        """A job's function's environment, as synth computes it (`lambdajobs.build.environment`)."""
-        p = self.provisioned
-        assert p is not None and self.jobs is not None
-        return function_env.worker(
-            spec,
-            stack=self.stack,
-            table=p.table,
-            jobs_package=self.jobs,
-            modules=modules,
-            queues=self._levels(),
-            scheduling=function_env.Scheduling(p.scheduler_role_arn, p.one_time_group, p.scheduler_dlq_arn),
-            bucket=p.bucket,
-            job_index=p.job_index,
-            workflow_queue_url=p.workflow_queue_url,
-        )
-
-    def _continuer_environment(self) -> dict[str, str]:
-        assert self.provisioned is not None
-        queues = [
-            (q.job, q.level, function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url))
-            for q in self.provisioned.queues.values()
-        ]
-        return {
-            **function_env.continuer(stack=self.stack, table=self.provisioned.table, job_queues=queues),
-            **function_env.powertools(),
-        }
 
     def _observed(self, key: str, spec: JobSpec, worker: Any, handler: Any) -> Any:
         """`handler`, noting in `outcomes` the job id of every record it is given."""
@@ -542,3 +462,111 @@ class LocalStack:
         spec = next(s for s in self.specs if s.name == job)
         queues = self.provisioned.queues[queue_key(job, spec.level_for(priority))]
         return queue_health(job, queues.queue_url, queues.dlq_url, config=self.config)
+
+
+# -- process mode: the functions as synth builds them -------------------------------------------------
+
+
+def build_fleet(
+    specs: list[JobSpec],
+    *,
+    jobs: str,
+    provisioned: Provisioned,
+    endpoint: str,
+    root: Path | None = None,
+    log_stream: Any = None,
+    max_processes: int | None = None,
+) -> tuple[Fleet, Path]:
+    """Stage each job's function and the continuer into `root` (default: a new temporary folder) as
+    synth stages them, with your declared dependencies built for this machine and what Lambda
+    provides linked beside them, each with its synthesized environment: the `Fleet` that runs them,
+    and the folder."""
+    import tempfile
+
+    from lambdajobs.build import dependencies as deps
+    from lambdajobs.build.asset import modules_for, stage_function_asset
+    from lambdajobs.build.platform import link_provided
+
+    root = root or Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))
+    root.mkdir(parents=True, exist_ok=True)
+    # your dependencies, the locked versions built for this machine; what Lambda provides, linked
+    built = deps.build(deps.declared(), for_lambda=False)
+    provided = root / "provided"
+    if provided.exists():
+        shutil.rmtree(provided)
+    link_provided(provided)
+    fleet = Fleet(
+        endpoint=endpoint, credentials=LOCAL_CREDENTIALS, max_processes=max_processes, log_stream=log_stream
+    )
+    by_name = {spec.name: spec for spec in specs}
+    stack = provisioned.stack
+    for spec in specs:
+        modules = modules_for(spec, by_name)
+        asset = stage_function_asset(root / spec.name, jobs_package=jobs, modules=modules)
+        fleet.add(
+            LocalFunction(
+                name=function_name(stack, spec.name),
+                handler=WORKER_HANDLER,
+                path=function_path(asset, built.folder, provided),
+                environment=worker_environment(spec, provisioned, jobs, modules),
+                timeout_seconds=spec.timeout_seconds,
+                memory_mb=spec.memory_mb,
+                max_environments=max_environments(
+                    [spec.concurrency_of(level) for level in spec.levels], spec.reserved_concurrency
+                ),
+                region=REGION,
+            )
+        )
+    asset = stage_function_asset(root / "workflow-continuer", jobs_package=jobs, modules=[])
+    fleet.add(
+        LocalFunction(
+            name=function_name(stack, "workflows"),
+            handler=CONTINUER_HANDLER,
+            path=function_path(asset, None, provided),
+            environment=continuer_environment(provisioned),
+            timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
+            memory_mb=CONTINUER_MEMORY_MB,
+            max_environments=CONTINUER_MAX_CONCURRENCY,
+            region=REGION,
+        )
+    )
+    return fleet, root
+
+
+def _queues(provisioned: Provisioned) -> dict[str, dict[str | None, function_env.Queue]]:
+    levels: dict[str, dict[str | None, function_env.Queue]] = {}
+    for q in provisioned.queues.values():
+        levels.setdefault(q.job, {})[q.level] = function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url)
+    return levels
+
+
+def worker_environment(
+    spec: JobSpec, provisioned: Provisioned, jobs: str, modules: list[str]
+) -> dict[str, str]:
+    """A job's function's environment on these resources, as synth computes it
+    (`lambdajobs.build.environment.worker`)."""
+    p = provisioned
+    return function_env.worker(
+        spec,
+        stack=p.stack,
+        table=p.table,
+        jobs_package=jobs,
+        modules=modules,
+        queues=_queues(p),
+        scheduling=function_env.Scheduling(p.scheduler_role_arn, p.one_time_group, p.scheduler_dlq_arn),
+        bucket=p.bucket,
+        job_index=p.job_index,
+        workflow_queue_url=p.workflow_queue_url,
+    )
+
+
+def continuer_environment(provisioned: Provisioned) -> dict[str, str]:
+    """The workflow continuer's environment on these resources, as synth computes it."""
+    queues = [
+        (q.job, q.level, function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url))
+        for q in provisioned.queues.values()
+    ]
+    return {
+        **function_env.continuer(stack=provisioned.stack, table=provisioned.table, job_queues=queues),
+        **function_env.powertools(),
+    }
