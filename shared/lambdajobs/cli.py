@@ -971,12 +971,7 @@ def _dev_table(local: Any) -> Table:
             *function,
         )
     if init_errors:  # Text: an error's brackets are not rich markup
-        table.caption = Text(
-            "\n".join(
-                f"{job}: init failed, its records go to its DLQ: {error}"
-                for job, error in sorted(init_errors.items())
-            )
-        )
+        table.caption = Text("\n".join(f"{job}: {error}" for job, error in sorted(init_errors.items())))
         table.caption_style = "red"
     return table
 

@@ -204,3 +204,18 @@ def test_a_test_stack_in_process_mode_runs_a_job_from_its_asset_in_its_own_proce
         mail = stack.enqueue("render_mail", {"to": "ada@example.com"})
         stack.runner("render_mail").drain()
         assert stack.status(mail).error["type"] == "FunctionInitError"
+
+
+def test_a_stack_whose_folders_are_relative_runs_its_functions(tmp_path, monkeypatch):
+    # lambdajobs dev's defaults are relative (build/local/): the processes run in their assets' folders
+    monkeypatch.chdir(tmp_path)
+    with (
+        isolated_registry(keep=True),
+        LocalStack(
+            JOBS, stack="rel", log_file=Path("build/worker.log"), state_dir=Path("build"), processes=True
+        ) as stack,
+    ):
+        stack.start_workers(scheduler=False)
+        status = settled(enqueue("probe", {}, config=stack.config), stack.config)
+        assert status.state == JobState.SUCCEEDED, status
+        assert Path(status.result["path"][0]).is_absolute()

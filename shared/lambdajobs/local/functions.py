@@ -240,7 +240,8 @@ class FunctionStats:
     cold_starts: int = 0
     timeouts: int = 0
     crashes: int = 0
-    #: The last init error of the function's job (the runtime dead-letters its records with it).
+    #: The last init error, said for the live line: the runtime could not load the function's job (it
+    #: dead-letters the records with the reason), or the environment's init failed (every invocation).
     init_error: str | None = None
     init_errors: int = 0
 
@@ -367,13 +368,15 @@ class Fleet:
         )
         try:
             env.init()
-        except InvocationError:
+        except InvocationError as exc:  # the handler module itself: Lambda's Runtime.ImportModuleError
             pool.stats.crashes += 1
+            pool.stats.init_errors += 1
+            pool.stats.init_error = f"init failed, every invocation fails (the worker log has why): {exc}"
             raise
         pool.stats.cold_starts += 1
         if env.init_error:
             pool.stats.init_errors += 1
-            pool.stats.init_error = env.init_error
+            pool.stats.init_error = f"cannot load its job, its records go to its DLQ: {env.init_error}"
         with self._cond:
             pool.running.add(env)
         return env

@@ -487,7 +487,8 @@ def build_fleet(
     from lambdajobs.build.asset import modules_for, stage_function_asset
     from lambdajobs.build.platform import link_provided
 
-    root = root or Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))
+    # absolute: a function's process runs in its asset's folder, where a relative path means another
+    root = (root or Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))).resolve()
     root.mkdir(parents=True, exist_ok=True)
     # your dependencies, the locked versions built for this machine; what Lambda provides, linked
     built = deps.build(deps.declared(), for_lambda=False)
