@@ -582,13 +582,14 @@ def status(
     ):
         value = getattr(info, key)
         if value not in (None, ""):
-            table.add_row(key, str(value))
+            table.add_row(key, Text(str(value)))
+    # Text: what a job or its error wrote is shown as written, never read as rich markup
     if info.error:
-        table.add_row("error", f"{info.error.get('type')}: {info.error.get('message')}")
+        table.add_row("error", Text(f"{info.error.get('type')}: {info.error.get('message')}"))
     if info.note and not info.error:
-        table.add_row("note", info.note)
+        table.add_row("note", Text(info.note))
     if info.result is not None:
-        table.add_row("result", json.dumps(info.result))
+        table.add_row("result", Text(json.dumps(info.result)))
     console.print(table)
     if timed_out:
         _fail(f"job '{job_id}' is still {info.state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)

@@ -200,6 +200,21 @@ def test_status_exit_codes_tell_a_script_how_the_job_is(cli, deliver_runner, sin
     assert all(f"{code} " in shown for code in range(6)), shown
 
 
+def test_status_shows_an_error_as_written_never_as_markup(cli, stack, sink):
+    from lambdajobs.runtime.errors import FunctionInitError
+    from lambdajobs.runtime.worker import Worker
+
+    # GIVEN a job dead with an error whose text has brackets (the init error names [tool.lambdajobs])
+    error = FunctionInitError("declare it in [tool.lambdajobs] dependencies; [/red] [bold]x[/bold]")
+    enqueue("deliver", Message(to="ada@example.com", subject="s", body="b"), job_id="init-1")
+    stack.runner("deliver", worker=Worker("deliver", config=stack.config, init_error=error)).drain()
+    # THEN status prints it as it is
+    shown = cli("status", "init-1")
+    assert shown.exit_code == STATUS_DEAD, shown.output
+    text = " ".join(shown.output.split())
+    assert "[tool.lambdajobs] dependencies; [/red] [bold]x[/bold]" in text, shown.output
+
+
 def test_cron_list_and_trigger(cli, stack, clock):
     listed = cli("cron", "list")
     assert listed.exit_code == 0 and "digest" in listed.output and "America/New_York" in listed.output
