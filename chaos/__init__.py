@@ -12,8 +12,15 @@ member's counted outcome and its notice, the continuer's claim and its next stag
 fixed, the DLQs redriven and the queues drained again. The report (`build/reports/chaos.json`) counts
 what each fault did, and the run fails (non-zero exit) when a gate fails: see `chaos.report.combine`.
 
-    python -m chaos                      # the full soak: 10 seeds x 1,000 jobs
-    python -m chaos --quick              # 2 seeds x 250 jobs (make test runs it)
+Then the kill soak (`chaos.kills`, in a process of its own): the jobs of `chaos.kill_jobs` in worker
+processes of their own on the local stack's moto server (its process mode), their processes
+SIGKILLed while they run and killed at their timeout; its report is the run's `kills` and its gates
+are `kills.*` among the run's (`chaos.report.KillReport.gates`). A run with `mutation` skips it (a
+mutation patches this process, which the worker processes do not see).
+
+    python -m chaos                      # the full soak: 10 seeds x 1,000 jobs, then 300 jobs, 40 kills
+    python -m chaos --quick              # 2 seeds x 250 jobs, then 60 jobs, 10 kills (make test)
+    python -m chaos --quick --no-kills   # the seeds alone
     python -m chaos --quick --mutation no_partial_batch --seeds 1
     python -m chaos --quick --no-workflows  # the job worker alone
 """
@@ -23,13 +30,24 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
+import traceback
 from dataclasses import replace
 from typing import Any
 
-from chaos.plan import FULL, QUICK, Settings
-from chaos.report import ChaosReport, SeedReport, combine
+from chaos.plan import FULL, KILLS_FULL, KILLS_QUICK, QUICK, KillSettings, Settings
+from chaos.report import ChaosReport, KillReport, SeedReport, combine
 
-__all__ = ["FULL", "QUICK", "Settings", "run", "run_seed"]
+__all__ = [
+    "FULL",
+    "KILLS_FULL",
+    "KILLS_QUICK",
+    "QUICK",
+    "KillSettings",
+    "Settings",
+    "run",
+    "run_kill_soak",
+    "run_seed",
+]
 
 
 def run_seed(seed: int, settings: Settings, mutation: str | None = None) -> SeedReport:
@@ -68,3 +86,27 @@ def run(settings: Settings, mutation: str | None = None) -> ChaosReport:
 def settings_for(quick: bool, **overrides: Any) -> Settings:
     base = QUICK if quick else FULL
     return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def kill_settings_for(quick: bool, **overrides: Any) -> KillSettings:
+    base = KILLS_QUICK if quick else KILLS_FULL
+    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _kills_in_child(settings: KillSettings) -> dict[str, Any]:
+    from chaos.kills import run_kills
+
+    try:
+        return run_kills(settings.seed, settings)
+    except Exception:  # a failed soak is a failed gate in the report, with its traceback
+        report = KillReport(seed=settings.seed, jobs=settings.jobs, settings=settings.to_dict())
+        report.error = traceback.format_exc()[-4000:]
+        return report.to_dict()
+
+
+def run_kill_soak(settings: KillSettings) -> dict[str, Any]:
+    """The kill soak (`chaos.kills.run_kills`) in a fresh process: its report, with its gates."""
+    method = "fork" if sys.platform == "linux" else "spawn"
+    with multiprocessing.get_context(method).Pool(processes=1, maxtasksperchild=1) as pool:
+        result: dict[str, Any] = pool.apply(_kills_in_child, (settings,))
+    return result

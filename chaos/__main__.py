@@ -1,5 +1,5 @@
 """python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--chord-members N] [--chain-steps N] [--no-workflows]
-[--processes N] [--mutation NAME] [--out PATH] [--write-doc | --doc-only]"""
+[--processes N] [--mutation NAME] [--no-kills] [--out PATH] [--write-doc | --doc-only]"""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from chaos import doc, run, settings_for
-from chaos.report import ChaosReport
+from chaos import doc, kill_settings_for, run, run_kill_soak, settings_for
+from chaos.report import ChaosReport, add_kills
 from reports import run_info
 
 DEFAULT_OUT = Path("build/reports/chaos.json")
@@ -26,6 +26,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--processes", type=int, help="seeds run at once (default 2)")
     parser.add_argument("--settle-timeout", type=float, help="bounded wait before judging, seconds")
     parser.add_argument("--mutation", help="a regression to patch in (chaos.mutations.MUTATIONS)")
+    parser.add_argument(
+        "--no-kills", action="store_true", help="skip the kill soak (skipped with --mutation too)"
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the report (default {DEFAULT_OUT})")
     parser.add_argument("--write-doc", action="store_true", help="also write docs/reports/chaos.md")
     parser.add_argument("--doc-only", action="store_true", help="write docs/reports/chaos.md from --out")
@@ -51,6 +54,19 @@ def summary(report: ChaosReport) -> str:
         f"{w.get('members', 0)} members; done {w.get('done', 0)}, states {w.get('states', {})}; "
         f"callback effects {w.get('callback_effects', 0)}, runs {w.get('callback_runs', 0)}",
     ]
+    k = report.kills
+    if k:
+        kd = k["duplicate_effects"]
+        lines += [
+            f"  kills: {k['jobs']} jobs in worker processes, seed {k['seed']}, {k['elapsed_seconds']:.0f} s "
+            f"{k['phase_seconds']}; {k['kills']} kills ({k['kills_mid_run']} mid-run), {k['timeouts']} "
+            f"timeouts, {k['raised']} raises, {k['cold_starts']} cold starts",
+            f"  kills: states {k['states']}; runs {k['runs']}, effects {k['effects']}; duplicate effects: "
+            f"after_kill {kd['after_kill']}, after_timeout {kd['after_timeout']}, after_raise "
+            f"{kd['after_raise']}, other {kd['other']}; attempts never started {k['attempts_never_started']}",
+        ]
+        if k.get("error"):
+            lines.append(f"  kills: the soak failed:\n{k['error']}")
     for name, gate in report.gates.items():
         mark = "ok  " if gate.passed else "FAIL"
         lines.append(f"  {mark} {name}: {gate.value} (expected {gate.expected})")
@@ -74,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         settle_timeout_seconds=args.settle_timeout,
     )
     report = run(settings, mutation=args.mutation)
+    if not (args.no_kills or args.mutation):
+        add_kills(report, run_kill_soak(kill_settings_for(args.quick)))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     data = {"run": run_info(), **report.to_dict()}
     args.out.write_text(json.dumps(data, indent=2, default=str) + "\n")

@@ -1,5 +1,6 @@
 """docs/reports/chaos.md, written from a soak's report (`python -m chaos --write-doc`, or `--doc-only`
-from the last one): the run's size, then each gate with its figure and what it must be."""
+from the last one): the run's size, the kill soak's (if it ran: its gates are `kills.*`) and how its
+faults reach the worker processes, then each gate with its figure and what it must be."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def render(report: dict[str, Any], source: Path) -> list[str]:
         + ("every gate passed." if not failed else f"**{len(failed)} gates failed** ({', '.join(failed)})."),
         "The reliability page explains the faults injected and what each gate guards.",
         "",
+        *_kills(report.get("kills") or {}),
         "| gate | figure | must be | passed |",
         "|---|---|---|---|",
     ]
@@ -36,6 +38,27 @@ def render(report: dict[str, Any], source: Path) -> list[str]:
             f"| `{name}` | {_cell(gate.get('value'))} | {_cell(gate.get('expected', ''))} | {mark} |"
         )
     return lines
+
+
+def _kills(kills: dict[str, Any]) -> list[str]:
+    """The kill soak's paragraph (none when it did not run: `--no-kills`, or a mutation)."""
+    if not kills:
+        return []
+    if kills.get("error"):
+        return [f"The kill soak (seed {kills.get('seed')}) failed before judging: see `kills.error`.", ""]
+    d = kills.get("duplicate_effects", {})
+    return [
+        f"Then the kill soak ran {kills.get('jobs')} jobs (seed {kills.get('seed')}) in worker processes "
+        f"of their own, in {kills.get('elapsed_seconds')} s: {kills.get('kills')} running environments "
+        f"SIGKILLed ({kills.get('kills_mid_run')} mid-run), {kills.get('timeouts')} invocations killed "
+        f"at their timeout, {kills.get('raised')} planned raises; {kills.get('runs')} runs, "
+        f"{d.get('total', 0)} effects done again ({d.get('after_kill', 0)} after a kill, "
+        f"{d.get('after_timeout', 0)} after a timeout, {d.get('after_raise', 0)} after a raise, "
+        f"{d.get('other', 0)} otherwise). Its gates are the `kills.*` rows below.",
+        "",
+        f"How its faults reach the worker processes: {kills.get('faults_reach', '')}",
+        "",
+    ]
 
 
 def write(report: dict[str, Any], source: Path) -> Path:

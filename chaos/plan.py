@@ -239,3 +239,85 @@ def _sends(jobs: list[PlannedJob], chunk: int, rng: random.Random) -> list[Send]
         copies += ["scheduled"] * (planned.deliveries - 1)
         keyed += [(position + rng.uniform(0.5, 2 * chunk), Send(planned, copy)) for copy in copies]
     return [send for _, send in sorted(keyed, key=lambda pair: pair[0])]
+
+
+# -- the kill soak (chaos.kills) --------------------------------------------------------------------
+
+#: The kill soak's jobs (`chaos.kill_jobs`): batches of 4, and one record per invocation.
+KILL_BATCH, KILL_SINGLE = "kill_batch", "kill_single"
+
+
+@dataclass(frozen=True)
+class KillSettings:
+    """The kill soak's size (`chaos.kills`): jobs run in worker processes of their own, on the local
+    stack's moto server. `KILLS_FULL` is `make chaos`; `KILLS_QUICK` runs in `make test`."""
+
+    seed: int = 1
+    jobs: int = 300
+    #: Of each job's jobs: attempt 1 sleeps past the job's timeout (its process is killed at the
+    #: timeout), and, of the others, attempt 1 raises (a transient failure, retried with backoff).
+    timeout_rate: float = 0.10
+    raise_rate: float = 0.10
+    #: Of the jobs: on `KILL_SINGLE` (one record per invocation); the rest on `KILL_BATCH`.
+    single_rate: float = 0.33
+    #: The parent's kills: a running environment's process SIGKILLed every `kill_interval_seconds`
+    #: (seeded within the range) while the jobs drain, `kills` times at most, and only within
+    #: `kill_window_seconds` of the first send (later, a kill only prolongs the soak).
+    kills: int = 40
+    kill_interval_seconds: tuple[float, float] = (0.5, 1.0)
+    kill_window_seconds: float = 90.0
+    #: The producer sends `chunk` jobs every `chunk_interval_seconds`, so kills meet work throughout.
+    chunk: int = 10
+    chunk_interval_seconds: float = 0.5
+    #: Every run works this long after its effect (a kill may land between its effect and its end); a
+    #: planned timeout sleeps `oversleep_seconds` past the job's timeout.
+    work_seconds: float = 0.2
+    oversleep_seconds: float = 3.0
+    #: Bounded wait, from the last send, for every record to be final and the queues empty.
+    settle_timeout_seconds: float = 240.0
+
+    def to_dict(self) -> dict[str, object]:
+        data: dict[str, object] = json.loads(json.dumps(self.__dict__))
+        return data
+
+
+KILLS_FULL = KillSettings()
+KILLS_QUICK = KillSettings(jobs=60, kills=10, kill_window_seconds=25.0, settle_timeout_seconds=120.0)
+
+
+@dataclass(frozen=True)
+class PlannedKillJob:
+    """One job of the kill soak: which job, and the attempts on which it sleeps past its timeout or
+    raises (carried in its payload: the plan reaches the worker process with the message)."""
+
+    job_id: str
+    job: str
+    sleep_on: tuple[int, ...] = ()
+    raise_on: tuple[int, ...] = ()
+
+
+def make_kill_plan(seed: int, settings: KillSettings) -> list[PlannedKillJob]:
+    """The kill soak's jobs in the order the producer sends them: per job (`KILL_BATCH`,
+    `KILL_SINGLE`), a seeded tenth of its jobs planned to time out on attempt 1 and another (disjoint)
+    tenth to raise on attempt 1, at least one of each."""
+    rng = random.Random(f"kills:{seed}")
+    total = settings.jobs
+    single = set(rng.sample(range(total), round(settings.single_rate * total)))
+    sleepy: set[int] = set()
+    raising: set[int] = set()
+    for mine in ([n for n in range(total) if n in single], [n for n in range(total) if n not in single]):
+        timeouts, raises = _count(settings.timeout_rate, len(mine)), _count(settings.raise_rate, len(mine))
+        if timeouts + raises > len(mine):
+            raise ValueError(f"{total} jobs are too few for the timeouts and raises planned")
+        rng.shuffle(mine)
+        sleepy.update(mine[:timeouts])
+        raising.update(mine[timeouts : timeouts + raises])
+    return [
+        PlannedKillJob(
+            job_id=f"k{seed}-{n:05d}",
+            job=KILL_SINGLE if n in single else KILL_BATCH,
+            sleep_on=(1,) if n in sleepy else (),
+            raise_on=(1,) if n in raising else (),
+        )
+        for n in range(total)
+    ]

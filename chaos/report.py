@@ -1,4 +1,5 @@
-"""The soak's report: what one seed found (`SeedReport`), the whole run (`ChaosReport`) and its gates."""
+"""The soak's report: what one seed found (`SeedReport`), the whole run (`ChaosReport`) and its gates;
+what the kill soak found (`KillReport`, `chaos.kills`) and its gates, added to the run's as `kills.*`."""
 
 from __future__ import annotations
 
@@ -191,6 +192,9 @@ class ChaosReport:
     #: Workflows: chords and chains run, done at the end, and what the gates judge.
     workflows: dict[str, Any] = field(default_factory=dict)
     faults: dict[str, Any] = field(default_factory=dict)
+    #: The kill soak's report (`KillReport.to_dict`; empty: not run); its gates are in `gates` as
+    #: `kills.<name>`.
+    kills: dict[str, Any] = field(default_factory=dict)
     gates: dict[str, Gate] = field(default_factory=dict)
     passed: bool = False
     per_seed: list[dict[str, Any]] = field(default_factory=list)
@@ -335,3 +339,143 @@ def combine(
     report.passed = all(g.passed for g in report.gates.values())
     report.per_seed = [s.to_dict() for s in seeds]
     return report
+
+
+# -- the kill soak (chaos.kills) --------------------------------------------------------------------
+
+
+@dataclass
+class KillDuplicates:
+    """Side effects beyond the first per job id in the kill soak, each attributed to how the earlier
+    run that did it ended: its process SIGKILLed by the soak (before its completion write, after its
+    `done` line or before it), its process gone without a `done` and not killed by the soak (the
+    local stack killed it at the job's timeout), or a planned raise after the effect (retried by
+    design). Anything else is `other`: a run that finished (`done`) in a process nobody killed, and
+    ran again."""
+
+    after_kill: int = 0
+    after_timeout: int = 0
+    after_raise: int = 0
+    other: int = 0
+    other_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.after_kill + self.after_timeout + self.after_raise + self.other
+
+
+@dataclass
+class KillReport:
+    seed: int
+    jobs: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    elapsed_seconds: float = 0.0
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    #: How the faults reach the worker processes (`chaos.kills.FAULTS_REACH`).
+    faults_reach: str = ""
+    #: What the plan asked for: jobs timing out and raising on attempt 1, kills at most.
+    planned: dict[str, int] = field(default_factory=dict)
+    #: The soak's SIGKILLs of running environments; ticks that killed none (not counted): none of
+    #: the soak's was running, or (`kill_ticks_spared`) each was spared (`chaos.kills.Killer`).
+    kills: int = 0
+    kill_ticks_idle: int = 0
+    kill_ticks_spared: int = 0
+    kills_by_function: dict[str, int] = field(default_factory=dict)
+    #: Killed processes whose last run started and never ended (no `done`, no `raise`): mid-run.
+    kills_mid_run: int = 0
+    #: The local stack's figures over the jobs' functions (`Fleet.stats`), and per function.
+    timeouts: int = 0
+    crashes: int = 0
+    cold_starts: int = 0
+    functions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: From the ledger: runs started, effects, planned raises, planned timeouts that started, and of
+    #: those the runs that slept to their end (`done`): not killed at their timeout.
+    runs: int = 0
+    effects: int = 0
+    raised: int = 0
+    planned_timeouts_started: int = 0
+    planned_timeouts_finished: int = 0
+    #: Whether every record was final and the queues empty within the bounded wait.
+    settled: bool = False
+    unsettled: list[str] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    lost_ids: list[str] = field(default_factory=list)
+    #: (job id, attempt) pairs started more than once: the record's fence let an attempt run twice.
+    attempts_started_twice: int = 0
+    attempts_started_twice_ids: list[str] = field(default_factory=list)
+    #: An attempt is a receive of the job's message (`lambdajobs.runtime.delivery.attempt_of`): jobs
+    #: whose record's attempts differ from their highest started attempt or from the attempt their
+    #: result names (a succeeded job's last attempt is the one that ran to its end).
+    record_attempt_mismatches: int = 0
+    record_attempt_mismatch_ids: list[dict[str, Any]] = field(default_factory=list)
+    #: Attempts the records count that never started a run: receives of a batch whose invocation was
+    #: killed (by the soak, or at its timeout) before the record's turn came. At most, per function,
+    #: its batch size x (its kills + its timeouts): `attempts_never_started_bound`.
+    attempts_never_started: int = 0
+    attempts_never_started_bound: int = 0
+    duplicate_effects: KillDuplicates = field(default_factory=KillDuplicates)
+    stuck_records: int = 0
+    stuck: list[dict[str, Any]] = field(default_factory=list)
+    dlq_messages: int = 0
+    #: When the soak itself failed (an exception): the traceback's last lines.
+    error: str | None = None
+
+    def gates(self) -> dict[str, Gate]:
+        bound = self.attempts_never_started_bound
+        return {
+            "lost": Gate(self.lost == 0 and self.error is None, self.lost, "0: every job succeeded"),
+            "attempts_started_twice": Gate(
+                self.attempts_started_twice == 0,
+                self.attempts_started_twice,
+                "0: no attempt number of a job started twice (the record's fence)",
+            ),
+            "record_attempts": Gate(
+                self.record_attempt_mismatches == 0 and self.error is None,
+                self.record_attempt_mismatches,
+                "0: each record's attempts == its highest started attempt == its result's attempt "
+                "(== its distinct started attempts + those never started)",
+            ),
+            "attempts_never_started": Gate(
+                self.attempts_never_started <= bound,
+                self.attempts_never_started,
+                f"<= {bound}: per function, batch size x (kills + timeouts): receives of a killed "
+                "batch's records that had not started",
+            ),
+            "duplicate_effects.other": Gate(
+                self.duplicate_effects.other == 0,
+                self.duplicate_effects.other,
+                "0: an effect done again only after a kill, a timeout or a planned raise hit the run",
+            ),
+            "stuck_records": Gate(self.stuck_records == 0, self.stuck_records, "0 (running, retrying, ...)"),
+            "dlq_empty": Gate(self.dlq_messages == 0, self.dlq_messages, "0"),
+            "settled": Gate(
+                self.settled, self.settled, "every record final and the queues empty within the wait"
+            ),
+            "kills_happened": Gate(
+                self.kills >= 1, self.kills, ">= 1 running environment SIGKILLed by the soak"
+            ),
+            "timeouts_happened": Gate(
+                self.timeouts >= 1, self.timeouts, ">= 1 invocation killed at its timeout"
+            ),
+            "planned_timeouts_killed": Gate(
+                self.planned_timeouts_finished == 0,
+                self.planned_timeouts_finished,
+                f"0 of the {self.planned_timeouts_started} runs sleeping past their timeout ran to their end",
+            ),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["duplicate_effects"]["total"] = self.duplicate_effects.total
+        data["gates"] = {name: asdict(gate) for name, gate in self.gates().items()}
+        data["passed"] = all(gate.passed for gate in self.gates().values())
+        return data
+
+
+def add_kills(report: ChaosReport, kills: dict[str, Any]) -> None:
+    """The kill soak's report into the run's: under `kills`, and its gates as `kills.<name>`."""
+    report.kills = kills
+    for name, gate in kills.get("gates", {}).items():
+        report.gates[f"kills.{name}"] = Gate(gate["passed"], gate["value"], gate["expected"])
+    report.passed = all(g.passed for g in report.gates.values())

@@ -82,6 +82,7 @@ KILL_GATES = (
     "kills.settled",
     "kills.kills_happened",
     "kills.timeouts_happened",
+    "kills.planned_timeouts_killed",
 )
 #: The kill soak's faults, as its report counts them: each must have happened at least once.
 KILL_FAULTS = ("kills", "timeouts", "raised")
