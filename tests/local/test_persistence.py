@@ -226,6 +226,41 @@ def test_messages_whose_queue_is_gone_are_not_restored_silently(specs, tmp_path)
     assert "orphan" in json.loads(kept.read_text())["queues"]["keep-gone"][0]["body"]
 
 
+def test_a_delay_restores_what_is_left_of_it_by_the_wall_clock_not_what_was_left_at_the_save(specs, tmp_path):
+    # GIVEN a state saved a while ago (an idle stack saves nothing more): one delay ended since, one not
+    now_ms = time.time() * 1000
+    state = saved_state("keep", {"keep-counted": []})
+    state["queues"]["keep-counted"] = [
+        {
+            "id": str(uuid.uuid4()),
+            "body": encode("counted", {"n": 1}, "ended"),
+            "delay_ms": 600_000,
+            "delayed_until_ms": int(now_ms - 1_000),
+        },
+        {
+            "id": str(uuid.uuid4()),
+            "body": encode("counted", {"n": 2}, "later"),
+            "delay_ms": 600_000,
+            "delayed_until_ms": int(now_ms + 300_000),
+        },
+    ]
+    (tmp_path / persist.STATE_FILE).write_text(json.dumps(state))
+    # WHEN the stack starts on it
+    with stack(specs, tmp_path) as local:
+        # THEN the ended delay is visible now, the other waits what is left of it (not 10 minutes again)
+        health = local.health("counted")
+        assert (health.depth, health.delayed) == (1, 1), health  # depth: the visible ones
+        assert local.restored is not None and local.restored.delayed == 1
+        saved = local.save()
+    assert saved.delayed == 1
+    [later] = [
+        m
+        for m in json.loads((tmp_path / persist.STATE_FILE).read_text())["queues"]["keep-counted"]
+        if m["delay_ms"]
+    ]
+    assert 290_000 < later["delay_ms"] <= 300_000
+
+
 def test_a_running_stack_saves_periodically_so_a_crash_loses_little(specs, tmp_path):
     # GIVEN a stack that saves every 0.2 s
     with stack(specs, tmp_path, save_every_seconds=0.2) as local:

@@ -192,7 +192,9 @@ class Environment:
             "trace_id": f"Root=1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]};Sampled=0",
         }
         try:
-            os.write(self._requests, (json.dumps(request) + "\n").encode())
+            data = memoryview((json.dumps(request) + "\n").encode())
+            while data:  # a batch may be megabytes: more than one write takes
+                data = data[os.write(self._requests, data) :]
             answer = self._read(timeout)
         except (EOFError, BrokenPipeError):
             raise InvocationError(f"Runtime.ExitError: {self._exit()}") from None

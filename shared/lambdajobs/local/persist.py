@@ -426,6 +426,9 @@ def _message(message: Any, now_ms: float) -> dict[str, Any]:
         "first_receive_ms": message.approximate_first_receive_timestamp,
         "receive_count": message.approximate_receive_count,
         "delay_ms": max(0, int(message.delayed_until - now_ms)),
+        # when the delay ends, on the wall clock: a state saved a while before the stop (an idle stack
+        # does not save again) restores the delay that is left, not the delay there was
+        "delayed_until_ms": int(message.delayed_until) if message.delayed_until > now_ms else 0,
         "in_flight": message.visible_at > now_ms,
     }
 
@@ -504,6 +507,8 @@ def _put_messages(queue: Any, messages: list[dict[str, Any]], counts: Counts) ->
             message.approximate_first_receive_timestamp = saved.get("first_receive_ms")
             message.approximate_receive_count = int(saved.get("receive_count") or 0)
             delay_ms = int(saved.get("delay_ms") or 0)
+            if saved.get("delayed_until_ms"):  # (files saved before it had only the delay left then)
+                delay_ms = max(0, int(saved["delayed_until_ms"] - now_ms))
             message.delayed_until = now_ms + delay_ms if delay_ms else 0.0
             message.visible_at = 0.0  # in flight when saved: visible again now
             queue.add_message(message)
