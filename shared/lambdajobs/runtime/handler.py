@@ -23,28 +23,24 @@ from lambdajobs.runtime.worker import Worker, logger
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-def _import(name: str, job: str | None) -> None:
-    """Import one job module (a whole jobs package with `ensure_loaded`).
+def _import(name: str, job: str | None, *, package: bool = False) -> None:
+    """Import one job module (with `package`: a whole jobs package, `ensure_loaded`).
 
     Raises:
         FunctionInitError: whatever the import raised, with the module and the error named.
     """
     try:
-        if name.startswith("package:"):
-            ensure_loaded(name.removeprefix("package:"))
-        else:
-            importlib.import_module(name)
+        ensure_loaded(name) if package else importlib.import_module(name)
     except Exception as exc:  # whatever a module raises at import: the function cannot run its job
         gone = exc.name if isinstance(exc, ModuleNotFoundError) else None
-        missing = gone is not None and gone != name
         hint = (
             f"; ship {gone} with the function: declare its distribution in [tool.lambdajobs] "
             "dependencies (pyproject.toml), or keep the module in your project"
-            if missing
+            if gone is not None and gone != name
             else ""
         )
         raise FunctionInitError(
-            f"the function of job '{job}' could not import its job module {name.removeprefix('package:')}: "
+            f"the function of job '{job}' could not import its job module {name}: "
             f"{type(exc).__name__}: {exc}{hint}."
         ) from exc
 
@@ -63,8 +59,10 @@ def load_job(config: StackConfig, job: str | None, modules: str | None) -> None:
             f"neither {ENV_MODULES} nor LAMBDAJOBS_JOBS is set: this function does not know which "
             f"module declares its job (the lambdajobs CDK constructs set both)."
         )
-    for name in names or [f"package:{config.jobs}"]:
+    for name in names:
         _import(name, job)
+    if not names:
+        _import(str(config.jobs), job, package=True)
     if job and job not in active_registry():
         raise FunctionInitError(
             f"the job modules {', '.join(names) or config.jobs} do not declare job '{job}' (declared: "
