@@ -108,8 +108,8 @@ def plain_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
 
 def _stage_plain() -> tuple[Any, Path]:
     """The plain job's package under build/bench/, staged as CDK stages a function: (its spec, asset)."""
-    from lambdajobs.build.asset import stage_function_asset
     from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.staging.asset import stage_function_asset
     from lambdajobs.testing import isolated_registry
 
     source = BUILD / "plainsrc"
@@ -139,12 +139,12 @@ def prepare(endpoint: str) -> dict[str, Any]:
     """Stage the assets (the plain job's, send_email's, the baseline's), provision the jobs' resources
     and the baseline's table on the server; return what each side's process needs."""
     from bench.phases import BASELINE_TABLE
-    from lambdajobs.build.asset import modules_for, stage_function_asset
     from lambdajobs.local.provision import provision
     from lambdajobs.runtime import aws
     from lambdajobs.runtime.config import StackConfig
     from lambdajobs.runtime.settings import ENV_JOB, ENV_MODULES
     from lambdajobs.runtime.spec import load_jobs
+    from lambdajobs.staging.asset import modules_for, stage_function_asset
 
     os.environ.update(FAKE_CREDENTIALS)
     specs = {s.name: s for s in load_jobs("handlers")}

@@ -24,7 +24,7 @@ def project(tmp_path, monkeypatch):
 
 
 def test_relative_imports_subpackages_and_from_imports_are_followed(project):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     write(
         project,
@@ -47,7 +47,7 @@ def test_relative_imports_subpackages_and_from_imports_are_followed(project):
 
 
 def test_a_dotted_jobs_package_ships_its_parent_packages_init(project):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     write(
         project,
@@ -67,7 +67,7 @@ def test_a_dotted_jobs_package_ships_its_parent_packages_init(project):
 
 
 def test_project_code_outside_the_jobs_package_ships_with_the_jobs_that_import_it(project):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     # GIVEN a helper module beside the jobs package, imported at module level by one job and inside a
     # function by another, and a module imported only for type checking
@@ -107,7 +107,7 @@ def test_project_code_outside_the_jobs_package_ships_with_the_jobs_that_import_i
 
 
 def test_installed_libraries_and_the_standard_library_are_not_copied_as_source(project):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     write(
         project, {"probe_e/__init__.py": "", "probe_e/jobs.py": "import jinja2, json, pydantic, yaml_nope\n"}
@@ -116,7 +116,7 @@ def test_installed_libraries_and_the_standard_library_are_not_copied_as_source(p
 
 
 def test_source_found_outside_the_projects_folders_is_not_copied(project, tmp_path_factory, monkeypatch):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     # GIVEN a library found as plain source in a folder of another environment (a .pth, PYTHONPATH)
     elsewhere = tmp_path_factory.mktemp("other-env")
@@ -128,7 +128,7 @@ def test_source_found_outside_the_projects_folders_is_not_copied(project, tmp_pa
 
 
 def test_finding_what_ships_never_imports_a_library(project, tmp_path_factory, monkeypatch):
-    from lambdajobs.build.asset import job_modules
+    from lambdajobs.staging.asset import job_modules
 
     # GIVEN a library whose import raises (it needs a GPU), imported by a submodule in a job's body
     elsewhere = tmp_path_factory.mktemp("libs")
@@ -149,7 +149,7 @@ def test_finding_what_ships_never_imports_a_library(project, tmp_path_factory, m
 
 
 def test_a_shipped_package_carries_its_data_files(project, tmp_path_factory):
-    from lambdajobs.build.asset import stage_function_asset
+    from lambdajobs.staging.asset import stage_function_asset
 
     write(
         project,
@@ -171,7 +171,7 @@ def test_a_shipped_package_carries_its_data_files(project, tmp_path_factory):
 
 
 def test_staging_copies_exactly_those_modules_at_their_paths(project, tmp_path_factory):
-    from lambdajobs.build.asset import VENDORED_PACKAGES, stage_function_asset
+    from lambdajobs.staging.asset import VENDORED_PACKAGES, stage_function_asset
 
     write(
         project,

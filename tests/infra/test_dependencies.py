@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs.build import dependencies as deps
-from lambdajobs.build import platform
 from lambdajobs.errors import ConfigurationError
+from lambdajobs.staging import dependencies as deps
+from lambdajobs.staging import platform
 from tests.wheels import make_wheel, offline_index
 
 ARM = "cp314-cp314-manylinux_2_28_aarch64"
@@ -180,8 +180,8 @@ def test_a_pip_too_old_to_resolve_for_another_platform_says_to_upgrade_it(index,
 
 
 def test_a_function_over_lambdas_250_mb_with_its_layers_is_refused(tmp_path):
-    from lambdajobs.build.imports import Provided
     from lambdajobs.cdk.stack import _check_function
+    from lambdajobs.staging.imports import Provided
 
     asset = tmp_path / "asset"
     asset.mkdir()

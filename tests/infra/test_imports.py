@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs.build import platform
-from lambdajobs.build.imports import Provided, check_asset_imports, imports_of, unresolved_imports
 from lambdajobs.errors import ConfigurationError
+from lambdajobs.staging import platform
+from lambdajobs.staging.imports import Provided, check_asset_imports, imports_of, unresolved_imports
 
 
 def asset(root: Path, files: dict[str, str]) -> Path:
@@ -166,7 +166,7 @@ def test_the_recorded_layer_manifest_is_the_pinned_powertools(tmp_path):
     from importlib.metadata import version
 
     # the layer's contents are recorded for the Powertools the package pins: bump both together
-    # (python -m lambdajobs.build.platform <version>)
+    # (python -m lambdajobs.staging.platform <version>)
     assert platform.layer_version() == version("aws-lambda-powertools")
     layer = platform.layer_modules()
     assert {"aws_lambda_powertools", "pydantic", "pydantic_core", "typing_extensions"} <= layer

@@ -110,8 +110,8 @@ def _variables(template, stack, function) -> dict[str, object]:
 
 @pytest.mark.parametrize("job", [spec.name for spec in load_jobs("handlers")])
 def test_a_local_function_has_the_synthesized_functions_environment(template, stack, local, job):
-    from lambdajobs.build.asset import modules_for
     from lambdajobs.local.stack import worker_environment
+    from lambdajobs.staging.asset import modules_for
 
     specs = {spec.name: spec for spec in load_jobs("handlers")}
     modules = modules_for(specs[job], specs)

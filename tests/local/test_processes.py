@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from lambdajobs.build import environment as function_env
 from lambdajobs.local.stack import LocalStack, function_name
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime.config import using
@@ -23,6 +22,7 @@ from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE, ATTR_REASON
+from lambdajobs.staging import environment as function_env
 from lambdajobs.testing import isolated_registry
 
 JOBS = "tests.local.process_jobs"

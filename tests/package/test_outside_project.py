@@ -247,7 +247,7 @@ def test_the_wheel_installs_one_top_level_package(user):
     assert tops == {"lambdajobs"}
     assert not [n for n in names if n.startswith(("handlers/", "infra/", "shared/", "tests/"))]
     assert "lambdajobs/runtime/worker.py" in names and "lambdajobs/cdk/stack.py" in names
-    assert "lambdajobs/build/lambda_platform.json" in names  # what the import check resolves against
+    assert "lambdajobs/staging/lambda_platform.json" in names  # what the import check resolves against
 
 
 def test_the_installed_package_is_the_wheel_and_not_this_checkout(user):

@@ -58,12 +58,12 @@ except ModuleNotFoundError as exc:  # say which extra, not just which module
         "lambdajobs.cdk needs aws-cdk-lib and constructs: pip install 'lambdajobs[cdk]'", name=exc.name
     ) from exc
 
-from lambdajobs.build.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
 from lambdajobs.cdk.job_worker import JobWorker  # noqa: E402
 from lambdajobs.cdk.monitoring import Monitoring  # noqa: E402
 from lambdajobs.cdk.nag import check_with_cdk_nag, nag_errors, suppress  # noqa: E402
 from lambdajobs.cdk.stack import LambdaJobs, LambdaJobsStack, log_retention  # noqa: E402
 from lambdajobs.cdk.workflows import Workflows  # noqa: E402
+from lambdajobs.staging.asset import VENDORED_PACKAGES, stage_function_asset  # noqa: E402
 
 __all__ = [
     "VENDORED_PACKAGES",

@@ -19,7 +19,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.build import environment as function_env
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -29,6 +28,7 @@ from lambdajobs.runtime.settings import (
     queue_name,
 )
 from lambdajobs.runtime.spec import JobSpec
+from lambdajobs.staging import environment as function_env
 
 DLQ_RETENTION = Duration.seconds(DLQ_RETENTION_SECONDS)  # longer than the source: see settings
 QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
@@ -212,7 +212,7 @@ class LevelQueues:
         return JobWorker._refs(self.queue, self.dead_letter_queue)
 
     def send_environment(self, *, arns: bool = True) -> dict[str, str]:
-        """What a function that sends to this queue reads (`lambdajobs.build.environment.send_to`)."""
+        """What a function that sends to this queue reads (`lambdajobs.staging.environment.send_to`)."""
         return function_env.send_to(self.job, self.level, self.refs, arns=arns)
 
 
@@ -221,7 +221,7 @@ class JobWorker(Construct):
     with `priorities`, a queue, DLQ and event source per level above the lowest, on the same function.
 
     `code` is the function's asset (the runtime plus `modules` of `jobs_package`: see
-    `lambdajobs.build.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
+    `lambdajobs.staging.asset`). Usually made by `LambdaJobs`, which wires jobs to each other.
 
     Raises:
         jsii.errors.JSIIError: CDK refuses a setting (none for a spec that `@job` accepted).
@@ -377,7 +377,7 @@ class JobWorker(Construct):
         return function_env.Queue(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
 
     def levels_refs(self) -> function_env.Levels:
-        """Each level's queue (None: the job's own), as `lambdajobs.build.environment` takes them."""
+        """Each level's queue (None: the job's own), as `lambdajobs.staging.environment` takes them."""
         return {level.level: level.refs for level in self.all_levels}
 
     @property

@@ -24,11 +24,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.build import dependencies as deps
-from lambdajobs.build import environment as function_env
-from lambdajobs.build import platform
-from lambdajobs.build.asset import modules_for, stage_function_asset
-from lambdajobs.build.imports import Provided, check_asset_imports
 from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
 from lambdajobs.cdk.monitoring import Monitoring
 from lambdajobs.cdk.workflows import Workflows, workflow_items_statement
@@ -45,6 +40,11 @@ from lambdajobs.runtime.settings import (
     stack_manifest_parameter,
 )
 from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, ensure_loaded, job_index_mode, jobs_in
+from lambdajobs.staging import dependencies as deps
+from lambdajobs.staging import environment as function_env
+from lambdajobs.staging import platform
+from lambdajobs.staging.asset import modules_for, stage_function_asset
+from lambdajobs.staging.imports import Provided, check_asset_imports
 
 #: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
 #: only our code. Its ARN is not written here: AWS publishes it per Powertools version, runtime and
@@ -141,7 +141,7 @@ class LambdaJobs(Construct):
         dependencies: the third-party libraries your jobs need on Lambda, as requirement strings
             (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
             pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
-            in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.build.dependencies`).
+            in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.staging.dependencies`).
 
     Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
     and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
@@ -151,7 +151,7 @@ class LambdaJobs(Construct):
         ConfigurationError: the jobs package cannot be found, or declares no job; a bad option; a
             function's environment larger than Lambda's 4 KB; a dependency that conflicts with what
             Lambda provides or has no wheel for its platform; a module a function imports that it
-            would not find on Lambda (`lambdajobs.build.imports`); a function over Lambda's 250 MB.
+            would not find on Lambda (`lambdajobs.staging.imports`); a function over Lambda's 250 MB.
         DeclarationError: a job enqueues a job that is not declared.
 
     Example:
@@ -279,7 +279,7 @@ class LambdaJobs(Construct):
         self.dependencies = deps.build(deps.declared(dependencies))
         job_layers: list[lambda_.ILayerVersion] = [layer]
         if self.dependencies.folder is not None:
-            #: Your jobs' libraries, built for Lambda's platform (lambdajobs.build.dependencies).
+            #: Your jobs' libraries, built for Lambda's platform (lambdajobs.staging.dependencies).
             self.dependencies_layer = lambda_.LayerVersion(
                 self,
                 "Dependencies",

@@ -22,7 +22,6 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from lambdajobs.build import environment as function_env
 from lambdajobs.cdk.job_worker import LevelQueues, lambdajobs_function, queue_pair
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
@@ -35,6 +34,7 @@ from lambdajobs.runtime.settings import (
     WORKFLOW_MAX_RECEIVE_COUNT,
     workflow_queue_name,
 )
+from lambdajobs.staging import environment as function_env
 
 
 def workflow_dead_letter_queue_name(stack: str) -> str:

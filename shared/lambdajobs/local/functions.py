@@ -1,7 +1,7 @@
 """Lambda's execution environments, locally: each function runs in worker processes of its own.
 
-A `LocalFunction` is one function as synthesis builds it: its staged asset (`lambdajobs.build.asset`),
-the same handler, the same environment variables (`lambdajobs.build.environment`) pointed at the local
+A `LocalFunction` is one function as synthesis builds it: its staged asset (`lambdajobs.staging.asset`),
+the same handler, the same environment variables (`lambdajobs.staging.environment`) pointed at the local
 endpoint, plus Lambda's own (`AWS_LAMBDA_FUNCTION_NAME`, `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, ...). Its
 processes (`bootstrap.py` in an isolated interpreter, `python -I -S`) see on `sys.path` only the asset,
 your dependencies built for this machine from the lock synth uses, and what Lambda provides (the

@@ -26,7 +26,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lambdajobs.build import environment as function_env
 from lambdajobs.local import atomic, persist
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.functions import Fleet, LocalFunction, function_path, max_environments
@@ -49,6 +48,7 @@ from lambdajobs.runtime.settings import (
     queue_key,
 )
 from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in, registered_jobs
+from lambdajobs.staging import environment as function_env
 
 REGION = "us-east-1"
 #: The key of the continuer's event source in `LocalStack.mappings`.
@@ -483,9 +483,9 @@ def build_fleet(
     and the folder."""
     import tempfile
 
-    from lambdajobs.build import dependencies as deps
-    from lambdajobs.build.asset import modules_for, stage_function_asset
-    from lambdajobs.build.platform import link_provided
+    from lambdajobs.staging import dependencies as deps
+    from lambdajobs.staging.asset import modules_for, stage_function_asset
+    from lambdajobs.staging.platform import link_provided
 
     # absolute: a function's process runs in its asset's folder, where a relative path means another
     root = (root or Path(tempfile.mkdtemp(prefix="lambdajobs-functions-"))).resolve()
@@ -545,7 +545,7 @@ def worker_environment(
     spec: JobSpec, provisioned: Provisioned, jobs: str, modules: list[str]
 ) -> dict[str, str]:
     """A job's function's environment on these resources, as synth computes it
-    (`lambdajobs.build.environment.worker`)."""
+    (`lambdajobs.staging.environment.worker`)."""
     p = provisioned
     return function_env.worker(
         spec,

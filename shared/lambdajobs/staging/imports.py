@@ -5,9 +5,9 @@ A function that imports a module its asset lacks fails on Lambda, at cold start 
 import) or on its first run (an import inside a function): neither the tests nor the local stack see
 it, because both run where everything is installed. So synthesis reads every file the asset ships
 (module level and function bodies alike) and resolves each import against what the function will
-have: its asset, its dependencies (built for Lambda's platform, `lambdajobs.build.dependencies`), the
+have: its asset, its dependencies (built for Lambda's platform, `lambdajobs.staging.dependencies`), the
 Powertools layer and the Lambda runtime's own packages, and the standard library of Lambda's Python
-(`lambdajobs.build.platform`: recorded lists, so a module 3.14 removed counts as missing here too).
+(`lambdajobs.staging.platform`: recorded lists, so a module 3.14 removed counts as missing here too).
 
 Exempt, as Python itself treats them: imports under `if TYPE_CHECKING:` (never run) and inside a
 `try:` whose handler catches `ImportError` or `ModuleNotFoundError` (the code has a fallback).
@@ -75,7 +75,7 @@ def _on_lambdas_python(test: ast.expr) -> bool | None:
     Python; None for any other test."""
     import operator
 
-    from lambdajobs.build.platform import PYTHON_VERSION
+    from lambdajobs.staging.platform import PYTHON_VERSION
 
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and len(test.comparators) == 1):
         return None
@@ -267,7 +267,7 @@ def advice(module: str) -> str:
     import importlib.util
     import sys
 
-    from lambdajobs.build import platform
+    from lambdajobs.staging import platform
 
     top = module.split(".")[0]
     if top in sys.stdlib_module_names and top not in platform.stdlib_modules():

@@ -13,7 +13,7 @@ configuration (pip.conf, `PIP_INDEX_URL`, `PIP_FIND_LINKS` ...), and installs th
 every job function gets.
 
 - What Lambda already provides is never shipped: the runtime's boto3 and what it needs, and the
-  Powertools layer's packages (Powertools, pydantic ...; `lambdajobs.build.platform`). Resolution is
+  Powertools layer's packages (Powertools, pydantic ...; `lambdajobs.staging.platform`). Resolution is
   constrained to the layer's versions, so a library needing another pydantic is refused by name, as is
   a direct requirement on a provided package that excludes the provided version.
 - A library with no wheel for the platform is refused by name (`pip` would otherwise need to build
@@ -42,9 +42,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lambdajobs.build import platform
-from lambdajobs.build.imports import top_level_modules
 from lambdajobs.runtime.errors import ConfigurationError
+from lambdajobs.staging import platform
+from lambdajobs.staging.imports import top_level_modules
 
 LOCK_NAME = "lambdajobs.lock"
 #: Changing the lock's layout or the build invalidates older locks and cached folders.

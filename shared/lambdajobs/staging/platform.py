@@ -6,7 +6,7 @@ layer of the pinned version. What a function can import there, beside its asset 
   six, jmespath);
 - the Powertools layer: `aws-lambda-powertools[all]` as AWS builds it, with those runtime packages
   removed (pydantic, pydantic_core, aws_xray_sdk, ... : `lambda_platform.json`, recorded here for the
-  pinned version by `python -m lambdajobs.build.platform`, the way the layer is built);
+  pinned version by `python -m lambdajobs.staging.platform`, the way the layer is built);
 - Python 3.14's standard library, as a recorded list: this machine's Python may be older, and modules
   that 3.11 has and 3.12 or 3.13 removed (`cgi`, `imghdr`, `telnetlib`, `distutils`, ...) are missing
   on Lambda.
@@ -174,7 +174,7 @@ def record_manifest(version: str, out: Path = _MANIFEST) -> dict[str, Any]:
                     removed.add(row.split(",")[0].split("/")[0])
                 continue
             distributions[name] = meta["Version"]
-        from lambdajobs.build.imports import top_level_modules
+        from lambdajobs.staging.imports import top_level_modules
 
         modules = sorted(top_level_modules(target) - {m.split(".")[0] for m in removed} - {"bin"})
         size = sum(
@@ -200,7 +200,7 @@ def record_manifest(version: str, out: Path = _MANIFEST) -> dict[str, Any]:
     return data
 
 
-if __name__ == "__main__":  # python -m lambdajobs.build.platform 3.37.0
+if __name__ == "__main__":  # python -m lambdajobs.staging.platform 3.37.0
     from importlib.metadata import version as installed
 
     record_manifest(sys.argv[1] if len(sys.argv) > 1 else installed("aws-lambda-powertools"))

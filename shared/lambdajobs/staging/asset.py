@@ -11,7 +11,7 @@ those packages' data files. Your project's code is the jobs package (found with
 Python source in your project's folders, outside the standard library and site-packages (a shared
 `acme/common.py` beside the jobs package; see `source_roots`). Never `lambdajobs.cdk`, `.local`, the
 CLI, tests, or the other jobs of the project. Third-party libraries are your dependencies
-(`lambdajobs.build.dependencies`, a layer), and `lambdajobs.build.imports` checks at synth that every
+(`lambdajobs.staging.dependencies`, a layer), and `lambdajobs.staging.imports` checks at synth that every
 import of the asset resolves on Lambda. Synthesis stays offline: everything is copied from this
 environment."""
 
@@ -23,9 +23,9 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from lambdajobs.build.imports import imports_of, module_names
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.spec import JobSpec
+from lambdajobs.staging.imports import imports_of, module_names
 
 #: Imported by the runtime, and in neither the Powertools layer (Powertools, pydantic) nor the Lambda
 #: runtime (boto3, dateutil): @cron validation, IANA zones.
@@ -140,7 +140,7 @@ def job_modules(jobs_package: str, modules: Iterable[str]) -> list[str]:
     way: what running `modules` needs from your code. Your code is the jobs package and any module
     found as Python source in your project's folders (`source_roots`: `acme/common.py` beside the
     jobs package), never in the standard library or site-packages. lambdajobs ships separately; a
-    module found nowhere of these is for the import check to name (`lambdajobs.build.imports`).
+    module found nowhere of these is for the import check to name (`lambdajobs.staging.imports`).
     """
 
     def parents(name: str) -> list[str]:
