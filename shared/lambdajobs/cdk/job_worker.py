@@ -19,6 +19,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from lambdajobs.runtime.config import QueueAddress
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -207,7 +208,7 @@ class LevelQueues:
         return f"{self.job} ({self.priority})" if self.priority else self.job
 
     @property
-    def refs(self) -> function_env.Queue:
+    def refs(self) -> QueueAddress:
         """Its queue's URL and ARN and its DLQ's URL (deploy-time tokens)."""
         return JobWorker._refs(self.queue, self.dead_letter_queue)
 
@@ -373,8 +374,8 @@ class JobWorker(Construct):
             )
 
     @staticmethod
-    def _refs(queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> function_env.Queue:
-        return function_env.Queue(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
+    def _refs(queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> QueueAddress:
+        return QueueAddress(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
 
     def levels_refs(self) -> function_env.Levels:
         """Each level's queue (None: the job's own), as `lambdajobs.staging.environment` takes them."""

@@ -132,6 +132,10 @@ class Environment:
                 pass_fds=(to_child, from_child),
                 start_new_session=True,  # its own process group: a Ctrl-C reaches the parent only
             )
+        except BaseException:
+            os.close(self._requests)
+            os.close(self._answers)
+            raise
         finally:
             os.close(to_child)
             os.close(from_child)

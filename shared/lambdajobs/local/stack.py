@@ -33,7 +33,7 @@ from lambdajobs.local.outcomes import JobOutcomes
 from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
-from lambdajobs.runtime.config import StackConfig, set_process_default
+from lambdajobs.runtime.config import QueueAddress, StackConfig, set_process_default
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
@@ -534,10 +534,10 @@ def build_fleet(
     return fleet, root
 
 
-def _queues(provisioned: Provisioned) -> dict[str, dict[str | None, function_env.Queue]]:
-    levels: dict[str, dict[str | None, function_env.Queue]] = {}
+def _queues(provisioned: Provisioned) -> dict[str, dict[str | None, QueueAddress]]:
+    levels: dict[str, dict[str | None, QueueAddress]] = {}
     for q in provisioned.queues.values():
-        levels.setdefault(q.job, {})[q.level] = function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url)
+        levels.setdefault(q.job, {})[q.level] = q.address
     return levels
 
 
@@ -563,10 +563,7 @@ def worker_environment(
 
 def continuer_environment(provisioned: Provisioned) -> dict[str, str]:
     """The workflow continuer's environment on these resources, as synth computes it."""
-    queues = [
-        (q.job, q.level, function_env.Queue(q.queue_url, q.queue_arn, q.dlq_url))
-        for q in provisioned.queues.values()
-    ]
+    queues = [(q.job, q.level, q.address) for q in provisioned.queues.values()]
     return {
         **function_env.continuer(stack=provisioned.stack, table=provisioned.table, job_queues=queues),
         **function_env.powertools(),

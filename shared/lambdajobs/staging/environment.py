@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from lambdajobs.runtime.config import QueueAddress
 from lambdajobs.runtime.settings import (
     DEFAULT_RECORD_TTL_DAYS,
     ENV_BUCKET,
@@ -41,18 +42,8 @@ from lambdajobs.runtime.settings import (
 )
 from lambdajobs.runtime.spec import JobSpec
 
-
-@dataclass(frozen=True)
-class Queue:
-    """One priority level's queue of a job: its URL, its ARN and its DLQ's URL."""
-
-    url: str
-    arn: str
-    dlq_url: str
-
-
 #: A job's queues by priority level (None: the job's own queue, its lowest level).
-Levels = Mapping[str | None, Queue]
+Levels = Mapping[str | None, QueueAddress]
 
 
 @dataclass(frozen=True)
@@ -70,7 +61,7 @@ def powertools() -> dict[str, str]:
     return {"POWERTOOLS_SERVICE_NAME": SERVICE_NAME, "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE}
 
 
-def send_to(job: str, level: str | None, queue: Queue, *, arns: bool = True) -> dict[str, str]:
+def send_to(job: str, level: str | None, queue: QueueAddress, *, arns: bool = True) -> dict[str, str]:
     """What a function that sends to one level's queue of `job` reads: its URL
     (`LAMBDAJOBS_QUEUE_URL_<JOB>`, or `LAMBDAJOBS_PRIORITY_QUEUE_URL_<LEVEL>_<JOB>` for a level above
     the job's own) and with `arns` its ARN (what a one-time schedule targets: `enqueue(run_at=...)`)."""
@@ -159,7 +150,7 @@ def worker(
 
 
 def continuer(
-    *, stack: str, table: str, job_queues: Iterable[tuple[str, str | None, Queue]]
+    *, stack: str, table: str, job_queues: Iterable[tuple[str, str | None, QueueAddress]]
 ) -> dict[str, str]:
     """The workflow continuer's environment: the stack, the table, and the URL of every job queue (of
     each level: `(job, level, queue)`), where it sends next stages (now, never later: no ARNs)."""
