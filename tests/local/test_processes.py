@@ -82,7 +82,9 @@ def test_a_job_runs_in_a_process_of_its_own_that_sees_only_its_asset_and_what_la
     # local endpoint; nothing of this process's environment beside them
     env = seen["environment"]
     p = local.provisioned
-    levels = {q.job: {q.level: q.address} for q in p.queues.values()}
+    levels: dict = {}
+    for q in p.queues.values():
+        levels.setdefault(q.job, {})[q.level] = q.address
     expected = function_env.worker(
         local.specs[[s.name for s in local.specs].index("probe")],
         stack="proc",
