@@ -2,15 +2,19 @@
 
 moto's server holds SQS, DynamoDB, S3, SSM and Scheduler state on a loopback port; queues, the table,
 the bucket and the schedules are provisioned from the same job specs CDK reads; an event source
-mapping per job polls its queue like Lambda and calls the same handler a deployed function runs
-(`lambdajobs.runtime.handler.make_handler` around a `Worker`); a local scheduler fires cron jobs and
+mapping per job polls its queue like Lambda and invokes the job's function. With `processes=True`
+(`lambdajobs dev`) each function runs as on Lambda, in worker processes of its own from its staged
+asset, with the environment synth gives it (`build_fleet`, `lambdajobs.local.functions`); else every
+job runs in threads of this process, through the same handler a deployed function runs
+(`lambdajobs.runtime.handler.make_handler` around a `Worker`). A local scheduler fires cron jobs and
 one-time schedules.
 
-Nothing here writes `os.environ`: the stack's `config` (endpoint, credentials, resources) is passed
-to the worker, the emulator and the scheduler, and the worker binds it while a job runs, so a job's
-own `enqueue` or `ctx.client("s3")` reaches this stack; while the stack runs it is also the process's
-fallback configuration (`set_process_default`), for threads a job starts itself. `environment()` is
-what another shell exports to reach it.
+Nothing here writes `os.environ`: in threads mode the stack's `config` (endpoint, credentials,
+resources) is passed to the worker, the emulator and the scheduler, and the worker binds it while a
+job runs, so a job's own `enqueue` or `ctx.client("s3")` reaches this stack; while the stack runs it
+is also the process's fallback configuration (`set_process_default`), for threads a job starts
+itself. A function's process gets it as Lambda would, in its environment. `environment()` is what
+another shell exports to reach it.
 
 A stack starts empty unless it is given a `state_dir` (`lambdajobs dev` gives it build/local/): then
 it restores what it held when it last stopped and saves it again as it runs and when it stops (see
