@@ -213,7 +213,12 @@ class Environment:
         return answer["response"]
 
     def _exit(self) -> str:
-        code = self.process.wait(timeout=5)
+        """How the process ended (it closed its end of the pipe: it is ending, or it is killed now)."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
         return f"the process exited with {'signal ' + str(-code) if code < 0 else 'code ' + str(code)}"
 
     @property
