@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 import time_machine
+
+# Synth records which stack holds each job in lambdajobs.stacks.json beside pyproject.toml
+# (lambdajobs.cdk.layout); the apps tests synthesize record theirs in a file of the test session's.
+os.environ["LAMBDAJOBS_STACKS_FILE"] = os.path.join(
+    tempfile.mkdtemp(prefix="lambdajobs-stacks-"), "stacks.json"
+)
 
 FAKE_AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

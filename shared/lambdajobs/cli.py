@@ -296,10 +296,34 @@ YES_OPTION = typer.Option(
 )
 
 
-def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, needs_app: bool = True) -> None:
+ALLOW_DELETING_QUEUES_OPTION = typer.Option(
+    False,
+    "--allow-deleting-queues",
+    help="deploy even when it deletes queues that hold messages, and the messages with them; without "
+    "it such a deploy stops before it starts and names each queue (docs: how-to/upgrades)",
+)
+#: The commands that first say what a deploy would delete (lambdajobs.upgrade): `diff` lists it,
+#: `deploy` stops on a queue that holds messages unless given --allow-deleting-queues.
+UPGRADE_CHECKED = ("diff", "deploy")
+#: What the upgrade check needs of whoever deploys (docs/how-to/upgrades.md).
+UPGRADE_PERMISSIONS = (
+    "ssm:GetParameter and ssm:GetParametersByPath on /lambdajobs/<stack>/*, and sqs:GetQueueAttributes "
+    "on its queues"
+)
+
+
+def _cdk(
+    command: str | None,
+    extra: list[str] | None,
+    *,
+    yes: bool = False,
+    needs_app: bool = True,
+    allow_deleting_queues: bool = False,
+) -> None:
     """Run the pinned CDK CLI (fetched on first use) on the virtualenv's Node, in the folder of the
     nearest cdk.json; `lambdajobs whoami` first for the commands that act on an account. `command`
-    None: `extra` names the CDK command (`lambdajobs cdk ...`)."""
+    None: `extra` names the CDK command (`lambdajobs cdk ...`). `diff` and `deploy` synthesize first,
+    say what the deploy would delete (`_upgrade_check`), and then diff or deploy that assembly."""
     from lambdajobs import deploy as cdk_cli
 
     extra = list(extra or [])
@@ -317,10 +341,19 @@ def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, nee
     if cfg.region:  # --region: the CLI reads the region from the environment
         environ.update(AWS_REGION=cfg.region, AWS_DEFAULT_REGION=cfg.region)
     script = cdk_cli.ensure_cli(node=node)
+
+    def run(args: list[str], *, interactive: bool) -> int:
+        return cdk_cli.run_cli(script, args, cwd=folder, node=node, environ=environ, interactive=interactive)
+
+    report = None
+    if command in UPGRADE_CHECKED:
+        extra, report = _upgrade_check(
+            str(command), extra, run=run, folder=folder, allow_deleting_queues=allow_deleting_queues
+        )
     args = cdk_cli.cdk_arguments(command, extra, yes=yes, profile=cfg.profile)
-    code = cdk_cli.run_cli(
-        script, args, cwd=folder, node=node, environ=environ, interactive=command != "synth"
-    )
+    code = run(args, interactive=command != "synth")
+    if report is not None and command == "diff":  # after the CLI's diff, where it is read last
+        _say_lines(report.lines(advice=True))
     if code and command in ("deploy", "destroy") and not yes and not (sys.stdin and sys.stdin.isatty()):
         _fail(
             f"cdk {command} failed (exit {code}); if it wanted to ask you something (approve IAM or "
@@ -334,6 +367,101 @@ def _cdk(command: str | None, extra: list[str] | None, *, yes: bool = False, nee
         for template in cdk_cli.templates(folder, extra):
             shown = os.path.relpath(template)
             console.print(f"wrote {shown}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _say_lines(lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _option_value(extra: list[str], *names: str) -> str | None:
+    """The value of a CDK option in `extra` (`--app X`, `-a X` or `--app=X`), or None."""
+    for i, arg in enumerate(extra):
+        if arg in names and i + 1 < len(extra):
+            return extra[i + 1]
+        for name in names:
+            if arg.startswith(f"{name}="):
+                return arg.partition("=")[2]
+    return None
+
+
+def _without_option(extra: list[str], *names: str) -> list[str]:
+    """`extra` without a CDK option and its value."""
+    kept: list[str] = []
+    skip = False
+    for arg in extra:
+        if skip:
+            skip = False
+        elif arg in names:
+            skip = True
+        elif not any(arg.startswith(f"{name}=") for name in names):
+            kept.append(arg)
+    return kept
+
+
+def _upgrade_check(
+    command: str,
+    extra: list[str],
+    *,
+    run: Callable[..., int],
+    folder: Path,
+    allow_deleting_queues: bool,
+) -> tuple[list[str], Any]:
+    """Synthesize once, and say what deploying that assembly would delete (`lambdajobs.upgrade`):
+    every deployed queue it deletes, with its messages, and a job index it drops. `deploy` stops here
+    on a queue that holds messages, each one in an error line that says what to do, unless
+    `allow_deleting_queues`; so it does when the check cannot be made. Returns the CDK arguments that
+    diff or deploy this very assembly (`--app <cloud assembly>`: the CLI does not synthesize again),
+    and the report (None: not made)."""
+    from lambdajobs import deploy as cdk_cli
+    from lambdajobs import upgrade
+    from lambdajobs.ops import describe_error
+
+    deploying = command == "deploy"
+    code = run(cdk_cli.cdk_arguments("synth", extra, profile=_config.profile), interactive=False)
+    if code:  # the synth said what was wrong
+        raise typer.Exit(code)
+    app_option = _option_value(extra, "--app", "-a")
+    given = app_option is not None and (folder / app_option).is_dir()  # an assembly, not a command
+    paths = cdk_cli.templates(folder, ["--output", str(app_option)] if given else extra)
+    if not paths:  # said on stdout: the CLI's own errors stay the one line on stderr
+        _say_lines(
+            [
+                f"not checked: what the {command} deletes (the synth wrote no stack template where "
+                "lambdajobs looks: --output, cdk.json's output, else cdk.out)."
+            ]
+        )
+        return extra, None
+    extra = ["--app", str(paths[0].parent), *_without_option(extra, "--app", "-a")]
+    try:
+        report = upgrade.check(upgrade.read_assembly(paths), _config)
+    except Exception as exc:  # AWS refused or cannot be reached: one line, never a traceback
+        line = describe_error(exc)
+        if line is None:
+            raise
+        unchecked = f"cannot tell what the {command} deletes ({line}); the check needs {UPGRADE_PERMISSIONS}"
+        if deploying and not allow_deleting_queues:
+            _fail(f"{unchecked}. --allow-deleting-queues deploys without it.")
+        _warn(f"{unchecked}.")
+        return extra, None
+    if not deploying:
+        return extra, report
+    stopping = report.stopping if not allow_deleting_queues else ()
+    _say_lines(report.lines(hold_back=stopping))
+    if stopping:
+        for deletion in stopping:
+            err.print(
+                f"[red]error:[/red] {escape(deletion.line())}: {escape(deletion.what_to_do())}; or pass "
+                "--allow-deleting-queues to delete them with it.",
+                highlight=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(1)
+    return extra, report
 
 
 @app.command()
@@ -384,19 +512,30 @@ def synth(cdk_args: list[str] = CDK_ARGS) -> None:
 @app.command(context_settings=CDK_COMMAND)
 @friendly
 def diff(cdk_args: list[str] = CDK_ARGS) -> None:
-    """What a deploy would change in the account `lambdajobs whoami` shows (cdk diff)."""
+    """What a deploy would change in the account `lambdajobs whoami` shows (cdk diff), and then every
+    queue of a lambdajobs stack it would delete, with the messages it holds, and a job index it would
+    drop (docs: how-to/upgrades). Only says; `deploy` is what stops."""
     _cdk("diff", cdk_args)
 
 
 @app.command(context_settings=CDK_COMMAND)
 @friendly
-def deploy(yes: bool = YES_OPTION, cdk_args: list[str] = CDK_ARGS) -> None:
+def deploy(
+    yes: bool = YES_OPTION,
+    allow_deleting_queues: bool = ALLOW_DELETING_QUEUES_OPTION,
+    cdk_args: list[str] = CDK_ARGS,
+) -> None:
     """Deploy your CDK app to the account `lambdajobs whoami` shows (cdk deploy); --yes in CI.
 
     Without --yes the CDK CLI asks before it adds IAM or security group changes, and without a
     terminal (CI) it cannot ask, so it fails (TtyNotAttached).
+
+    It synthesizes first and compares each lambdajobs stack with what is deployed (its manifest in
+    SSM): a queue the deploy would delete is listed with the messages it holds, and one that holds
+    any stops the deploy before it starts (--allow-deleting-queues: go on, and lose them). A job index
+    the deploy would drop is listed. Then it deploys that very assembly. See docs: how-to/upgrades.
     """
-    _cdk("deploy", cdk_args, yes=yes)
+    _cdk("deploy", cdk_args, yes=yes, allow_deleting_queues=allow_deleting_queues)
 
 
 @app.command(context_settings=CDK_COMMAND)

@@ -33,7 +33,8 @@ const fs = require("fs");
 fs.writeFileSync(process.env.STAND_IN_RECORD, JSON.stringify({
   args: process.argv.slice(2), cwd: process.cwd(), path: process.env.PATH, node: process.execPath,
 }));
-process.exit(Number(process.env.STAND_IN_EXIT || 0));
+const failing = process.env.STAND_IN_FAIL_COMMAND;  // unset: every command exits STAND_IN_EXIT
+process.exit(!failing || process.argv[2] === failing ? Number(process.env.STAND_IN_EXIT || 0) : 0);
 """
 
 
@@ -221,6 +222,7 @@ def test_a_deploy_that_fails_without_a_terminal_says_to_pass_yes(project, stand_
 
     # GIVEN a CLI that fails, as it does when it cannot ask for approval of IAM changes (TtyNotAttached)
     monkeypatch.setenv("STAND_IN_EXIT", "1")
+    monkeypatch.setenv("STAND_IN_FAIL_COMMAND", "deploy")  # its synth (the upgrade check's) passes
     with mock_aws():
         result = CliRunner().invoke(app, ["deploy"])
     assert json.loads(stand_in.read_text())["args"] == ["deploy"]

@@ -132,7 +132,7 @@ def test_a_stack_name_that_would_be_cut_short_is_refused_at_synth():
 def test_a_queue_name_that_would_be_cut_short_is_refused():
     from lambdajobs.runtime.settings import queue_name
 
-    assert queue_name("prod", "send_email") == "prod-send_email"
+    assert queue_name("prod", "send_email") == "prod_send_email"
     # cut to 80 characters, two jobs sharing a long prefix would share one queue
     with pytest.raises(ConfigurationError, match="SQS allows 80: use a shorter stack name"):
         queue_name("p" * 40, "j" * 48)

@@ -75,7 +75,9 @@ def test_queues_match(template, stack, local, job, level):
     assert int(dlq["MessageRetentionPeriod"]) == cdk_dlq["MessageRetentionPeriod"]
     assert queue["SqsManagedSseEnabled"] == dlq["SqsManagedSseEnabled"] == "true"
     assert cdk_queue["SqsManagedSseEnabled"] is cdk_dlq["SqsManagedSseEnabled"] is True
-    assert queue["QueueArn"].endswith(":" + cdk_queue["QueueName"].replace("lambdajobs-", "drift-"))
+    assert queue["QueueArn"].endswith(
+        ":" + cdk_queue["QueueName"].replace("lambdajobs_", "drift_").replace("lambdajobs-", "drift-")
+    )
 
 
 def test_table_matches(template, stack, local):
@@ -122,7 +124,7 @@ def test_a_local_function_has_the_synthesized_functions_environment(template, st
     # and the same values where synth knows them (named for this stack: "drift", not "lambdajobs")
     for key, value in synthesized.items():
         if isinstance(value, str):
-            assert mine[key] == value.replace("lambdajobs-", "drift-").replace("lambdajobs", "drift") or (
+            assert mine[key] == value.replace("lambdajobs", "drift") or (
                 key.startswith("POWERTOOLS_") and mine[key] == value
             ), key
 

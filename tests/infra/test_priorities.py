@@ -3,7 +3,7 @@ DLQ and event source on the job's one function, and every policy, alarm and dash
 a job's queue covers each level's; the rate limiter's item lives in the job table.
 
 This project's `send_email` declares `priorities=("high", "normal")` with `max_concurrency=10`: its
-own queue (`lambdajobs-send_email`) is the normal level, `lambdajobs-send_email--high` the high one.
+own queue (`lambdajobs_send_email`) is the normal level, `lambdajobs_send_email--high` the high one.
 """
 
 from __future__ import annotations
@@ -16,16 +16,14 @@ from typing import Any
 import pytest
 
 from lambdajobs.runtime.settings import (
-    ENV_LEVEL_DLQ_URL_PREFIX,
-    ENV_LEVEL_QUEUE_ARN_PREFIX,
-    ENV_LEVEL_QUEUE_URL_PREFIX,
     ENV_TABLE,
     RESERVED_ID_PREFIX,
-    level_env,
+    dead_letter_queue_name,
     queue_name,
 )
 from lambdajobs.runtime.spec import get_spec, load_jobs
 from lambdajobs.testing import isolated_registry
+from tests.infra.policies import allows, statements_of_role
 from tests.infra.test_stack import logical_id, props, ref_ids, resources
 
 #: Every level above a job's lowest, of every job that declares priorities: (job, level).
@@ -96,9 +94,9 @@ def test_the_high_queue_has_its_name_and_redrives_to_its_own_dlq(template, stack
     assert (
         queue["QueueName"]
         == queue_name(stack.stack_name, "send_email", "high")
-        == "lambdajobs-send_email--high"
+        == "lambdajobs_send_email--high"
     )
-    assert own["QueueName"] == "lambdajobs-send_email"  # the job's own queue stays the lowest level's
+    assert own["QueueName"] == "lambdajobs_send_email"  # the job's own queue stays the lowest level's
     # its own DLQ, after max_attempts receives and the one spare (as the job's own queue)
     assert queue["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [logical_id(stack, level.dead_letter_queue), "Arn"]},
@@ -109,7 +107,8 @@ def test_the_high_queue_has_its_name_and_redrives_to_its_own_dlq(template, stack
     dlq = props(template, stack, level.dead_letter_queue)
     assert dlq["RedriveAllowPolicy"]["redrivePermission"] == "byQueue"
     [source] = dlq["RedriveAllowPolicy"]["sourceQueueArns"]
-    assert flatten(source).endswith(":lambdajobs-send_email--high")
+    assert flatten(source).endswith(":lambdajobs_send_email--high")
+    assert dlq["QueueName"] == "lambdajobs_send_email--high-dlq"
 
 
 def test_send_email_has_an_event_source_per_level_with_its_concurrency(template, stack):
@@ -142,68 +141,95 @@ def test_the_worker_may_consume_the_high_queue_hand_back_to_it_and_dead_letter_i
     assert "sqs:SendMessage" in actions[logical_id(stack, worker.queue)]
 
 
-def test_the_worker_finds_the_high_queue_in_its_environment(template, stack):
-    worker, level = stack.workers["send_email"], high(stack)
+def test_the_worker_finds_the_high_queue_by_the_naming_rule_not_a_variable(template, stack):
+    from lambdajobs.runtime.config import StackConfig
+
+    worker = stack.workers["send_email"]
     env = props(template, stack, worker.function)["Environment"]["Variables"]
-    queue, dlq = logical_id(stack, level.queue), logical_id(stack, level.dead_letter_queue)
-    assert env[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, "send_email", "high")] == {"Ref": queue}
-    assert env[level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, "send_email", "high")] == {"Fn::GetAtt": [queue, "Arn"]}
-    assert env[level_env(ENV_LEVEL_DLQ_URL_PREFIX, "send_email", "high")] == {"Ref": dlq}
-    assert "LAMBDAJOBS_PRIORITY_QUEUE_URL_HIGH_SEND_EMAIL" in env  # the name the runtime parses
-    # a job without priorities gets no level variables
-    others = props(template, stack, stack.workers["transcode_video"].function)["Environment"]["Variables"]
-    assert not [k for k in others if k.startswith("LAMBDAJOBS_PRIORITY_")]
+    assert not [k for k in env if k.startswith("LAMBDAJOBS_PRIORITY_") or "QUEUE" in k]
+    # what the runtime makes of the deployed environment: the level's queue, by its name
+    deployed = {k: v for k, v in env.items() if isinstance(v, str)} | {
+        "LAMBDAJOBS_ACCOUNT": "123456789012",
+        "LAMBDAJOBS_PARTITION": "aws-cn",
+        "LAMBDAJOBS_URL_SUFFIX": "amazonaws.com.cn",
+        "LAMBDAJOBS_TABLE": "t",
+    }
+    config = StackConfig.from_environment(deployed).with_resources(region="cn-north-1")
+    name = props(template, stack, high(stack).queue)["QueueName"]
+    dlq = props(template, stack, high(stack).dead_letter_queue)["QueueName"]
+    address = config.queue("send_email", "high")
+    assert address.url == f"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/{name}"
+    assert address.arn == f"arn:aws-cn:sqs:cn-north-1:123456789012:{name}"
+    assert address.dlq_url == f"https://sqs.cn-north-1.amazonaws.com.cn/123456789012/{dlq}"
 
 
 def test_a_job_that_enqueues_send_email_may_send_at_either_priority(template, stack):
-    level, target = high(stack), stack.workers["send_email"]
     fn = stack.workers["daily_report"].function
-    actions = granted(template, role_of(template, logical_id(stack, fn)))
-    assert "sqs:SendMessage" in actions[logical_id(stack, level.queue)]
-    assert "sqs:SendMessage" in actions[logical_id(stack, target.queue)]
-    assert logical_id(stack, level.dead_letter_queue) not in actions  # never another job's DLQ
-    env = props(template, stack, fn)["Environment"]["Variables"]
-    queue = logical_id(stack, level.queue)
-    assert env[level_env(ENV_LEVEL_QUEUE_URL_PREFIX, "send_email", "high")] == {"Ref": queue}
-    assert env[level_env(ENV_LEVEL_QUEUE_ARN_PREFIX, "send_email", "high")] == {"Fn::GetAtt": [queue, "Arn"]}
+    statements = statements_of_role(template, role_of(template, logical_id(stack, fn)))
+    for level in ("high", None):
+        assert allows(
+            statements, template, "sqs:SendMessage", queue_name(stack.stack_name, "send_email", level)
+        )
+        # never another job's DLQ
+        assert not allows(
+            statements,
+            template,
+            "sqs:SendMessage",
+            dead_letter_queue_name(stack.stack_name, "send_email", level),
+        )
+    assert not allows(
+        statements, template, "sqs:SendMessage", queue_name(stack.stack_name, "transcode_video")
+    )
 
 
 def test_one_time_schedules_may_send_to_the_high_queue(template, stack):
     # enqueue(..., priority="high", run_at=...) beyond 15 minutes: Scheduler sends to the level's queue
-    actions = granted(template, logical_id(stack, stack.scheduler_role))
-    assert "sqs:SendMessage" in actions[logical_id(stack, high(stack).queue)]
-    assert logical_id(stack, high(stack).dead_letter_queue) not in actions
+    statements = statements_of_role(template, logical_id(stack, stack.scheduler_role))
+    high_queue = queue_name(stack.stack_name, "send_email", "high")
+    assert allows(statements, template, "sqs:SendMessage", high_queue)
+    assert not allows(statements, template, "sqs:SendMessage", high_queue + "-dlq")
+    # nothing of a neighbour stack named like this one and more
+    assert not allows(
+        statements, template, "sqs:SendMessage", queue_name(stack.stack_name + "-2", "send_email")
+    )
 
 
 # -- producer and operator policies --------------------------------------------------------------------
 
 
 def test_producers_may_enqueue_at_the_high_level(template, stack):
-    grants = managed_policy_grants(template, stack, stack.producer_policy)
-    assert grants[logical_id(stack, high(stack).queue)] == [{"sqs:SendMessage"}]
-    assert logical_id(stack, high(stack).dead_letter_queue) not in grants
+    statements = props(template, stack, stack.producer_policy)["PolicyDocument"]["Statement"]
+    high_queue = queue_name(stack.stack_name, "send_email", "high")
+    assert allows(statements, template, "sqs:SendMessage", high_queue)
+    assert not allows(statements, template, "sqs:SendMessage", high_queue + "-dlq")
+    assert not allows(
+        statements, template, "sqs:SendMessage", queue_name(stack.stack_name + "-2", "send_email")
+    )
 
 
-def test_operators_reach_the_high_queue_and_its_dlq_each_once(template, stack):
-    level = high(stack)
-    grants = managed_policy_grants(template, stack, stack.operator_policy)
+def test_operators_reach_the_high_queue_and_its_dlq(template, stack):
+    statements = props(template, stack, stack.operator_policy)["PolicyDocument"]["Statement"]
+    high_queue = queue_name(stack.stack_name, "send_email", "high")
     # health (queue depth), and redrive / cron trigger / enqueue send to it
-    assert grants[logical_id(stack, level.queue)] == [{"sqs:GetQueueAttributes", "sqs:SendMessage"}]
-    # the dead-letter commands: list, show, redrive, purge (as every job's DLQ)
-    dlq_actions = grants[logical_id(stack, stack.workers["send_email"].dead_letter_queue)]
-    assert grants[logical_id(stack, level.dead_letter_queue)] == dlq_actions
-    assert dlq_actions == [
-        {
-            "sqs:GetQueueAttributes",
-            "sqs:ReceiveMessage",
-            "sqs:ChangeMessageVisibility",
-            "sqs:DeleteMessage",
-            "sqs:PurgeQueue",
-            # the board's "redrive all": SQS's own move task
-            "sqs:StartMessageMoveTask",
-            "sqs:ListMessageMoveTasks",
-        }
+    for action in ("sqs:GetQueueAttributes", "sqs:SendMessage"):
+        assert allows(statements, template, action, high_queue)
+    # the dead-letter commands: list, show, redrive, purge (as every job's DLQ), on DLQs only
+    dlq_actions = [
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+        "sqs:PurgeQueue",
+        # the board's "redrive all": SQS's own move task
+        "sqs:StartMessageMoveTask",
+        "sqs:ListMessageMoveTasks",
     ]
+    for action in dlq_actions:
+        assert allows(statements, template, action, high_queue + "-dlq")
+        assert allows(statements, template, action, dead_letter_queue_name(stack.stack_name, "send_email"))
+        assert not allows(statements, template, action, high_queue)  # never purge a job queue
+        assert not allows(
+            statements, template, action, queue_name(stack.stack_name + "-2", "send_email") + "-dlq"
+        )
 
 
 def arn_for(template, stack_name: str, logical: str) -> str:
@@ -255,8 +281,9 @@ def test_the_operator_policy_stays_under_the_managed_policy_limit(template, stac
     ]
     assert len(arns) == len(set(arns))
     queues = {a for a in arns if ":sqs:" in a}
-    # + the Scheduler DLQ, the workflow queue and its DLQ
-    assert len(queues) == 2 * sum(len(w.all_levels) for w in stack.workers.values()) + 3
+    # the stack's two name patterns (job queues, their DLQs), the Scheduler DLQ, the workflow queue
+    # and its DLQ: the same however many jobs the stack holds
+    assert len(queues) == 5
     print(f"operator policy: {len(text)} of {MANAGED_POLICY_LIMIT} characters")
     assert len(text) < MANAGED_POLICY_LIMIT
 
@@ -385,8 +412,6 @@ DEPLOYED_SEND_EMAIL = {
     "DeadLetterAge": "LambdaJobsMonitoringSendEmailJobDeadLetterAge40EB7CF3",
     "WorkerErrors": "LambdaJobsMonitoringSendEmailJobWorkerErrors7E1EA987",
     "WorkerThrottles": "LambdaJobsMonitoringSendEmailJobWorkerThrottles4BA66FB3",
-    "queue output": "LambdaJobsSendEmailJobQueueUrlA950A597",
-    "dlq output": "LambdaJobsSendEmailJobDeadLetterQueueUrl1EB0B8C8",
 }
 
 
@@ -398,16 +423,11 @@ def test_send_emails_own_queue_keeps_the_logical_ids_it_was_deployed_with(templa
         for lid, m in resources(template, "AWS::Lambda::EventSourceMapping").items()
         if m["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
     ]
-    outputs = {
-        name: [lid for lid, o in template["Outputs"].items() if o["Value"] == {"Ref": logical_id(stack, c)}]
-        for name, c in (("queue output", worker.queue), ("dlq output", worker.dead_letter_queue))
-    }
     found = {
         "queue": queue,
         "dlq": logical_id(stack, worker.dead_letter_queue),
         "event source": event_source,
         **{name: logical_id(stack, alarm) for name, alarm in stack.monitoring.alarms["send_email"].items()},
-        **{name: ids[0] for name, ids in outputs.items() if len(ids) == 1},
     }
     assert found == DEPLOYED_SEND_EMAIL
 
@@ -476,7 +496,7 @@ def test_three_levels_get_three_queues_dlqs_event_sources_and_alarm_sets(before_
     assert [q.level for q in worker.all_levels] == ["urgent", "high", None]
     assert [q.priority for q in worker.all_levels] == ["urgent", "high", "normal"]
     names = {props(template, stack, q.queue)["QueueName"] for q in worker.all_levels}
-    assert names == {"notes-notify--urgent", "notes-notify--high", "notes-notify"}
+    assert names == {"notes_notify--urgent", "notes_notify--high", "notes_notify"}
     dlqs = {logical_id(stack, q.dead_letter_queue) for q in worker.all_levels}
     assert len(dlqs) == 3
     concurrency = {

@@ -83,15 +83,36 @@ def test_schedule_role_may_only_send_to_that_queue(template, stack, spec):
 
 
 def test_one_time_schedule_role_sends_to_job_queues_only(template, stack):
-    role_id = logical_id(stack, stack.scheduler_role)
-    targets = set()
-    for s in policy_statements(template, role_id):
-        assert "sqs:SendMessage" in s["Action"] and not any("*" in a for a in s["Action"])
-        targets |= ref_ids(s["Resource"])
-    # every queue of every job, each priority level's too (enqueue(..., priority=..., run_at=...))
-    assert targets == {
-        logical_id(stack, level.queue) for w in stack.workers.values() for level in w.all_levels
-    } | {logical_id(stack, stack.scheduler_dlq)}
+    from lambdajobs.runtime.settings import dead_letter_queue_name, queue_name
+    from tests.infra.policies import allows
+
+    statements = policy_statements(template, logical_id(stack, stack.scheduler_role))
+    for s in statements:
+        assert (
+            s["Action"] == "sqs:SendMessage"
+            or s["Action"] == ["sqs:SendMessage"]
+            or ("sqs:SendMessage" in s["Action"] and not any("*" in a for a in s["Action"]))
+        )
+    # every queue of every job, each priority level's too (enqueue(..., priority=..., run_at=...)), by
+    # the stack's name pattern; no job's DLQ; its own DLQ (runs it could not deliver)
+    for spec in load_jobs("handlers"):
+        for level in spec.levels:
+            assert allows(
+                statements, template, "sqs:SendMessage", queue_name(stack.stack_name, spec.name, level)
+            )
+            assert not allows(
+                statements,
+                template,
+                "sqs:SendMessage",
+                dead_letter_queue_name(stack.stack_name, spec.name, level),
+            )
+    assert allows(
+        statements, template, "sqs:SendMessage", props(template, stack, stack.scheduler_dlq)["QueueName"]
+    )
+    assert not allows(statements, template, "sqs:SendMessage", f"{stack.stack_name}--workflows")
+    assert not allows(
+        statements, template, "sqs:SendMessage", queue_name(stack.stack_name + "-2", "send_email")
+    )
 
 
 def test_scheduler_dlq_is_standard_encrypted_and_kept_14_days(template, stack):
@@ -213,18 +234,28 @@ def test_only_scheduler_for_the_one_time_group_may_assume_its_role(template, sta
 
 
 def test_a_job_that_enqueues_can_schedule_them_for_later(template, stack):
-    from lambdajobs.runtime.settings import ENV_SCHEDULER_DLQ_ARN, ENV_SCHEDULER_GROUP, ENV_SCHEDULER_ROLE_ARN
+    from lambdajobs.runtime.config import StackConfig
+    from lambdajobs.runtime.settings import ENV_SCHEDULER_ROLE_ARN, scheduler_dead_letter_queue_name
 
     env = props(template, stack, stack.workers["daily_report"].function)["Environment"]["Variables"]
-    assert env[ENV_SCHEDULER_GROUP] == stack.one_time_group.schedule_group_name
     assert ref_ids(env[ENV_SCHEDULER_ROLE_ARN]) == {logical_id(stack, stack.scheduler_role)}
-    assert ref_ids(env[ENV_SCHEDULER_DLQ_ARN]) == {logical_id(stack, stack.scheduler_dlq)}
-    assert ref_ids(env["LAMBDAJOBS_QUEUE_ARN_SEND_EMAIL"]) == {
-        logical_id(stack, stack.workers["send_email"].queue)
+    # the group and the Scheduler DLQ are named after the stack: the runtime finds them by the rule
+    assert props(template, stack, stack.scheduler_dlq)["QueueName"] == scheduler_dead_letter_queue_name(
+        stack.stack_name
+    )
+    deployed = {k: v for k, v in env.items() if isinstance(v, str)} | {
+        "LAMBDAJOBS_ACCOUNT": "123456789012",
+        ENV_SCHEDULER_ROLE_ARN: "arn:aws:iam::123456789012:role/r",
     }
+    config = StackConfig.from_environment(deployed).with_resources(region="eu-west-1")
+    assert config.scheduler_settings() == (
+        "arn:aws:iam::123456789012:role/r",
+        stack.one_time_group.schedule_group_name,
+        f"arn:aws:sqs:eu-west-1:123456789012:{scheduler_dead_letter_queue_name(stack.stack_name)}",
+    )
     # a job that enqueues nothing gets none of it
     other = props(template, stack, stack.workers["send_email"].function)["Environment"]["Variables"]
-    assert ENV_SCHEDULER_GROUP not in other
+    assert ENV_SCHEDULER_ROLE_ARN not in other
 
 
 def test_operators_query_the_job_index_only(template, stack):

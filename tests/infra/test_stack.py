@@ -53,6 +53,22 @@ def ref_ids(value: Any) -> set[str]:
     return found
 
 
+def sqs_names(value: Any) -> set[str]:
+    """The queue names of the SQS ARNs written from a name (`Fn::Join` of `arn:`, the partition,
+    `:sqs:`, region, account and `:<name>`) anywhere inside a template value."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        join = value.get("Fn::Join")
+        if join and join[1] and join[1][0] == "arn:" and ":sqs:" in join[1]:
+            found.add(join[1][-1].lstrip(":"))
+        for v in value.values():
+            found |= sqs_names(v)
+    elif isinstance(value, list):
+        for v in value:
+            found |= sqs_names(v)
+    return found
+
+
 def test_every_declared_job_has_a_worker(stack):
     assert sorted(stack.workers) == JOBS and JOBS
 
@@ -117,11 +133,17 @@ def test_worker_function(template, stack, job):
     env = fn["Environment"]["Variables"]
     assert env["LAMBDAJOBS_JOB"] == job
     assert ref_ids(env["LAMBDAJOBS_TABLE"]) == {logical_id(stack, stack.table)}
-    assert ref_ids(env[f"LAMBDAJOBS_DLQ_URL_{job.upper()}"]) == {logical_id(stack, worker.dead_letter_queue)}
-    assert ref_ids(env[f"LAMBDAJOBS_QUEUE_URL_{job.upper()}"]) == {logical_id(stack, worker.queue)}
+    # no variable per queue: the function finds every queue by the stack's naming rule, from its own
+    # account, partition and DNS suffix (and Lambda's AWS_REGION)
+    assert env["LAMBDAJOBS_ACCOUNT"] == {"Ref": "AWS::AccountId"}
+    assert env["LAMBDAJOBS_PARTITION"] == {"Ref": "AWS::Partition"}
+    assert env["LAMBDAJOBS_URL_SUFFIX"] == {"Ref": "AWS::URLSuffix"}
+    assert not [key for key in env if "QUEUE" in key or "DLQ" in key]
     # Powertools (and pydantic) come from the official public layer, its ARN resolved at deploy time
-    # from AWS's public SSM parameter for the Powertools installed here and the function's runtime
-    [layer] = fn["Layers"]
+    # from AWS's public SSM parameter for the Powertools installed here and the function's runtime;
+    # then the lambdajobs runtime, a layer every job function shares
+    layer, runtime = fn["Layers"]
+    assert runtime == {"Ref": logical_id(stack, stack.runtime_layer)}
     parameter = template["Parameters"][layer["Ref"]]
     assert parameter["Type"] == "AWS::SSM::Parameter::Value<String>"
     assert parameter["Default"] == f"/aws/service/powertools/python/arm64/{fn['Runtime']}/{POWERTOOLS}"
@@ -192,14 +214,17 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
     ]
     granted: dict[str, set[str]] = {}
     scheduling = [s for s in statements if "scheduler:CreateSchedule" in s["Action"]]
+    pseudo = {"AWS::Partition", "AWS::Region", "AWS::AccountId"}
     for s in statements:
         assert s["Effect"] == "Allow"
         assert s["Resource"] != "*" and "*" not in json.dumps(s["Action"])
         if s in scheduling:
             continue
-        for target in ref_ids(s["Resource"]):
-            actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        for target in ref_ids(s["Resource"]) - pseudo:
             granted.setdefault(target, set()).update(actions)
+        for name in sqs_names(s["Resource"]):  # a queue by its name (another job's, the workflow queue)
+            granted.setdefault(f"sqs:{name}", set()).update(actions)
     spec = get_spec(job)
     table = logical_id(stack, stack.table)
     # the job record (a first attempt's PutItem) and the rate limiter's item (both in the job table);
@@ -221,15 +246,11 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
             "sqs:GetQueueAttributes",
             "sqs:GetQueueUrl",
         }
-    for target in spec.enqueues:  # only the queues of the jobs it declared it enqueues, every level's
-        for level in stack.workers[target].all_levels:
-            expected[logical_id(stack, level.queue)] = {
-                "sqs:SendMessage",
-                "sqs:GetQueueAttributes",
-                "sqs:GetQueueUrl",
-            }
+    for target in spec.enqueues:  # only the queues of the jobs it declared it enqueues, every level's,
+        for level in get_spec(target).levels:  # by name: no reference into another (nested) stack
+            expected[f"sqs:{queue_name(stack.stack_name, target, level)}"] = {"sqs:SendMessage"}
     # a notice to the workflow queue when its member may have ended a stage (every worker)
-    expected[logical_id(stack, stack.workflows.queue)] = {"sqs:SendMessage"}
+    expected[f"sqs:{stack.stack_name}--workflows"] = {"sqs:SendMessage"}
     if spec.enqueues:  # it may start a workflow of them: PutItem of the workflow item only (test_workflows)
         expected[table] = expected[table] | {"dynamodb:PutItem"}
     if "job_stats" in spec.uses:
@@ -258,17 +279,23 @@ def test_manifest_and_outputs_for_producers(template, stack, job):
     assert ref_ids(param["Value"]) == {
         logical_id(stack, c) for level in worker.all_levels for c in (level.queue, level.dead_letter_queue)
     }
+    # no output per queue (a template holds at most 200): the manifest and the naming rule say them
     outputs = template["Outputs"]
     assert "JobTableName" in outputs
-    for level in worker.all_levels:
-        for queue in (level.queue, level.dead_letter_queue):
-            assert any(ref_ids(o["Value"]) == {logical_id(stack, queue)} for o in outputs.values())
+    assert not [o for o in outputs.values() if ref_ids(o["Value"]) & {logical_id(stack, worker.queue)}]
 
 
 def asset_of(synthesized, job: str) -> Path:
     template, outdir, stack, _ = synthesized
     fn = props(template, stack.lambdajobs, stack.lambdajobs.workers[job].function)
     return Path(outdir) / f"asset.{fn['Code']['S3Key'].removesuffix('.zip')}"
+
+
+def runtime_layer_of(synthesized) -> Path:
+    """The runtime layer's staged folder in the cloud assembly."""
+    template, outdir, stack, _ = synthesized
+    layer = props(template, stack.lambdajobs, stack.lambdajobs.runtime_layer)
+    return Path(outdir) / f"asset.{layer['Content']['S3Key'].removesuffix('.zip')}"
 
 
 def files_under(folder: Path) -> set[str]:
@@ -288,13 +315,16 @@ EXPECTED_JOB_FILES = {
 
 
 @pytest.mark.parametrize("job", JOBS)
-def test_each_asset_holds_the_runtime_and_only_the_job_modules_it_needs(synthesized, job):
+def test_each_asset_holds_only_the_job_modules_it_needs_and_the_runtime_layer_the_runtime(synthesized, job):
     from lambdajobs.cdk import VENDORED_PACKAGES
 
     asset = asset_of(synthesized, job)
-    # the package (its __init__, errors and runtime only), the jobs package, and the vendored packages
-    assert sorted(p.name for p in asset.iterdir()) == sorted(["handlers", "lambdajobs", *VENDORED_PACKAGES])
-    ours = files_under(asset / "lambdajobs")
+    assert sorted(p.name for p in asset.iterdir()) == ["handlers"]
+    # the runtime layer: the package (its __init__, errors and runtime only), the vendored packages
+    layer = runtime_layer_of(synthesized)
+    assert [p.name for p in layer.iterdir()] == ["python"]
+    assert sorted(p.name for p in (layer / "python").iterdir()) == sorted(["lambdajobs", *VENDORED_PACKAGES])
+    ours = files_under(layer / "python" / "lambdajobs")
     assert "__init__.py" in ours and "runtime/worker.py" in ours and "runtime/entry.py" in ours
     shipped = ("__init__.py", "errors.py")  # no cdk, local, cli
     assert all(f in shipped or f.startswith("runtime/") for f in ours), ours
@@ -334,6 +364,7 @@ def test_the_handler_runs_from_the_asset_and_what_lambda_provides(synthesized, l
 
     template, _, stack, _ = synthesized
     asset = asset_of(synthesized, job)
+    runtime = runtime_layer_of(synthesized) / "python"
     fn = props(template, stack.lambdajobs, stack.lambdajobs.workers[job].function)
     env = {k: v for k, v in fn["Environment"]["Variables"].items() if isinstance(v, str)}
     code = (
@@ -353,7 +384,7 @@ def test_the_handler_runs_from_the_asset_and_what_lambda_provides(synthesized, l
     )
     env |= {
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": f"{asset}:{lambda_layer}",
+        "PYTHONPATH": f"{asset}:{runtime}:{lambda_layer}",
         "PYTHONTZPATH": "",  # no system zoneinfo: time zones must come from the vendored tzdata
         "AWS_DEFAULT_REGION": "us-east-1",
     }
@@ -365,4 +396,5 @@ def test_the_handler_runs_from_the_asset_and_what_lambda_provides(synthesized, l
     assert found["masked"] == {"to": "*****"} and found["times"] == 2
     files = {n: f for n, f in found["files"].items() if f}
     assert {n.split(".")[0] for n in files} >= {"lambdajobs", "tzdata", "pyawscron"}
-    assert all(f.startswith(str(asset)) for f in files.values()), files
+    assert all(f.startswith((str(asset), str(runtime))) for f in files.values()), files
+    assert all(f.startswith(str(asset)) for n, f in files.items() if n.startswith("handlers")), files

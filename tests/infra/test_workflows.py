@@ -17,14 +17,12 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
-    ENV_LEVEL_QUEUE_URL_PREFIX,
     QUEUE_RETENTION_SECONDS,
-    level_env,
-    queue_key,
-    queue_url_env,
+    queue_name,
     stack_manifest_parameter,
 )
 from lambdajobs.runtime.spec import get_spec, load_jobs
+from tests.infra.policies import allows
 from tests.infra.test_operations import dashboard_body
 from tests.infra.test_priorities import (
     MANAGED_POLICY_LIMIT,
@@ -70,6 +68,22 @@ def role_statements(template, role_id: str) -> list[dict[str, Any]]:
 def actions_of(statement: dict[str, Any]) -> set[str]:
     action = statement["Action"]
     return {action} if isinstance(action, str) else set(action)
+
+
+def job_queue_names(template, stack) -> set[str]:
+    return {
+        props(template, stack, level.queue)["QueueName"]
+        for w in stack.workers.values()
+        for level in w.all_levels
+    }
+
+
+def dlq_names(template, stack) -> set[str]:
+    return {
+        props(template, stack, level.dead_letter_queue)["QueueName"]
+        for w in stack.workers.values()
+        for level in w.all_levels
+    }
 
 
 def job_queue_ids(stack) -> set[str]:
@@ -147,9 +161,10 @@ def test_the_continuer_runs_the_continuer_entry_point_as_the_workers_run(templat
     assert fn["Handler"] == "lambdajobs.runtime.continuer_entry.lambda_handler"
     assert (fn["Timeout"], fn["MemorySize"]) == (120, 256)
     assert "ReservedConcurrentExecutions" not in fn
-    # the workers' runtime, architecture, Powertools layer and JSON logs
-    for key in ("Runtime", "Architectures", "Layers"):
+    # the workers' runtime, architecture, Powertools layer and JSON logs; the runtime in its asset
+    for key in ("Runtime", "Architectures"):
         assert fn[key] == worker[key], key
+    assert fn["Layers"] == worker["Layers"][:1]
     assert {k: v for k, v in fn["LoggingConfig"].items() if k != "LogGroup"} == {
         k: v for k, v in worker["LoggingConfig"].items() if k != "LogGroup"
     }
@@ -158,30 +173,26 @@ def test_the_continuer_runs_the_continuer_entry_point_as_the_workers_run(templat
     assert ref_ids(fn["LoggingConfig"]["LogGroup"]) != ref_ids(worker["LoggingConfig"]["LogGroup"])
 
 
-def test_the_continuer_finds_every_job_queue_and_imports_no_job(template, stack):
+def test_the_continuer_finds_every_job_queue_by_the_naming_rule_and_imports_no_job(template, stack):
     env = continuer(template, stack)["Environment"]["Variables"]
     assert env["LAMBDAJOBS_STACK"] == stack.stack_name
     assert ref_ids(env["LAMBDAJOBS_TABLE"]) == {logical_id(stack, stack.table)}
     assert env["LAMBDAJOBS_RECORD_TTL_DAYS"] == "7"
-    # the same variable a worker reads for a job it enqueues, for every job at every level
-    for job, level in LEVELS:
-        [queues] = [q for q in stack.workers[job].all_levels if q.level == level]
-        name = queue_url_env(job) if level is None else level_env(ENV_LEVEL_QUEUE_URL_PREFIX, job, level)
-        assert env[name] == {"Ref": logical_id(stack, queues.queue)}, name
-    # nothing else names a queue: no DLQ, no ARN (it never schedules), not the workflow queue
-    queue_vars = {k for k, v in env.items() if ref_ids(v) & (job_queue_ids(stack) | dlq_ids(stack))}
-    assert len(queue_vars) == len(LEVELS)
-    assert not {k for k in env if "ARN" in k or "DLQ" in k or "WORKFLOW" in k}
+    assert env["LAMBDAJOBS_ACCOUNT"] == {"Ref": "AWS::AccountId"}
+    # nothing names a queue: its environment does not grow with the jobs
+    assert not {k for k in env if "QUEUE" in k or "ARN" in k or "DLQ" in k or "WORKFLOW" in k}
     # it imports no job module: the jobs package is not even named
     assert not {"LAMBDAJOBS_JOB", "LAMBDAJOBS_MODULES", "LAMBDAJOBS_JOBS"} & set(env)
 
 
-def test_the_runtime_reads_each_queue_url_the_continuer_gets(template, stack):
+def test_the_runtime_finds_each_queue_the_continuer_sends_to(template, stack):
     env = {k: flatten(v) for k, v in continuer(template, stack)["Environment"]["Variables"].items()}
-    config = StackConfig.from_environment(env)
+    env |= {"LAMBDAJOBS_ACCOUNT": "123456789012", "LAMBDAJOBS_URL_SUFFIX": "amazonaws.com"}
+    config = StackConfig.from_environment(env).with_resources(region="eu-west-1")
     for job, level in LEVELS:
         [queues] = [q for q in stack.workers[job].all_levels if q.level == level]
-        assert config.queues[queue_key(job, level)].url == f"<{logical_id(stack, queues.queue)}>"
+        name = props(template, stack, queues.queue)["QueueName"]
+        assert config.queue_url(job, level) == f"https://sqs.eu-west-1.amazonaws.com/123456789012/{name}"
     assert config.table == f"<{logical_id(stack, stack.table)}>" and config.stack == stack.stack_name
 
 
@@ -308,16 +319,18 @@ def test_the_local_stack_makes_the_workflow_queue_and_runs_the_continuer_as_the_
 
 def test_the_continuer_may_send_to_every_job_queue_and_nothing_else(template, stack):
     role = role_of(template, logical_id(stack, stack.workflows.function))
-    # exactly the job queues of every level: no DLQ (notices die by redrive, never by a send), not
-    # the workflow queue itself
-    assert sent_to(template, role) == job_queue_ids(stack)
     statements = role_statements(template, role)
-    assert all(s["Effect"] == "Allow" and "*" not in json.dumps(s["Resource"]) for s in statements)
+    # exactly the job queues of every level, by the stack's name pattern: no DLQ (notices die by
+    # redrive, never by a send), not the workflow queue itself, nothing of a neighbour stack
+    for name in job_queue_names(template, stack):
+        assert allows(statements, template, "sqs:SendMessage", name), name
+    for name in dlq_names(template, stack) | {f"{stack.stack_name}--workflows"}:
+        assert not allows(statements, template, "sqs:SendMessage", name), name
+    assert not allows(statements, template, "sqs:SendMessage", f"{stack.stack_name}-2_send_email")
     table = logical_id(stack, stack.table)
-    expected: dict[str, set[str]] = {queue: {"sqs:SendMessage"} for queue in job_queue_ids(stack)}
-    expected[logical_id(stack, stack.workflows.queue)] = CONSUME
+    expected: dict[str, set[str]] = {logical_id(stack, stack.workflows.queue): CONSUME}
     expected[table] = {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem"}
-    assert granted(template, role) == expected
+    assert {k: v for k, v in granted(template, role).items() if not k.startswith("AWS::")} == expected
 
 
 def test_the_continuer_reads_and_updates_workflow_items_only(template, stack):
@@ -336,32 +349,25 @@ def test_the_continuer_reads_and_updates_workflow_items_only(template, stack):
 def test_every_worker_may_send_its_notice_to_the_workflow_queue_only(template, stack, job):
     worker = stack.workers[job]
     fn = props(template, stack, worker.function)
-    role = role_of(template, logical_id(stack, worker.function))
-    workflow_queue = logical_id(stack, stack.workflows.queue)
-    assert granted(template, role)[workflow_queue] == {"sqs:SendMessage"}
-    assert logical_id(stack, stack.workflows.dead_letter_queue) not in granted(template, role)
-    assert fn["Environment"]["Variables"]["LAMBDAJOBS_WORKFLOW_QUEUE_URL"] == {"Ref": workflow_queue}
+    statements = role_statements(template, role_of(template, logical_id(stack, worker.function)))
+    assert allows(statements, template, "sqs:SendMessage", f"{stack.stack_name}--workflows")
+    assert not allows(statements, template, "sqs:SendMessage", f"{stack.stack_name}--workflows-dlq")
+    # it finds the queue by its name: no variable
+    assert "LAMBDAJOBS_WORKFLOW_QUEUE_URL" not in fn["Environment"]["Variables"]
 
 
 @pytest.mark.parametrize("job", JOBS)
 def test_no_worker_may_send_to_a_job_it_does_not_enqueue(template, stack, job):
     worker, spec = stack.workers[job], get_spec(job)
-    role = role_of(template, logical_id(stack, worker.function))
-    mine = {
-        logical_id(stack, c) for level in worker.all_levels for c in (level.queue, level.dead_letter_queue)
-    }
-    enqueued = {
-        logical_id(stack, level.queue) for t in spec.enqueues for level in stack.workers[t].all_levels
-    }
-    assert sent_to(template, role) <= mine | enqueued | {logical_id(stack, stack.workflows.queue)}
-    others = {
-        logical_id(stack, c)
-        for other, w in stack.workers.items()
-        if other != job and other not in spec.enqueues
-        for level in w.all_levels
-        for c in (level.queue, level.dead_letter_queue)
-    }
-    assert not sent_to(template, role) & others
+    statements = role_statements(template, role_of(template, logical_id(stack, worker.function)))
+    for other in JOBS:
+        for level in get_spec(other).levels:
+            name = queue_name(stack.stack_name, other, level)
+            sends = allows(statements, template, "sqs:SendMessage", name)
+            assert sends == (other == job or other in spec.enqueues), name
+            # a DLQ: its own only (dead letters)
+            dlq = allows(statements, template, "sqs:SendMessage", name + "-dlq")
+            assert dlq == (other == job), name
 
 
 @pytest.mark.parametrize("job", JOBS)
@@ -407,17 +413,19 @@ def test_producers_may_create_workflow_items_only_and_read_member_records(templa
 
 
 def test_operators_reach_the_workflow_queue_and_its_dlq_as_a_jobs(template, stack):
-    grants = managed_policy_grants(template, stack, stack.operator_policy)
-    send_email = stack.workers["send_email"]
-    # health, and redrive back to it: as a job queue
-    assert grants[logical_id(stack, stack.workflows.queue)] == grants[logical_id(stack, send_email.queue)]
-    assert grants[logical_id(stack, stack.workflows.queue)] == [{"sqs:GetQueueAttributes", "sqs:SendMessage"}]
-    # list, show, redrive, purge: as a job's DLQ
-    dlq = grants[logical_id(stack, stack.workflows.dead_letter_queue)]
-    assert dlq == grants[logical_id(stack, send_email.dead_letter_queue)]
-    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:PurgeQueue"} <= dlq[0]
+    statements = props(template, stack, stack.operator_policy)["PolicyDocument"]["Statement"]
+    queue, dlq = f"{stack.stack_name}--workflows", f"{stack.stack_name}--workflows-dlq"
+    job_queue = queue_name(stack.stack_name, "send_email")
+    # health, and redrive back to it: as a job queue; list, show, redrive, purge: as a job's DLQ
+    for action in ("sqs:GetQueueAttributes", "sqs:SendMessage"):
+        assert allows(statements, template, action, queue) and allows(statements, template, action, job_queue)
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:PurgeQueue"):
+        assert allows(statements, template, action, dlq)
+        assert allows(statements, template, action, job_queue + "-dlq")
+        assert not allows(statements, template, action, queue)
     # `lambdajobs workflow`: the workflow item and its members' records (and `lambdajobs jobs`: the job
     # index, on in this stack, whose Query grant names the index: see test_schedules)
+    grants = managed_policy_grants(template, stack, stack.operator_policy)
     grants_on_table = grants[logical_id(stack, stack.table)]
     assert {"dynamodb:GetItem", "dynamodb:BatchGetItem"} <= set().union(*grants_on_table)
     assert set().union(*grants_on_table) - {"dynamodb:GetItem", "dynamodb:BatchGetItem"} == {"dynamodb:Query"}

@@ -148,6 +148,7 @@ def test_lambdajobs_dev_restores_its_state_and_saves_it_on_sigterm(tmp_path):
         "stack": "local",
         "saved_at": "2026-01-01T00:00:00Z",
     }
+    # (under the queue name of an earlier lambdajobs, `<stack>-<job>`: restored to `<stack>_<job>`)
     (tmp_path / "state.json").write_text(json.dumps({**state, "queues": {"local-deliver": [message]}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     command = [sys.executable, "-m", "lambdajobs.cli", "--jobs", "tests.jobs", "dev", "--port", "0"]
@@ -160,5 +161,5 @@ def test_lambdajobs_dev_restores_its_state_and_saves_it_on_sigterm(tmp_path):
         dev.output
     )
     assert f"Saved {held} to {tmp_path / 'state.json'}." in dev.output
-    [saved] = json.loads((tmp_path / "state.json").read_text())["queues"]["local-deliver"]
+    [saved] = json.loads((tmp_path / "state.json").read_text())["queues"]["local_deliver"]
     assert saved["id"] == message["id"] and 800_000 < saved["delay_ms"] <= 900_000

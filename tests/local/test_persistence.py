@@ -162,7 +162,7 @@ def saved_state(stack: str, queues: dict[str, list[str]]) -> dict[str, Any]:
 
 def test_a_fresh_start_is_empty_and_keeps_the_previous_state_aside(specs, tmp_path):
     # GIVEN a saved state with a queued job
-    saved = saved_state("keep", {"keep-counted": [encode("counted", {"n": 1}, "queued")]})
+    saved = saved_state("keep", {"keep_counted": [encode("counted", {"n": 1}, "queued")]})
     (tmp_path / persist.STATE_FILE).write_text(json.dumps(saved))
     # WHEN the stack starts fresh
     with stack(specs, tmp_path, fresh=True) as fresh:
@@ -212,7 +212,7 @@ def test_messages_whose_queue_is_gone_are_not_restored_silently(specs, tmp_path)
     # GIVEN a saved state with a message of a job the package no longer declares
     queues = {
         "keep-gone": [encode("gone", {"n": 1}, "orphan")],
-        "keep-counted": [encode("counted", {"n": 2}, "kept")],
+        "keep_counted": [encode("counted", {"n": 2}, "kept")],
     }
     (tmp_path / persist.STATE_FILE).write_text(json.dumps(saved_state("keep", queues)))
     # WHEN the stack starts without it
@@ -229,8 +229,8 @@ def test_messages_whose_queue_is_gone_are_not_restored_silently(specs, tmp_path)
 def test_a_delay_restores_what_is_left_of_it_by_the_wall_clock_not_what_was_left_at_the_save(specs, tmp_path):
     # GIVEN a state saved a while ago (an idle stack saves nothing more): one delay ended since, one not
     now_ms = time.time() * 1000
-    state = saved_state("keep", {"keep-counted": []})
-    state["queues"]["keep-counted"] = [
+    state = saved_state("keep", {"keep_counted": []})
+    state["queues"]["keep_counted"] = [
         {
             "id": str(uuid.uuid4()),
             "body": encode("counted", {"n": 1}, "ended"),
@@ -255,7 +255,7 @@ def test_a_delay_restores_what_is_left_of_it_by_the_wall_clock_not_what_was_left
     assert saved.delayed == 1
     [later] = [
         m
-        for m in json.loads((tmp_path / persist.STATE_FILE).read_text())["queues"]["keep-counted"]
+        for m in json.loads((tmp_path / persist.STATE_FILE).read_text())["queues"]["keep_counted"]
         if m["delay_ms"]
     ]
     assert 290_000 < later["delay_ms"] <= 300_000
@@ -274,7 +274,7 @@ def test_a_running_stack_saves_periodically_so_a_crash_loses_little(specs, tmp_p
                 saved = json.loads(state_file.read_text())
             except (OSError, ValueError):
                 return []
-            return [m["body"] for m in saved.get("queues", {}).get("keep-counted", [])]
+            return [m["body"] for m in saved.get("queues", {}).get("keep_counted", [])]
 
         # THEN the state file holds it within a save or two
         assert wait_until(lambda: any("before-the-crash" in body for body in queued()), 5, 0.05)

@@ -68,8 +68,13 @@ def test_a_job_runs_in_a_process_of_its_own_that_sees_only_its_asset_and_what_la
     # its own process, not this one
     assert seen["pid"] != os.getpid()
     # on its path: its asset first, then what Lambda provides; no site-packages, no project folder
-    asset = Path(seen["path"][0])
-    assert asset.name == "probe" and (asset / "lambdajobs" / "runtime" / "entry.py").is_file()
+    asset, runtime = Path(seen["path"][0]), Path(seen["path"][1])
+    # the job's modules only in its asset; the runtime in the runtime layer, as synth stages them
+    assert asset.name == "probe" and not (asset / "lambdajobs").exists()
+    assert (asset / "tests" / "local" / "process_jobs" / "probe.py").is_file()
+    assert (
+        runtime.parent.name == "runtime-layer" and (runtime / "lambdajobs" / "runtime" / "entry.py").is_file()
+    )
     assert not any("site-packages" in entry for entry in seen["path"]), seen["path"]
     assert str(Path.cwd()) not in seen["path"]
     # it imported its own job module, none of the other jobs', and nothing heavy of this process
@@ -82,20 +87,16 @@ def test_a_job_runs_in_a_process_of_its_own_that_sees_only_its_asset_and_what_la
     # local endpoint; nothing of this process's environment beside them
     env = seen["environment"]
     p = local.provisioned
-    levels: dict = {}
-    for q in p.queues.values():
-        levels.setdefault(q.job, {})[q.level] = q.address
     expected = function_env.worker(
         local.specs[[s.name for s in local.specs].index("probe")],
         stack="proc",
         table=p.table,
         jobs_package=JOBS,
         modules=["tests.local.process_jobs.probe"],
-        queues=levels,
-        scheduling=function_env.Scheduling(p.scheduler_role_arn, p.one_time_group, p.scheduler_dlq_arn),
+        place=p.place(),
+        scheduler_role_arn=p.scheduler_role_arn,
         bucket=p.bucket,
         job_index=p.job_index,
-        workflow_queue_url=p.workflow_queue_url,
     )
     assert {k: env.get(k) for k in expected} == expected
     assert env["LAMBDAJOBS_BUCKET"] == p.bucket  # what uses=("bucket",) adds

@@ -302,9 +302,13 @@ def test_each_function_ships_its_jobs_and_the_projects_helper_and_not_this_repos
         assert fn["Handler"] == "lambdajobs.runtime.entry.lambda_handler"
         files = {f for f in asset_files(synthesized["outdir"], fn["Code"]["S3Key"]) if f.endswith(".py")}
         assert not any(f.startswith("handlers/") for f in files), job
-        assert "lambdajobs/runtime/worker.py" in files and not any(
-            f.startswith("lambdajobs/cdk") for f in files
-        )
+        # the runtime is in the runtime layer every job function has, not in each asset
+        assert not any(f.startswith("lambdajobs/") for f in files), job
+        runtime = runtime_layer(synthesized)
+        assert fn["Layers"][1] == {"Ref": runtime[0]}
+        shipped = asset_files(synthesized["outdir"], runtime[1]["Properties"]["Content"]["S3Key"])
+        assert "python/lambdajobs/runtime/worker.py" in shipped
+        assert not any(f.startswith("python/lambdajobs/cdk") for f in shipped)
         ours = {f for f in files if f.startswith(("acme_jobs/", "acme/"))}
         # send_invoice enqueues notify_customer: it ships both modules, and the helper its module
         # imports from outside the jobs package; notify_customer only its own
@@ -314,12 +318,26 @@ def test_each_function_ships_its_jobs_and_the_projects_helper_and_not_this_repos
         assert ours == expected, (job, ours)
 
 
+def runtime_layer(synthesized) -> tuple[str, dict]:
+    """(logical id, resource) of the lambdajobs runtime layer."""
+    [found] = [
+        (k, r)
+        for k, r in synthesized["template"]["Resources"].items()
+        if r["Type"] == "AWS::Lambda::LayerVersion" and "runtime" in r["Properties"]["Description"]
+    ]
+    return found
+
+
 def test_the_dependencies_are_a_layer_built_for_lambda_and_locked_beside_the_project(user, synthesized):
     resources = synthesized["template"]["Resources"]
-    [(layer_id, layer)] = [(k, r) for k, r in resources.items() if r["Type"] == "AWS::Lambda::LayerVersion"]
-    # every job function has it, after the Powertools layer; the continuer (no job code) does not
+    [(layer_id, layer)] = [
+        (k, r)
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::LayerVersion" and "dependencies" in r["Properties"]["Description"]
+    ]
+    # every job function has it, after the Powertools and runtime layers; the continuer does not
     for fn in synthesized["functions"].values():
-        assert fn["Layers"][-1] == {"Ref": layer_id} and len(fn["Layers"]) == 2
+        assert fn["Layers"][-1] == {"Ref": layer_id} and len(fn["Layers"]) == 3
     files = asset_files(synthesized["outdir"], layer["Properties"]["Content"]["S3Key"])
     assert {"python/acme_text.py", "python/acme_speedups.py"} <= files
     # the build for Lambda's platform was chosen, not the pure-Python one
@@ -365,12 +383,12 @@ def test_a_cold_start_from_the_asset_alone_runs_one_record_with_the_dependency(
     assert ran["response"] == {"batchItemFailures": []}
     assert ran["state"] == "succeeded", ran["error"]
     assert ran["result"] == {"invoice": "INV-77", "text": "77: 12.50 (lambda)"}
-    # AND every module of the project and of lambdajobs came from the asset, the library from the layer
-    asset, layer = ran["path"][0], ran["path"][-1]
+    # AND every module of the project came from the asset, lambdajobs from the runtime layer, the
+    # library from the dependencies layer
+    asset, runtime, layer = ran["path"][0], ran["path"][2], ran["path"][-1]
     files = ran["files"]
-    assert all(
-        files[m].startswith(asset) for m in ("acme_jobs.billing", "acme.common", "lambdajobs.runtime.worker")
-    )
+    assert all(files[m].startswith(asset) for m in ("acme_jobs.billing", "acme.common"))
+    assert files["lambdajobs.runtime.worker"].startswith(runtime)
     assert files["acme_text"].startswith(layer) and files["acme_speedups"].startswith(layer)
     assert not any(str(user["venv"]) in f or "site-packages" in f for f in files.values())
 

@@ -6,7 +6,15 @@ import pytest
 from pydantic import BaseModel
 
 from lambdajobs.runtime import DeclarationError, UnknownPriorityError
-from lambdajobs.runtime.settings import queue_key, queue_name, queue_of, workflow_queue_name
+from lambdajobs.runtime.settings import (
+    dead_letter_queue_name,
+    dead_letter_queue_pattern,
+    job_queue_pattern,
+    queue_key,
+    queue_name,
+    queue_of,
+    workflow_queue_name,
+)
 from lambdajobs.runtime.spec import job
 from lambdajobs.testing import isolated_registry
 
@@ -86,23 +94,35 @@ def test_an_unknown_priority_names_the_levels():
 
 
 def test_queue_names_and_keys_round_trip():
-    assert queue_name("prod", "send_email", "high") == "prod-send_email--high"
-    assert queue_of("prod", "arn:aws:sqs:us-east-1:1:prod-send_email--high") == ("send_email", "high")
-    assert queue_of("my-app", "arn:aws:sqs:us-east-1:1:my-app-send_email") == ("send_email", None)
-    assert queue_of("prod", "prod-send_email--high-dlq") is None
-    assert queue_of("prod", "other-send_email") is None
+    assert queue_name("prod", "send_email", "high") == "prod_send_email--high"
+    assert dead_letter_queue_name("prod", "send_email", "high") == "prod_send_email--high-dlq"
+    assert queue_of("prod", "arn:aws:sqs:us-east-1:1:prod_send_email--high") == ("send_email", "high")
+    assert queue_of("my-app", "arn:aws:sqs:us-east-1:1:my-app_send_email") == ("send_email", None)
+    assert queue_of("prod", "prod_send_email--high-dlq") is None
+    assert queue_of("prod", "other_send_email") is None
     # the stack's workflow queue is no job's queue, nor a priority level's
     assert queue_of("prod", "arn:aws:sqs:us-east-1:1:" + workflow_queue_name("prod")) is None
     assert queue_key("send_email", None) == "send_email"
     assert queue_key("send_email", "high") == "send_email@high"
 
 
-def test_no_two_stacks_share_a_queue_name():
+def test_no_two_stacks_share_a_queue_name_and_no_stacks_pattern_matches_anothers():
+    from fnmatch import fnmatchcase
+
     from lambdajobs.runtime import ConfigurationError
 
-    # a stack whose name is another's plus "-<job>" cannot meet that stack's level queues
+    # a stack whose name is another's plus "-<something>" (a neighbour "shop-2") cannot meet its names
     assert queue_name("shop", "export", "high") != queue_name("shop-export", "high")
-    assert queue_of("shop", "shop-export--high") == ("export", "high")
-    assert queue_of("shop", "shop-export-high") is None  # stack "shop-export", job "high": not ours
-    with pytest.raises(ConfigurationError, match="ends with '-'"):
-        queue_name("shop-", "export")
+    assert queue_of("shop", "shop_export--high") == ("export", "high")
+    assert queue_of("shop", "shop-2_export") is None
+    neighbour = [queue_name("shop-2", "export"), dead_letter_queue_name("shop-2", "export", "high")]
+    for name in neighbour:  # IAM's '*' is fnmatch's
+        assert not fnmatchcase(name, job_queue_pattern("shop"))
+        assert not fnmatchcase(name, dead_letter_queue_pattern("shop"))
+    assert fnmatchcase(queue_name("shop", "export", "high"), job_queue_pattern("shop"))
+    assert not fnmatchcase(queue_name("shop", "export", "high"), dead_letter_queue_pattern("shop"))
+    assert fnmatchcase(dead_letter_queue_name("shop", "export", "high"), dead_letter_queue_pattern("shop"))
+    with pytest.raises(ConfigurationError, match="has '_'"):
+        queue_name("shop_2", "export")
+    with pytest.raises(ConfigurationError, match="SQS allows 80"):
+        queue_name("s" * 25, "j" * 48, "high")  # its DLQ's name would be 84 characters

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack, TimeZone
+from aws_cdk import Aws, Duration, Stack, TimeZone
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -25,6 +25,7 @@ from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     QUEUE_RETENTION_SECONDS,
     WORKER_HANDLER,
+    dead_letter_queue_name,
     manifest_parameter,
     queue_name,
 )
@@ -37,21 +38,30 @@ QUEUE_RETENTION = Duration.seconds(QUEUE_RETENTION_SECONDS)
 RUNTIME = lambda_.Runtime.PYTHON_3_14
 #: The library's own entry point: every function runs it; LAMBDAJOBS_JOB says which job.
 HANDLER = WORKER_HANDLER
-#: Lambda: "the total size of all environment variables doesn't exceed 4 KB" (every key and value).
-#: Past it the deploy fails, late and far from the cause; a job that enqueues many jobs, each at
-#: several priority levels, or the workflow continuer (every job queue's URL), can get there.
+#: Lambda: "the total size of all environment variables doesn't exceed 4 KB" (every key and value of
+#: the function's own variables; Lambda's reserved ones, AWS_REGION and the like, do not count). Past
+#: it the deploy fails, late and far from the cause.
 MAX_ENVIRONMENT_CHARACTERS = 4096
-#: A token (a queue URL or ARN, a table name) is known only at deploy time: counted as this many
-#: characters, about a queue URL with a long stack name and region (a job queue's is 60 to 140).
+#: A token of your own (a value known only at deploy time, in a variable lambdajobs does not set) is
+#: counted as this many characters, about a queue URL with a long stack name and region. lambdajobs'
+#: own deploy-time variables are counted at the longest value AWS allows for each
+#: (`lambdajobs.staging.environment.BOUNDS`), so for them the check is an upper bound, not a guess.
 TOKEN_CHARACTERS = 200
 #: How CDK writes a token inside a Python string (a string's, or a list's).
 _TOKEN = re.compile(r"[$#]\{Token\[[^\]]*\]\}")
 
 
-def environment_size(variables: Mapping[str, str]) -> int:
-    """The characters of a function's environment as Lambda counts them (keys and values), each
-    unresolved token counted as `TOKEN_CHARACTERS`."""
-    return sum(len(key) + len(_TOKEN.sub("t" * TOKEN_CHARACTERS, value)) for key, value in variables.items())
+def environment_size(variables: Mapping[str, str], bounds: Mapping[str, int] = function_env.BOUNDS) -> int:
+    """The characters of a function's environment as Lambda counts them (keys and values): a value
+    with a token counted at its bound in `bounds` (the longest it can be), else each unresolved
+    token as `TOKEN_CHARACTERS`."""
+    total = 0
+    for key, value in variables.items():
+        if _TOKEN.search(value) and key in bounds:
+            total += len(key) + bounds[key]
+        else:
+            total += len(key) + len(_TOKEN.sub("t" * TOKEN_CHARACTERS, value))
+    return total
 
 
 def check_environment_size(what: str, variables: Mapping[str, str], fix: str) -> None:
@@ -65,10 +75,31 @@ def check_environment_size(what: str, variables: Mapping[str, str], fix: str) ->
         return
     largest = sorted(variables, key=lambda key: -environment_size({key: variables[key]}))[:3]
     raise ConfigurationError(
-        f"{what}: its environment would take about {size} characters ({len(variables)} variables, each "
-        f"deploy-time value counted as {TOKEN_CHARACTERS}; largest: {', '.join(largest)}), and Lambda "
-        f"allows {MAX_ENVIRONMENT_CHARACTERS} in all. {fix}"
+        f"{what}: its environment would take up to {size} characters ({len(variables)} variables, each "
+        f"deploy-time value counted at its longest, or as {TOKEN_CHARACTERS} for a value of your own; "
+        f"largest: {', '.join(largest)}), and Lambda allows {MAX_ENVIRONMENT_CHARACTERS} in all. {fix}"
     )
+
+
+def root_stack(scope: Construct) -> Stack:
+    """The deployed stack `scope` belongs to: its stack, or for a nested stack the stack at the top.
+    Physical names (queues, the manifest, schedule groups) derive from its name, wherever a job's
+    resources sit, so a job keeps its names when the jobs spread over nested stacks."""
+    stack = Stack.of(scope)
+    while stack.nested_stack_parent is not None:
+        stack = stack.nested_stack_parent
+    return stack
+
+
+def queue_arn(scope: Construct, name: str) -> str:
+    """The ARN of the queue `name` in `scope`'s account and region (named by the stack's rule: no
+    reference to the queue, so no cross-stack reference either)."""
+    return Stack.of(scope).format_arn(service="sqs", resource=name)
+
+
+def place() -> function_env.Place:
+    """Where a function's stack is, as deploy-time values (its own account, partition, DNS suffix)."""
+    return function_env.Place(Aws.ACCOUNT_ID, Aws.PARTITION, Aws.URL_SUFFIX)
 
 
 class LambdaJobsFunction(lambda_.Function):
@@ -149,27 +180,24 @@ def queue_pair(
     scope: Construct,
     *,
     name: str,
+    dead_letter_queue_name: str,
     visibility_timeout_seconds: int,
     max_receive_count: int,
-    dead_letter_queue_name: str | None = None,
 ) -> tuple[sqs.Queue, sqs.Queue]:
     """(DLQ, queue) in `scope` (construct ids `DeadLetterQueue`, `Queue`): the queue named `name`,
-    redriven to its DLQ after `max_receive_count` receives, the DLQ accepting redrives from it only;
-    both SQS-encrypted and TLS-only, the DLQ keeping messages longer than its source."""
-    stack = Stack.of(scope)
+    redriven to its DLQ (named `dead_letter_queue_name`) after `max_receive_count` receives, the DLQ
+    accepting redrives from it only; both SQS-encrypted, the DLQ keeping messages longer than its
+    source. TLS-only is `tls_only`'s, one policy for several queues."""
     # The DLQ's redrive-allow policy names its source queue. Referencing the source queue's ARN
     # while the source's redrive policy references the DLQ is a circular dependency in
-    # CloudFormation; a derived queue name and a formatted ARN break the cycle.
-    source_ref = sqs.Queue.from_queue_arn(
-        scope, "SourceQueueRef", stack.format_arn(service="sqs", resource=name)
-    )
+    # CloudFormation; the source's name and a formatted ARN break the cycle.
+    source_ref = sqs.Queue.from_queue_arn(scope, "SourceQueueRef", queue_arn(scope, name))
     dead_letter_queue = sqs.Queue(
         scope,
         "DeadLetterQueue",
         queue_name=dead_letter_queue_name,
         retention_period=DLQ_RETENTION,
         encryption=sqs.QueueEncryption.SQS_MANAGED,
-        enforce_ssl=True,
         redrive_allow_policy=sqs.RedriveAllowPolicy(
             redrive_permission=sqs.RedrivePermission.BY_QUEUE, source_queues=[source_ref]
         ),
@@ -181,10 +209,29 @@ def queue_pair(
         visibility_timeout=Duration.seconds(visibility_timeout_seconds),
         retention_period=QUEUE_RETENTION,
         encryption=sqs.QueueEncryption.SQS_MANAGED,
-        enforce_ssl=True,
         dead_letter_queue=sqs.DeadLetterQueue(queue=dead_letter_queue, max_receive_count=max_receive_count),
     )
     return dead_letter_queue, queue
+
+
+def tls_only(scope: Construct, construct_id: str, queues: Sequence[sqs.IQueue]) -> sqs.CfnQueuePolicy:
+    """One queue policy for all of `queues` (what `enforce_ssl=True` does, which makes a policy per
+    queue): every request without TLS is denied. CloudFormation sets the same document on each queue
+    it lists, so a job's queues and DLQs, at every level, cost one resource."""
+    document = iam.PolicyDocument(
+        statements=[
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sqs:*"],
+                resources=[queue.queue_arn for queue in queues],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        ]
+    )
+    return sqs.CfnQueuePolicy(
+        scope, construct_id, queues=[queue.queue_url for queue in queues], policy_document=document
+    )
 
 
 @dataclass(frozen=True)
@@ -211,10 +258,6 @@ class LevelQueues:
     def refs(self) -> QueueAddress:
         """Its queue's URL and ARN and its DLQ's URL (deploy-time tokens)."""
         return JobWorker._refs(self.queue, self.dead_letter_queue)
-
-    def send_environment(self, *, arns: bool = True) -> dict[str, str]:
-        """What a function that sends to this queue reads (`lambdajobs.staging.environment.send_to`)."""
-        return function_env.send_to(self.job, self.level, self.refs, arns=arns)
 
 
 class JobWorker(Construct):
@@ -258,7 +301,11 @@ class JobWorker(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
+        #: True when its job enqueues so many queues that its role sends to the stack's name pattern
+        #: (`LambdaJobs` decides).
+        self.sends_by_pattern = False
         stack = Stack.of(self)
+        self.stack_name = root_stack(self).stack_name
         # The job's own queue keeps its construct ids (and so its logical ids: a deployed stack keeps
         # its queue when priorities are added); each level above it lives under its own scope.
         self.dead_letter_queue, self.queue = self._queue_pair(self, spec, None)
@@ -268,6 +315,16 @@ class JobWorker(Construct):
             if level is not None
         }
         level_pairs = {level: self._queue_pair(where, spec, level) for level, where in level_scopes.items()}
+        # TLS only, on every queue and DLQ of the job: one policy
+        self.queue_policy = tls_only(
+            self,
+            "QueuePolicy",
+            [
+                queue
+                for pair in ((self.dead_letter_queue, self.queue), *level_pairs.values())
+                for queue in pair
+            ],
+        )
         self.function = lambdajobs_function(
             self,
             "Worker",
@@ -281,18 +338,14 @@ class JobWorker(Construct):
             description=f"lambdajobs worker for job {spec.name}",
             environment=function_env.worker_own(
                 spec,
-                stack=stack.stack_name,
+                stack=self.stack_name,
                 table=table.table_name,
                 jobs_package=jobs_package,
                 modules=modules,
-                queues={
-                    None: self._refs(self.queue, self.dead_letter_queue),
-                    **{level: self._refs(queue, dlq) for level, (dlq, queue) in level_pairs.items()},
-                },
+                place=place(),
             ),
-            fix=f"Job {spec.name}: each job it enqueues adds its queue's URL and ARN at every priority "
-            f"level, and each of its own levels three variables; declare fewer (`enqueues`, "
-            f"`priorities`), or split the job.",
+            fix=f"Job {spec.name}: lambdajobs' own variables take well under 1 KB whatever the job "
+            f"declares; look at the variables you add with add_environment.",
         )
         self.event_source = self._consume(spec, None, self.queue, self.dead_letter_queue)
         self.levels: dict[str, LevelQueues] = {
@@ -331,7 +384,7 @@ class JobWorker(Construct):
         manifest = ssm.StringParameter(
             self,
             "Manifest",
-            parameter_name=manifest_parameter(stack.stack_name, spec.name),
+            parameter_name=manifest_parameter(self.stack_name, spec.name),
             string_value=stack.to_json_string(
                 {
                     "queue_url": self.queue.queue_url,
@@ -352,34 +405,10 @@ class JobWorker(Construct):
         )
         self.manifest = manifest
         self.schedule = self._schedule(spec, cron_group, scheduler_dlq) if spec.schedule else None
-        CfnOutput(self, "QueueUrl", value=self.queue.queue_url, description=f"queue of job {spec.name}")
-        CfnOutput(
-            self,
-            "DeadLetterQueueUrl",
-            value=self.dead_letter_queue.queue_url,
-            description=f"DLQ of job {spec.name}",
-        )
-        for level, queues in self.levels.items():
-            CfnOutput(
-                level_scopes[level],
-                "QueueUrl",
-                value=queues.queue.queue_url,
-                description=f"queue of job {spec.name}, priority {level}",
-            )
-            CfnOutput(
-                level_scopes[level],
-                "DeadLetterQueueUrl",
-                value=queues.dead_letter_queue.queue_url,
-                description=f"DLQ of job {spec.name}, priority {level}",
-            )
 
     @staticmethod
     def _refs(queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> QueueAddress:
         return QueueAddress(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
-
-    def levels_refs(self) -> function_env.Levels:
-        """Each level's queue (None: the job's own), as `lambdajobs.staging.environment` takes them."""
-        return {level.level: level.refs for level in self.all_levels}
 
     @property
     def all_levels(self) -> list[LevelQueues]:
@@ -399,7 +428,8 @@ class JobWorker(Construct):
         """(DLQ, queue) of one level (None: the job's own), created in `scope`."""
         return queue_pair(
             scope,
-            name=queue_name(Stack.of(self).stack_name, spec.name, level),
+            name=queue_name(self.stack_name, spec.name, level),
+            dead_letter_queue_name=dead_letter_queue_name(self.stack_name, spec.name, level),
             visibility_timeout_seconds=spec.visibility_timeout_seconds,
             max_receive_count=spec.max_receive_count,
         )

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from cdk_nag import NagPackSuppression, NagSuppressions
 
-from lambdajobs.runtime.settings import MANIFEST_PREFIX, bucket_prefix
+from lambdajobs.runtime.settings import (
+    MANIFEST_PREFIX,
+    bucket_prefix,
+    dead_letter_queue_pattern,
+    job_queue_pattern,
+)
 
 if TYPE_CHECKING:
     from lambdajobs.cdk.stack import LambdaJobs
@@ -31,6 +36,23 @@ def suppress(stack: LambdaJobs) -> None:
         "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
         f"{stack.one_time_group.schedule_group_name}/*"
     )
+    sqs_arn = "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:"
+    job_queues = sqs_arn + job_queue_pattern(stack_name)
+    job_dlqs = sqs_arn + dead_letter_queue_pattern(stack_name)
+    why_queues = (
+        "every job queue of this stack by the stack's name pattern (<stack>_*: a stack name has no '_', "
+        "so no other stack's queue matches), as one ARN instead of one per queue, so the policy does not "
+        "grow with the jobs; an explicit deny keeps the job DLQs (<stack>_*-dlq) out"
+    )
+    for what, why in (
+        (stack.workflows.function, "the continuer sends a workflow's next stage to any job: " + why_queues),
+        (stack.scheduler_role, "one-time schedules send a job at any priority level: " + why_queues),
+    ):
+        NagSuppressions.add_resource_suppressions(
+            what,
+            [NagPackSuppression(id="AwsSolutions-IAM5", reason=why + ".", applies_to=[job_queues, job_dlqs])],
+            apply_to_children=True,
+        )
     for function in [*(worker.function for worker in stack.workers.values()), stack.workflows.function]:
         NagSuppressions.add_resource_suppressions(
             function,
@@ -45,6 +67,20 @@ def suppress(stack: LambdaJobs) -> None:
             apply_to_children=True,
         )
     for job, worker in stack.workers.items():
+        if worker.sends_by_pattern:
+            NagSuppressions.add_resource_suppressions(
+                worker.function,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason=f"job {job} enqueues more queues than a list of ARNs holds in a role's "
+                        f"policy: every job queue of this stack by the stack's name pattern (<stack>_*, "
+                        f"which no other stack's queue matches).",
+                        applies_to=[job_queues],
+                    )
+                ],
+                apply_to_children=True,
+            )
         if worker.spec.enqueues:
             NagSuppressions.add_resource_suppressions(
                 worker.function,
@@ -101,7 +137,9 @@ def suppress(stack: LambdaJobs) -> None:
         [
             NagPackSuppression(
                 id="AwsSolutions-IAM5",
-                reason="operators read the manifest entry of any job of this stack (one parameter per job "
+                reason="operators watch and repair every job queue and DLQ of this stack by the stack's "
+                "name patterns (<stack>_* and <stack>_*-dlq, which no other stack's queue matches), "
+                "read the manifest entry of any job of this stack (one parameter per job "
                 "under the stack's path), schedule jobs for later (one-time schedules named per job id, in "
                 "the stack's one-time group only); cloudwatch:GetMetricStatistics and GetMetricData (the "
                 "age of a queue's oldest message, a job's counts) and scheduler:ListSchedules (the board's "
@@ -110,6 +148,8 @@ def suppress(stack: LambdaJobs) -> None:
                     manifest_entries,
                     one_time_schedules,
                     "Resource::*",
+                    job_queues,
+                    job_dlqs,
                 ],
             )
         ],
@@ -121,10 +161,12 @@ def suppress(stack: LambdaJobs) -> None:
                 id="AwsSolutions-IAM5",
                 reason="producers read the manifest entry of any job of this stack (one parameter per job "
                 "under the stack's path) and create one-time schedules, named per job id at run time, "
-                "in the stack's one-time group only.",
+                "in the stack's one-time group only; they send to " + why_queues + ".",
                 applies_to=[
                     manifest_entries,
                     one_time_schedules,
+                    job_queues,
+                    job_dlqs,
                 ],
             )
         ],

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnOutput, Duration, NestedStack, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -24,9 +24,15 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.cdk.job_worker import RUNTIME, JobWorker
-from lambdajobs.cdk.monitoring import Monitoring
-from lambdajobs.cdk.workflows import Workflows, workflow_items_statement
+from lambdajobs.cdk import layout
+from lambdajobs.cdk.job_worker import RUNTIME, JobWorker, queue_arn
+from lambdajobs.cdk.monitoring import FIRST_PART, Monitoring
+from lambdajobs.cdk.quotas import (
+    ACCOUNT_CONCURRENCY_CONTEXT,
+    account_concurrency_quota,
+    max_reserved_concurrency,
+)
+from lambdajobs.cdk.workflows import Workflows, send_to_job_queues, workflow_items_statement
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -36,14 +42,20 @@ from lambdajobs.runtime.settings import (
     JOB_INDEX_SORT_KEY,
     MANIFEST_PREFIX,
     bucket_prefix,
+    dead_letter_queue_pattern,
+    job_queue_pattern,
+    queue_name,
     schedule_group_names,
+    scheduler_dead_letter_queue_name,
     stack_manifest_parameter,
+    workflow_dead_letter_queue_name,
+    workflow_queue_name,
 )
-from lambdajobs.runtime.spec import MAX_RESERVED_CONCURRENCY, JobSpec, ensure_loaded, job_index_mode, jobs_in
+from lambdajobs.runtime.spec import JobSpec, ensure_loaded, job_index_mode, jobs_in
 from lambdajobs.staging import dependencies as deps
 from lambdajobs.staging import environment as function_env
 from lambdajobs.staging import platform
-from lambdajobs.staging.asset import modules_for, stage_function_asset
+from lambdajobs.staging.asset import modules_for, stage_function_asset, stage_runtime_layer
 from lambdajobs.staging.imports import Provided, check_asset_imports
 
 #: The official public Powertools layer carries Powertools and pydantic, so the function asset holds
@@ -103,14 +115,28 @@ def _staging_root() -> Path:
     return root
 
 
-def _check_function(asset: Path, provided: Provided, name: str, dependency_bytes: int) -> None:
-    """What ships is what runs: every import of the asset resolves on Lambda, and the function fits.
+#: A job that enqueues more queues than this (its targets' priority levels counted) is granted every
+#: job queue of the stack by the stack's name pattern: a list of that many ARNs would take most of the
+#: 10,240 characters IAM allows a role's inline policies.
+MAX_TARGET_QUEUES = 40
+
+
+def _check_function(
+    asset: Path, provided: Provided, name: str, dependency_bytes: int, layers: Sequence[Path] = ()
+) -> None:
+    """What ships is what runs: every import of the asset resolves on Lambda (`layers`: the folders of
+    layers staged here, the runtime's), and the function fits.
 
     Raises:
         ConfigurationError: an import that would fail on Lambda; more than 250 MB unzipped.
     """
-    check_asset_imports(asset, provided, function=name, python=platform.PYTHON_VERSION)
-    total = deps.folder_bytes(asset) + dependency_bytes + platform.layer_unzipped_bytes()
+    check_asset_imports(asset, provided, function=name, python=platform.PYTHON_VERSION, layers=layers)
+    total = (
+        deps.folder_bytes(asset)
+        + sum(deps.folder_bytes(folder) for folder in layers)
+        + dependency_bytes
+        + platform.layer_unzipped_bytes()
+    )
     if total > platform.MAX_UNZIPPED_BYTES:
         raise ConfigurationError(
             f"function '{name}' would be {total / 2**20:.0f} MB unzipped with its layers (its asset, your "
@@ -142,6 +168,9 @@ class LambdaJobs(Construct):
             (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
             pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
             in `lambdajobs.lock` beside pyproject.toml (`lambdajobs.staging.dependencies`).
+        stacks_file: where synth records which stack holds each job (default `lambdajobs.stacks.json`
+            beside pyproject.toml, or `$LAMBDAJOBS_STACKS_FILE`; commit it): past what one stack
+            holds, jobs go to nested stacks, and a job once placed stays (`lambdajobs.cdk.layout`).
 
     Attributes: `table`, `bucket`, `workers` (job name -> JobWorker), `workflows` (the workflow queue
     and its continuer function), `scheduler_dlq`, `cron_group`, `one_time_group`, `scheduler_role`,
@@ -174,6 +203,7 @@ class LambdaJobs(Construct):
         staging_dir: str | Path | None = None,
         job_index: str | None = None,
         dependencies: Sequence[str] | None = None,
+        stacks_file: str | Path | None = None,
     ) -> None:
         super().__init__(scope, construct_id_)
         self.jobs_package = jobs
@@ -184,10 +214,16 @@ class LambdaJobs(Construct):
         self.job_index = job_index_mode(specs, job_index)
         self.specs = {spec.name: spec for spec in specs}
         reserved = {s.name: s.reserved_concurrency for s in specs if s.reserved_concurrency}
-        if sum(reserved.values()) > MAX_RESERVED_CONCURRENCY:
+        # Lambda keeps 100 of the account's concurrency unreserved: the quota is the account's (context
+        # lambdajobs:accountConcurrency, default 1000; new accounts have less), not this stack's to know
+        quota = account_concurrency_quota(self)
+        cap = max_reserved_concurrency(quota)
+        if sum(reserved.values()) > cap:
             raise ConfigurationError(
                 f"jobs reserve {sum(reserved.values())} concurrent executions in all ({reserved}); Lambda "
-                f"keeps 100 of an account's default 1000 unreserved, so at most {MAX_RESERVED_CONCURRENCY}."
+                f"keeps 100 of the account's quota ({quota}, context {ACCOUNT_CONCURRENCY_CONTEXT}) "
+                f"unreserved, so at most {cap}: reserve less, or raise the quota and pass "
+                f"-c {ACCOUNT_CONCURRENCY_CONTEXT}=<quota>."
             )
         retention = log_retention(log_retention_days)
         staging = Path(staging_dir) if staging_dir else _staging_root()
@@ -229,6 +265,7 @@ class LambdaJobs(Construct):
         self.scheduler_dlq = sqs.Queue(
             self,
             "SchedulerDeadLetterQueue",
+            queue_name=scheduler_dead_letter_queue_name(stack.stack_name),
             retention_period=Duration.seconds(DLQ_RETENTION_SECONDS),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -277,7 +314,7 @@ class LambdaJobs(Construct):
                     f"(declared: {sorted(self.specs)})."
                 )
         self.dependencies = deps.build(deps.declared(dependencies))
-        job_layers: list[lambda_.ILayerVersion] = [layer]
+        job_layers: list[lambda_.ILayerVersion] = [layer]  # the Powertools layer, then ours
         if self.dependencies.folder is not None:
             #: Your jobs' libraries, built for Lambda's platform (lambdajobs.staging.dependencies).
             self.dependencies_layer = lambda_.LayerVersion(
@@ -296,24 +333,68 @@ class LambdaJobs(Construct):
             runtime=platform.runtime_modules(),
             stdlib=platform.stdlib_modules(),
         )
+        # The runtime, as a layer every job function has: in the cloud assembly once, not per job.
+        runtime_layer_dir = stage_runtime_layer(staging / "runtime-layer")
+        self.runtime_layer = lambda_.LayerVersion(
+            self,
+            "Runtime",
+            code=lambda_.Code.from_asset(str(runtime_layer_dir)),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[lambda_.Architecture.ARM_64],
+            description="lambdajobs: the runtime every job function runs",
+        )
+        runtime_python = runtime_layer_dir / "python"
+        check_asset_imports(
+            runtime_python, provided, function="lambdajobs runtime layer", python=platform.PYTHON_VERSION
+        )
+        job_layers.insert(1, self.runtime_layer)
+        # Which stack holds each job: the first group here, each further one in a nested stack
+        # (lambdajobs.cdk.layout); a job placed once stays where it is.
+        layout_file = Path(stacks_file) if stacks_file else layout.layout_path()
+        self.groups = layout.assign(
+            specs,
+            layout.read_layout(layout_file, stack.stack_name),
+            root_room=layout.GROUP_RESOURCES - layout.ROOT_RESOURCES,
+            group_room=layout.GROUP_RESOURCES,
+        )
+        layout.write_layout(layout_file, stack.stack_name, self.groups)
+        #: The nested stacks holding the groups after the first, by name (`Jobs2`, ...).
+        self.job_stacks: dict[str, NestedStack] = {}
         self.workers: dict[str, JobWorker] = {}
-        for spec in specs:
-            modules = modules_for(spec, self.specs)
-            asset = stage_function_asset(staging / spec.name, jobs_package=jobs, modules=modules)
-            _check_function(asset, provided, spec.name, self.dependencies.unzipped_bytes)
-            self.workers[spec.name] = JobWorker(
-                self,
-                construct_id(spec.name),
-                spec=spec,
-                table=self.table,
-                code=lambda_.Code.from_asset(str(asset)),
-                jobs_package=jobs,
-                modules=modules,
-                layers=job_layers,
-                log_retention=retention,
-                cron_group=self.cron_group,
-                scheduler_dlq=self.scheduler_dlq,
-            )
+        for index, names in enumerate(self.groups):
+            if not names:
+                continue
+            where: Construct = self
+            if index:
+                nested = NestedStack(
+                    self,
+                    f"Jobs{index + 1}",
+                    description=f"lambdajobs {stack.stack_name}: jobs {', '.join(names)}"[:1024],
+                )
+                self.job_stacks[nested.node.id] = nested
+                where = nested
+            for name in names:
+                spec = self.specs[name]
+                modules = modules_for(spec, self.specs)
+                asset = stage_function_asset(
+                    staging / spec.name, jobs_package=jobs, modules=modules, runtime=False
+                )
+                _check_function(
+                    asset, provided, spec.name, self.dependencies.unzipped_bytes, layers=[runtime_python]
+                )
+                self.workers[spec.name] = JobWorker(
+                    where,
+                    construct_id(spec.name),
+                    spec=spec,
+                    table=self.table,
+                    code=lambda_.Code.from_asset(str(asset)),
+                    jobs_package=jobs,
+                    modules=modules,
+                    layers=job_layers,
+                    log_retention=retention,
+                    cron_group=self.cron_group,
+                    scheduler_dlq=self.scheduler_dlq,
+                )
         for spec in specs:
             self._wire(spec)
             # what the worker writes to the job index (nothing when "off")
@@ -327,27 +408,34 @@ class LambdaJobs(Construct):
             "Workflows",
             table=self.table,
             code=lambda_.Code.from_asset(str(continuer_asset)),
-            job_queues=[level for worker in self.workers.values() for level in worker.all_levels],
             layers=[layer],
             log_retention=retention,
         )
         for worker in self.workers.values():
             self.workflows.grant_notices(worker.function)
 
-        for worker in self.workers.values():
-            for level in worker.all_levels:  # run_at(...) at any priority: that level's queue
-                level.queue.grant_send_messages(self.scheduler_role)
+        # one-time schedules (run_at) at any priority: every job queue, no DLQ but the Scheduler's
+        for statement in send_to_job_queues(self, stack.stack_name):
+            self.scheduler_role.add_to_policy(statement)
         self.scheduler_dlq.grant_send_messages(self.scheduler_role)
         self.producer_policy = self._producer_policy()
         self.operator_policy = self._operator_policy()
         self.monitoring = Monitoring(
             self,
             "Monitoring",
-            workers=self.workers,
             alarm_email=alarm_email,
             scheduler_dlq=self.scheduler_dlq,
             workflows=self.workflows,
+            stack_name=stack.stack_name,  # the root's name: the `stack` dimension the workers emit
         )
+        for index, names in enumerate(self.groups):
+            if names:  # each group's alarms and dashboards in its own stack (Jobs2 is part 2)
+                part = index + FIRST_PART
+                self.monitoring.add_jobs(
+                    {name: self.workers[name] for name in names},
+                    part=part,
+                    scope=Construct(self.job_stacks[f"Jobs{part}"], "Monitoring") if index else None,
+                )
 
         ssm.StringParameter(
             self,
@@ -374,6 +462,11 @@ class LambdaJobs(Construct):
         for name, value, description in (
             ("JobTableName", self.table.table_name, "lambdajobs job table"),
             ("AlarmTopicArn", self.monitoring.topic.topic_arn, "alarm notifications"),
+            (
+                "AlarmEmailTopicArn",
+                self.monitoring.email_topic.topic_arn,
+                "alarm email: only the stack's composite alarm notifies it",
+            ),
             ("DashboardName", self.monitoring.dashboard.dashboard_name, "CloudWatch dashboard of the jobs"),
             ("DataBucketName", self.bucket.bucket_name, "reports and job outputs"),
             ("WorkflowQueueUrl", self.workflows.queue.queue_url, "workflow notices, read by the continuer"),
@@ -399,10 +492,20 @@ class LambdaJobs(Construct):
         """Give a job what it declared beyond its own queue: other jobs' queues (now or later, with
         `run_at`), the bucket, stats."""
         fn = self.workers[spec.name].function
-        for target in spec.enqueues:
-            # every level's queue: the job may enqueue the target at any of its priorities
-            for level in self.workers[target].all_levels:
-                level.queue.grant_send_messages(fn)
+        # every level's queue of each target (the job may enqueue it at any of its priorities), by
+        # name: no reference to a queue in another nested stack
+        targets = [
+            queue_name(self.stack_name, target, level)
+            for target in spec.enqueues
+            for level in self.specs[target].levels
+        ]
+        self.workers[spec.name].sends_by_pattern = len(targets) > MAX_TARGET_QUEUES
+        if len(targets) > MAX_TARGET_QUEUES:
+            resources = [queue_arn(fn, job_queue_pattern(self.stack_name))]
+        else:
+            resources = [queue_arn(fn, name) for name in targets]
+        if targets:
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=resources))
         if spec.enqueues:
             # A job that enqueues jobs may start a workflow of them: it creates the workflow's items (its
             # role has GetItem and UpdateItem on the table, no PutItem), and no other item.
@@ -419,14 +522,7 @@ class LambdaJobs(Construct):
                 )
             )
         wired = function_env.worker_wired(
-            spec,
-            targets={target: self.workers[target].levels_refs() for target in spec.enqueues},
-            scheduling=function_env.Scheduling(
-                self.scheduler_role.role_arn,
-                self.one_time_group.schedule_group_name,
-                self.scheduler_dlq.queue_arn,
-            ),
-            bucket=self.bucket.bucket_name,
+            spec, scheduler_role_arn=self.scheduler_role.role_arn, bucket=self.bucket.bucket_name
         )
         for key, value in wired.items():
             fn.add_environment(key, value)
@@ -446,8 +542,8 @@ class LambdaJobs(Construct):
             "ProducerPolicy",
             description="lambdajobs producers: enqueue jobs and workflows, schedule later ones, read status",
             statements=[
-                # every job's queues, at each of its priority levels
-                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=self._queue_arns()),
+                # every job's queues, at each of its priority levels, by the stack's name pattern; no DLQ
+                *send_to_job_queues(self, self.stack_name),
                 self._manifest_statement(),
                 # status; get_workflow reads the member records of a running stage in one call
                 iam.PolicyStatement(
@@ -464,15 +560,17 @@ class LambdaJobs(Construct):
     def _operator_policy(self) -> iam.ManagedPolicy:
         """What the operator CLI calls: queue health and the oldest message's age, job status, the
         dead-letter commands (list, show, redrive back to the job's queue, purge), cron trigger."""
-        # The workflow queue and its DLQ too: health, and the dead-letter commands on stalled notices.
-        queues = [*self._queue_arns(), self.workflows.queue.queue_arn]
-        dlqs = [
-            *(level.dead_letter_queue.queue_arn for w in self.workers.values() for level in w.all_levels),
-            self.workflows.dead_letter_queue.queue_arn,
+        # Every job queue and DLQ of the stack by its name pattern (a policy of one ARN per queue would
+        # pass IAM's 6,144 characters at a few dozen queues), and the workflow queue and its DLQ:
+        # health, and the dead-letter commands on stalled notices.
+        queues = [
+            self._sqs_arn(job_queue_pattern(self.stack_name)),
+            self._sqs_arn(workflow_queue_name(self.stack_name)),
         ]
-        # Each queue ARN once (a managed policy holds at most 6,144 characters; this project's stack,
-        # three jobs, send_email's two levels and the workflow queue, uses about 2,300 of them:
-        # tests/infra/test_priorities.py).
+        dlqs = [
+            self._sqs_arn(dead_letter_queue_pattern(self.stack_name)),
+            self._sqs_arn(workflow_dead_letter_queue_name(self.stack_name)),
+        ]
         return iam.ManagedPolicy(
             self,
             "OperatorPolicy",
@@ -517,9 +615,9 @@ class LambdaJobs(Construct):
             ],
         )
 
-    def _queue_arns(self) -> list[str]:
-        """Every job's queue at every priority level (the job's own queue included), each once."""
-        return [level.queue.queue_arn for w in self.workers.values() for level in w.all_levels]
+    def _sqs_arn(self, name: str) -> str:
+        """The ARN of a queue (or a pattern of names) of this stack's account and region."""
+        return Stack.of(self).format_arn(service="sqs", resource=name)
 
     def _manifest_statement(self) -> iam.PolicyStatement:
         """Reading the stack's manifest: every job's entry and the stack's own (how producers and the
@@ -599,6 +697,7 @@ class LambdaJobsStack(Stack):
         staging_dir: str | Path | None = None,
         job_index: str | None = None,
         dependencies: Sequence[str] | None = None,
+        stacks_file: str | Path | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id_, **kwargs)
@@ -612,4 +711,5 @@ class LambdaJobsStack(Stack):
             staging_dir=staging_dir,
             job_index=job_index,
             dependencies=dependencies,
+            stacks_file=stacks_file,
         )

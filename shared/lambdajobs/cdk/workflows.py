@@ -11,7 +11,7 @@ runtime alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Stack
@@ -22,24 +22,39 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from lambdajobs.cdk.job_worker import LevelQueues, lambdajobs_function, queue_pair
+from lambdajobs.cdk.job_worker import lambdajobs_function, place, queue_pair, root_stack, tls_only
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
     CONTINUER_HANDLER,
     CONTINUER_MAX_CONCURRENCY,
     CONTINUER_MEMORY_MB,
     CONTINUER_TIMEOUT_SECONDS,
-    ENV_WORKFLOW_QUEUE_URL,
     WORKFLOW_ID_PREFIX,
     WORKFLOW_MAX_RECEIVE_COUNT,
+    dead_letter_queue_pattern,
+    job_queue_pattern,
+    workflow_dead_letter_queue_name,
     workflow_queue_name,
 )
 from lambdajobs.staging import environment as function_env
 
 
-def workflow_dead_letter_queue_name(stack: str) -> str:
-    """`<stack>--workflows-dlq`: named, so the CLI finds it with the workflow queue."""
-    return f"{workflow_queue_name(stack)}-dlq"
+def send_to_job_queues(scope: Construct, stack: str) -> list[iam.PolicyStatement]:
+    """SendMessage to every job queue of `stack`, at every level, and to none of their DLQs: the
+    stack's name pattern (`settings.job_queue_pattern`, which no other stack's names match), with an
+    explicit deny on the DLQs' (`dead_letter_queue_pattern`)."""
+    stack_ = Stack.of(scope)
+    return [
+        iam.PolicyStatement(
+            actions=["sqs:SendMessage"],
+            resources=[stack_.format_arn(service="sqs", resource=job_queue_pattern(stack))],
+        ),
+        iam.PolicyStatement(
+            effect=iam.Effect.DENY,
+            actions=["sqs:SendMessage"],
+            resources=[stack_.format_arn(service="sqs", resource=dead_letter_queue_pattern(stack))],
+        ),
+    ]
 
 
 def workflow_items_condition() -> dict[str, Any]:
@@ -61,18 +76,14 @@ class Workflows(Construct):
     the continuer function consuming it. Usually made by `LambdaJobs`, which lets every job worker
     send notices to the queue (`grant_notices`).
 
-    `job_queues`: every job's queues, each priority level's included; the continuer may send to each
-    (not to their DLQs) and finds their URLs in its environment. `code`: an asset holding the runtime
-    alone (`stage_function_asset(..., modules=[])`).
+    The continuer may send to every job queue of the stack, each priority level's included (not to
+    their DLQs): the stack's name pattern; it finds their URLs by the naming rule. `code`: an asset
+    holding the runtime alone (`stage_function_asset(..., modules=[])`).
 
     Attributes: `queue`, `dead_letter_queue`, `function` (the continuer), `event_source`.
 
-    Raises:
-        ConfigurationError: the continuer's environment (a URL per job queue) exceeds Lambda's 4 KB.
-
     Example:
-        >>> workflows = Workflows(stack, "Workflows", table=table, code=code,
-        ...     job_queues=[level for w in workers.values() for level in w.all_levels])
+        >>> workflows = Workflows(stack, "Workflows", table=table, code=code)
         >>> workflows.grant_notices(worker.function)
     """
 
@@ -83,26 +94,20 @@ class Workflows(Construct):
         *,
         table: dynamodb.ITable,
         code: lambda_.Code,
-        job_queues: Iterable[LevelQueues],
         layers: Sequence[lambda_.ILayerVersion] = (),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
-        job_queues = list(job_queues)
+        stack = root_stack(self).stack_name
         self.dead_letter_queue, self.queue = queue_pair(
             self,
-            name=workflow_queue_name(stack.stack_name),
-            dead_letter_queue_name=workflow_dead_letter_queue_name(stack.stack_name),
+            name=workflow_queue_name(stack),
+            dead_letter_queue_name=workflow_dead_letter_queue_name(stack),
             visibility_timeout_seconds=6 * CONTINUER_TIMEOUT_SECONDS,
             max_receive_count=WORKFLOW_MAX_RECEIVE_COUNT,
         )
-        # it sends now, never later: URLs only (no ARN for one-time schedules)
-        environment = function_env.continuer(
-            stack=stack.stack_name,
-            table=table.table_name,
-            job_queues=[(level.job, level.level, level.refs) for level in job_queues],
-        )
+        tls_only(self, "QueuePolicy", [self.queue, self.dead_letter_queue])
+        environment = function_env.continuer(stack=stack, table=table.table_name, place=place())
         self.function = lambdajobs_function(
             self,
             "Continuer",
@@ -114,8 +119,7 @@ class Workflows(Construct):
             memory_mb=CONTINUER_MEMORY_MB,
             description="lambdajobs workflow continuer: sends each workflow's next stage",
             environment=environment,
-            fix="The workflow continuer holds the URL of every job queue of the stack, each priority "
-            "level's included; split the jobs over two stacks, or declare fewer priority levels.",
+            fix="Look at the variables you add to the continuer with add_environment.",
         )
         self.event_source = sources.SqsEventSource(
             self.queue,
@@ -126,8 +130,8 @@ class Workflows(Construct):
             max_concurrency=CONTINUER_MAX_CONCURRENCY,
         )
         self.function.add_event_source(self.event_source)  # grants consume on the workflow queue
-        for level in job_queues:  # the next stage's jobs, at any of their levels; never a DLQ
-            level.queue.grant(self.function, "sqs:SendMessage")
+        for statement in send_to_job_queues(self, stack):  # the next stage's jobs, at any level
+            self.function.add_to_role_policy(statement)
         # The workflow item only: read it, record a member's outcome, move it to its next stage.
         self.function.add_to_role_policy(
             workflow_items_statement(table, "dynamodb:GetItem", "dynamodb:UpdateItem")
@@ -139,6 +143,16 @@ class Workflows(Construct):
         )
 
     def grant_notices(self, function: lambda_.Function) -> None:
-        """Let a job worker send its notices to the workflow queue (SendMessage only), and say where."""
-        self.queue.grant(function, "sqs:SendMessage")
-        function.add_environment(ENV_WORKFLOW_QUEUE_URL, self.queue.queue_url)
+        """Let a job worker send its notices to the workflow queue (SendMessage only; it finds the
+        queue by its name). The queue's ARN from its name: no reference, so a worker in a nested
+        stack needs no parameter for it."""
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage"],
+                resources=[
+                    Stack.of(function).format_arn(
+                        service="sqs", resource=workflow_queue_name(root_stack(self).stack_name)
+                    )
+                ],
+            )
+        )

@@ -442,10 +442,15 @@ class Fleet:
             env.close()
 
 
-def function_path(asset: Path, dependencies: Path | None, provided: Path) -> tuple[str, ...]:
-    """A function's `sys.path` on Lambda, in order: its code (/var/task), its layers (your dependencies'
-    `python/`; the Powertools layer), the runtime's boto3. `provided` holds the last two."""
+def function_path(
+    asset: Path, dependencies: Path | None, provided: Path, runtime_layer: Path | None = None
+) -> tuple[str, ...]:
+    """A function's `sys.path` on Lambda, in order: its code (/var/task), its layers (the lambdajobs
+    runtime layer's and your dependencies' `python/`; the Powertools layer), the runtime's boto3.
+    `provided` holds the last two."""
     path = [str(asset)]
+    if runtime_layer is not None:
+        path.append(str(runtime_layer / "python"))
     if dependencies is not None:
         path.append(str(dependencies / "python"))
     path.append(str(provided))

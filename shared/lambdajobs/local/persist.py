@@ -57,6 +57,7 @@ from lambdajobs.local import atomic
 from lambdajobs.local.provision import Provisioned
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import StateInUseError
+from lambdajobs.runtime.settings import scheduler_dead_letter_queue_name
 
 FORMAT = "lambdajobs-local-state"
 #: The file format version. A file of another version is set aside, not read.
@@ -454,7 +455,7 @@ def restore(
     backend = _sqs_backend(provisioned, region)
     missing: dict[str, list[Any]] = {}
     for name, messages in (state.get("queues") or {}).items():
-        queue = backend.queues.get(name)
+        queue = backend.queues.get(name) or backend.queues.get(renamed(name, provisioned.stack))
         try:
             if queue is None:
                 raise LookupError(f"no queue {name} now")
@@ -556,6 +557,17 @@ def _put_objects(config: StackConfig, bucket: str, objects: list[Any]) -> tuple[
     return failed, reason
 
 
+def renamed(name: str, stack: str) -> str:
+    """The name a queue saved by an earlier lambdajobs has now: job queues were `<stack>-<job>...`
+    (now `<stack>_<job>...`, `settings.queue_name`), the Scheduler DLQ `<stack>-scheduler-dlq` (now
+    `<stack>--scheduler-dlq`); any other name as it is."""
+    if name == f"{stack}-scheduler-dlq":
+        return scheduler_dead_letter_queue_name(stack)
+    if name.startswith(f"{stack}-") and not name.startswith(f"{stack}--"):
+        return f"{stack}_{name[len(stack) + 1 :]}"
+    return name
+
+
 def _put_schedules(
     config: StackConfig, provisioned: Provisioned, backend: Any, schedules: list[Any]
 ) -> tuple[list[Any], str]:
@@ -563,7 +575,11 @@ def _put_schedules(
     failed, reason = [], ""
     for saved in schedules:
         fields = _from_json(saved)
-        target = str(fields.get("Target", {}).get("Arn", "")).rsplit(":", 1)[-1]
+        arn = str(fields.get("Target", {}).get("Arn", ""))
+        target = arn.rsplit(":", 1)[-1]
+        if target not in backend.queues and renamed(target, provisioned.stack) in backend.queues:
+            target = renamed(target, provisioned.stack)
+            fields["Target"] = {**fields["Target"], "Arn": arn.rsplit(":", 1)[0] + ":" + target}
         try:
             if target not in backend.queues:  # it would fire into a queue that is gone
                 raise LookupError(f"a schedule's target queue {target} is gone")

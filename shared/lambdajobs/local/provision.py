@@ -12,6 +12,7 @@ from lambdajobs.runtime.config import QueueAddress, StackConfig
 from lambdajobs.runtime.settings import (
     CONTINUER_TIMEOUT_SECONDS,
     DLQ_RETENTION_SECONDS,
+    DLQ_SUFFIX,
     ENV_BUCKET,
     ENV_JOB_INDEX,
     ENV_JOBS,
@@ -32,10 +33,12 @@ from lambdajobs.runtime.settings import (
     queue_name,
     queue_url_env,
     schedule_group_names,
+    scheduler_dead_letter_queue_name,
     stack_manifest_parameter,
     workflow_queue_name,
 )
 from lambdajobs.runtime.spec import JobSpec, job_index_mode
+from lambdajobs.staging.environment import Place
 
 #: What EventBridge Scheduler replaces with the slot's time when it sends a schedule's input.
 SCHEDULED_TIME_PLACEHOLDER = "<aws.scheduler.scheduled-time>"
@@ -83,6 +86,15 @@ class Provisioned:
     workflow_dlq_url: str = ""
     #: The job index's mode ("off", "finished", "all"): the table has the index unless "off".
     job_index: str = "off"
+
+    @property
+    def account(self) -> str:
+        """The account the queues are in (moto's)."""
+        return self.workflow_queue_url.rstrip("/").split("/")[-2] if self.workflow_queue_url else ""
+
+    def place(self) -> Place:
+        """Where the stack is, as a function's environment says it (`staging.environment.Place`)."""
+        return Place(self.account)
 
     def environment(self, jobs: str | None = None) -> dict[str, str]:
         """The environment variables CDK sets on the stack's functions, for these resources."""
@@ -159,7 +171,7 @@ def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackC
     name = queue_name(stack, spec.name, level)
     url, arn, dlq_url, dlq_arn = _queue_with_dlq(
         name, spec.visibility_timeout_seconds, spec.max_receive_count, config
-    )
+    )  # its DLQ: dead_letter_queue_name, `<name>-dlq`
     return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
 
 
@@ -176,7 +188,7 @@ def _queue_with_dlq(
 ) -> tuple[str, str, str, str]:
     sqs = config.client("sqs")
     dlq_url = sqs.create_queue(
-        QueueName=f"{name}-dlq"[:80],
+        QueueName=name + DLQ_SUFFIX,  # dead_letter_queue_name: queue_name refused a name too long
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
     )["QueueUrl"]
     dlq_arn = _arn(sqs, dlq_url)
@@ -245,7 +257,7 @@ def provision_scheduling(stack: str, config: StackConfig) -> dict[str, str]:
     """Schedule groups, the Scheduler DLQ and the role one-time schedules send with."""
     sqs, scheduler = config.client("sqs"), config.client("scheduler")
     dlq_url = sqs.create_queue(
-        QueueName=f"{stack}-scheduler-dlq"[:80],
+        QueueName=scheduler_dead_letter_queue_name(stack),
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
     )["QueueUrl"]
     cron_group, once_group = schedule_group_names(stack)

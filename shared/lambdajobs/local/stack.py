@@ -37,7 +37,7 @@ from lambdajobs.local.outcomes import JobOutcomes
 from lambdajobs.local.provision import JobQueues, Provisioned, provision
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import QueueHealth, queue_health
-from lambdajobs.runtime.config import QueueAddress, StackConfig, set_process_default
+from lambdajobs.runtime.config import StackConfig, set_process_default
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     CONTINUER_BATCH_SIZE,
@@ -488,7 +488,7 @@ def build_fleet(
     import tempfile
 
     from lambdajobs.staging import dependencies as deps
-    from lambdajobs.staging.asset import modules_for, stage_function_asset
+    from lambdajobs.staging.asset import modules_for, stage_function_asset, stage_runtime_layer
     from lambdajobs.staging.platform import link_provided
 
     # absolute: a function's process runs in its asset's folder, where a relative path means another
@@ -505,14 +505,15 @@ def build_fleet(
     )
     by_name = {spec.name: spec for spec in specs}
     stack = provisioned.stack
+    runtime_layer = stage_runtime_layer(root / "runtime-layer")
     for spec in specs:
         modules = modules_for(spec, by_name)
-        asset = stage_function_asset(root / spec.name, jobs_package=jobs, modules=modules)
+        asset = stage_function_asset(root / spec.name, jobs_package=jobs, modules=modules, runtime=False)
         fleet.add(
             LocalFunction(
                 name=function_name(stack, spec.name),
                 handler=WORKER_HANDLER,
-                path=function_path(asset, built.folder, provided),
+                path=function_path(asset, built.folder, provided, runtime_layer),
                 environment=worker_environment(spec, provisioned, jobs, modules),
                 timeout_seconds=spec.timeout_seconds,
                 memory_mb=spec.memory_mb,
@@ -538,13 +539,6 @@ def build_fleet(
     return fleet, root
 
 
-def _queues(provisioned: Provisioned) -> dict[str, dict[str | None, QueueAddress]]:
-    levels: dict[str, dict[str | None, QueueAddress]] = {}
-    for q in provisioned.queues.values():
-        levels.setdefault(q.job, {})[q.level] = q.address
-    return levels
-
-
 def worker_environment(
     spec: JobSpec, provisioned: Provisioned, jobs: str, modules: list[str]
 ) -> dict[str, str]:
@@ -557,18 +551,16 @@ def worker_environment(
         table=p.table,
         jobs_package=jobs,
         modules=modules,
-        queues=_queues(p),
-        scheduling=function_env.Scheduling(p.scheduler_role_arn, p.one_time_group, p.scheduler_dlq_arn),
+        place=p.place(),
+        scheduler_role_arn=p.scheduler_role_arn,
         bucket=p.bucket,
         job_index=p.job_index,
-        workflow_queue_url=p.workflow_queue_url,
     )
 
 
 def continuer_environment(provisioned: Provisioned) -> dict[str, str]:
     """The workflow continuer's environment on these resources, as synth computes it."""
-    queues = [(q.job, q.level, q.address) for q in provisioned.queues.values()]
     return {
-        **function_env.continuer(stack=provisioned.stack, table=provisioned.table, job_queues=queues),
+        **function_env.continuer(stack=provisioned.stack, table=provisioned.table, place=provisioned.place()),
         **function_env.powertools(),
     }

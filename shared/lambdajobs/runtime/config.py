@@ -32,6 +32,7 @@ from lambdajobs.runtime.errors import ConfigurationError, QueueNotFoundError, St
 from lambdajobs.runtime.settings import (
     DEFAULT_RECORD_TTL_DAYS,
     DEFAULT_STACK_NAME,
+    ENV_ACCOUNT,
     ENV_BUCKET,
     ENV_DLQ_URL_PREFIX,
     ENV_JOB_INDEX,
@@ -39,6 +40,7 @@ from lambdajobs.runtime.settings import (
     ENV_LEVEL_DLQ_URL_PREFIX,
     ENV_LEVEL_QUEUE_ARN_PREFIX,
     ENV_LEVEL_QUEUE_URL_PREFIX,
+    ENV_PARTITION,
     ENV_QUEUE_ARN_PREFIX,
     ENV_QUEUE_URL_PREFIX,
     ENV_RECORD_TTL_DAYS,
@@ -47,11 +49,17 @@ from lambdajobs.runtime.settings import (
     ENV_SCHEDULER_ROLE_ARN,
     ENV_STACK,
     ENV_TABLE,
+    ENV_URL_SUFFIX,
     ENV_WORKFLOW_QUEUE_URL,
     JOB_INDEX_MODES,
+    dead_letter_queue_name,
     manifest_parameter,
     queue_key,
+    queue_name,
+    schedule_group_names,
+    scheduler_dead_letter_queue_name,
     stack_manifest_parameter,
+    workflow_queue_name,
 )
 
 
@@ -62,6 +70,34 @@ class QueueAddress:
     url: str = ""
     arn: str = ""
     dlq_url: str = ""
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a stack's queues are: with the naming rule (`settings.queue_name`), the URL and ARN of
+    any of them, with no lookup. `endpoint`: an SQS endpoint that is not AWS's own (the local
+    stack's); the URL is then `<endpoint>/<account>/<name>`, as moto's server makes it.
+
+    Example:
+        >>> Where("123456789012", "eu-west-1").queue_url("orders_send_invoice")
+        'https://sqs.eu-west-1.amazonaws.com/123456789012/orders_send_invoice'
+    """
+
+    account: str
+    region: str
+    partition: str = "aws"
+    url_suffix: str = "amazonaws.com"
+    endpoint: str | None = None
+
+    def queue_url(self, name: str) -> str:
+        base = self.endpoint.rstrip("/") if self.endpoint else f"https://sqs.{self.region}.{self.url_suffix}"
+        return f"{base}/{self.account}/{name}"
+
+    def queue_arn(self, name: str) -> str:
+        return f"arn:{self.partition}:sqs:{self.region}:{self.account}:{name}"
+
+    def address(self, name: str, dlq_name: str) -> QueueAddress:
+        return QueueAddress(self.queue_url(name), self.queue_arn(name), self.queue_url(dlq_name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +134,11 @@ class StackConfig:
     #: The job index's mode ("off", "finished", "all"; see `lifecycle.JobIndex`): what workers write.
     #: None: not known here; workers then write no index attributes, and readers ask the manifest.
     job_index: str | None = None
+    #: The stack's account, partition and DNS suffix (`LAMBDAJOBS_ACCOUNT`, ...; a function's own):
+    #: known, every queue's URL and ARN follow from the naming rule (`where`); else the manifest.
+    account: str | None = None
+    partition: str = "aws"
+    url_suffix: str = "amazonaws.com"
 
     # -- building ----------------------------------------------------------------------------------
 
@@ -125,6 +166,9 @@ class StackConfig:
             workflow_queue_url=env.get(ENV_WORKFLOW_QUEUE_URL) or None,
             record_ttl_days=ttl_days,
             job_index=index,
+            account=env.get(ENV_ACCOUNT) or None,
+            partition=env.get(ENV_PARTITION) or "aws",
+            url_suffix=env.get(ENV_URL_SUFFIX) or "amazonaws.com",
         )
 
     def with_resources(self, **changes: Any) -> StackConfig:
@@ -164,6 +208,14 @@ class StackConfig:
         known = self.queues.get(queue_key(job, level), QueueAddress())
         if known.url and known.arn and known.dlq_url:
             return known
+        where = self.where()
+        if where is not None:
+            ruled = where.address(
+                queue_name(self.stack, job, level), dead_letter_queue_name(self.stack, job, level)
+            )
+            return QueueAddress(
+                known.url or ruled.url, known.arn or ruled.arn, known.dlq_url or ruled.dlq_url
+            )
         entry: dict[str, Any] = self._parameter(
             manifest_parameter(self.stack, job), f"no queue for job '{job}' in stack '{self.stack}'"
         )
@@ -193,6 +245,22 @@ class StackConfig:
         known = self.queues.get(queue_key(job, level))
         return known.arn if known and known.arn else self.queue(job, level).arn
 
+    def where(self) -> Where | None:
+        """Where the stack's queues are, when the account is known (a function's environment says;
+        the region is the configuration's, else Lambda's `AWS_REGION`; the endpoint the
+        configuration's, else boto3's `AWS_ENDPOINT_URL_SQS` / `AWS_ENDPOINT_URL`); None: ask the
+        manifest."""
+        region = self.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if not self.account or not region:
+            return None
+        endpoint = (
+            self.endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_SQS")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
+        return Where(self.account, region, self.partition, self.url_suffix, endpoint)
+
     def stack_entry(self) -> dict[str, str]:
         """The stack's manifest: table, bucket, scheduler settings.
 
@@ -218,6 +286,9 @@ class StackConfig:
         """
         if self.workflow_queue_url:
             return self.workflow_queue_url
+        where = self.where()
+        if where is not None:
+            return where.queue_url(workflow_queue_name(self.stack))
         url = self.stack_entry().get("workflow_queue_url")
         if not url:
             raise ConfigurationError(
@@ -238,13 +309,19 @@ class StackConfig:
 
     def scheduler_settings(self) -> tuple[str, str, str]:
         """(role ARN, one-time schedule group, scheduler DLQ ARN) for `enqueue(run_at=...)`."""
-        if self.scheduler_role_arn and self.one_time_group and self.scheduler_dlq_arn:
-            return self.scheduler_role_arn, self.one_time_group, self.scheduler_dlq_arn
+        group = self.one_time_group
+        dlq_arn = self.scheduler_dlq_arn
+        where = self.where()
+        if where is not None:  # named by the stack's rule; the role's name is CloudFormation's
+            group = group or schedule_group_names(self.stack)[1]
+            dlq_arn = dlq_arn or where.queue_arn(scheduler_dead_letter_queue_name(self.stack))
+        if self.scheduler_role_arn and group and dlq_arn:
+            return self.scheduler_role_arn, group, dlq_arn
         entry = self.stack_entry()
         return (
             self.scheduler_role_arn or entry["scheduler_role_arn"],
-            self.one_time_group or entry["one_time_group"],
-            self.scheduler_dlq_arn or entry["scheduler_dlq_arn"],
+            group or entry["one_time_group"],
+            dlq_arn or entry["scheduler_dlq_arn"],
         )
 
     def _parameter(

@@ -53,6 +53,12 @@ WORKFLOW_MAX_RECEIVE_COUNT = 5
 ENV_SCHEDULER_ROLE_ARN = "LAMBDAJOBS_SCHEDULER_ROLE_ARN"
 ENV_SCHEDULER_GROUP = "LAMBDAJOBS_SCHEDULER_GROUP"
 ENV_SCHEDULER_DLQ_ARN = "LAMBDAJOBS_SCHEDULER_DLQ_ARN"
+#: Where the stack is, beyond the region (Lambda's own AWS_REGION): with the naming rule
+#: (`queue_name`) these give the URL and ARN of every queue of the stack, so a function's environment
+#: holds no variable per queue and does not grow with the jobs.
+ENV_ACCOUNT = "LAMBDAJOBS_ACCOUNT"
+ENV_PARTITION = "LAMBDAJOBS_PARTITION"  # aws, aws-cn, aws-us-gov, ...
+ENV_URL_SUFFIX = "LAMBDAJOBS_URL_SUFFIX"  # the partition's DNS suffix: amazonaws.com, amazonaws.com.cn, ...
 
 #: The job index: the job table's one optional global secondary index, which lists a job's records
 #: by state, newest first (the board, `lambdajobs jobs`) and counts them over a time range (the daily
@@ -119,35 +125,62 @@ MAX_SCHEDULE_GROUP_NAME = 64  # EventBridge Scheduler group names: at most 64 ch
 
 
 def queue_name(stack: str, job: str, level: str | None = None) -> str:
-    """A job's queue name, `<stack>-<job>`; a priority level's, `<stack>-<job>--<level>` (None: the
-    job's own queue, which its lowest level uses). Job names have no '-' and stack names may not end
-    with one, so no two stacks' queues share a name.
+    """A job's queue name, `<stack>_<job>`; a priority level's, `<stack>_<job>--<level>` (None: the
+    job's own queue, which its lowest level uses); each one's DLQ adds `-dlq` (`dead_letter_queue_name`).
+
+    The naming rule is what lets a function find any queue of its stack without a variable per queue,
+    and a policy grant all of them by one pattern (`job_queue_pattern`): a stack name has no '_'
+    (CloudFormation allows letters, digits and '-'), so `<stack>_*` matches no queue of any other
+    stack, not even of a neighbour named `<stack>-2`; a job name has no '-' and a level neither
+    '-' nor '_', so no two queues of one stack share a name.
 
     Raises:
-        ConfigurationError: longer than SQS allows. Cutting it short could give two jobs (or two
-            stacks) one queue, so the name is refused instead.
+        ConfigurationError: a stack name with '_'; a name (its DLQ's included) longer than SQS
+            allows. Cutting it short could give two jobs (or two stacks) one queue, so the name is
+            refused instead.
     """
-    name = f"{stack}-{job}" if level is None else f"{stack}-{job}--{level}"
-    if stack.endswith("-"):
-        from lambdajobs.runtime.errors import ConfigurationError
+    from lambdajobs.runtime.errors import ConfigurationError
 
-        # stack "a-" and job "b" would make "a--b": a level queue of stack "a"'s job... named "b"
-        raise ConfigurationError(f"stack name '{stack}' ends with '-'; end it with a letter or digit.")
-    if len(name) > MAX_QUEUE_NAME:
-        from lambdajobs.runtime.errors import ConfigurationError
-
+    if "_" in stack or not stack:
         raise ConfigurationError(
-            f"stack '{stack}' and job '{job}' make the queue name '{name}' of {len(name)} characters; SQS "
-            f"allows {MAX_QUEUE_NAME}: use a shorter stack name (or job name)."
+            f"stack name '{stack}' has '_'; use letters, digits and '-' (as CloudFormation does)."
+        )
+    name = f"{stack}_{job}" if level is None else f"{stack}_{job}--{level}"
+    if len(name) + len(DLQ_SUFFIX) > MAX_QUEUE_NAME:
+        raise ConfigurationError(
+            f"stack '{stack}' and job '{job}' make the queue name '{name}{DLQ_SUFFIX}' of "
+            f"{len(name) + len(DLQ_SUFFIX)} characters (a DLQ's); SQS allows {MAX_QUEUE_NAME}: use a "
+            f"shorter stack name (or job name)."
         )
     return name
+
+
+#: A dead-letter queue's name is its source queue's and this.
+DLQ_SUFFIX = "-dlq"
+
+
+def dead_letter_queue_name(stack: str, job: str, level: str | None = None) -> str:
+    """The DLQ of a job's queue (of a priority level's with `level`): `<queue name>-dlq`."""
+    return queue_name(stack, job, level) + DLQ_SUFFIX
+
+
+def job_queue_pattern(stack: str) -> str:
+    """The names of every job queue and DLQ of `stack`, at every level, and of nothing else: `<stack>_*`
+    (an IAM resource pattern: see `queue_name` for why no other stack's names match)."""
+    return f"{stack}_*"
+
+
+def dead_letter_queue_pattern(stack: str) -> str:
+    """The names of every job DLQ of `stack`: `<stack>_*-dlq` (no job queue ends so: a level is never
+    named `dlq`, and a job name has no '-')."""
+    return f"{stack}_*{DLQ_SUFFIX}"
 
 
 def queue_of(stack: str, queue_arn_or_name: str) -> tuple[str, str | None] | None:
     """(job, priority level or None) whose queue this is (the inverse of `queue_name`), or None."""
     name = queue_arn_or_name.rsplit(":", 1)[-1].rsplit("/", 1)[-1]
-    prefix = f"{stack}-"
-    if not name.startswith(prefix) or name.endswith("-dlq"):
+    prefix = f"{stack}_"
+    if not name.startswith(prefix) or name.endswith(DLQ_SUFFIX):
         return None
     job, _, level = name[len(prefix) :].partition("--")
     return (job, level or None) if "-" not in job else None
@@ -213,6 +246,15 @@ def schedule_group_names(stack: str) -> tuple[str, str]:
 
 
 def workflow_queue_name(stack: str) -> str:
-    """The stack's workflow queue, `<stack>--workflows`: a job name has no '-', so no job's queue
-    (nor a priority level's, `<stack>-<job>--<level>`) can have this name."""
+    """The stack's workflow queue, `<stack>--workflows` (outside `job_queue_pattern`: no '_')."""
     return f"{stack}--workflows"
+
+
+def workflow_dead_letter_queue_name(stack: str) -> str:
+    """`<stack>--workflows-dlq`: named, so the CLI finds it with the workflow queue."""
+    return workflow_queue_name(stack) + DLQ_SUFFIX
+
+
+def scheduler_dead_letter_queue_name(stack: str) -> str:
+    """`<stack>--scheduler-dlq`: where EventBridge Scheduler puts runs it could not deliver."""
+    return f"{stack}--scheduler{DLQ_SUFFIX}"

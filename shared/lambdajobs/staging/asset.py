@@ -1,8 +1,10 @@
-"""What one function's Lambda asset holds: the lambdajobs runtime, and just the job modules it needs.
+"""What a function's Lambda code holds: the lambdajobs runtime (a layer every job function shares), and
+just the job modules it needs (its own asset).
 
-Per function: `lambdajobs/__init__.py`, `lambdajobs/errors.py` and `lambdajobs/runtime/` (found
-where lambdajobs is installed: your project or site-packages), the pure-Python packages the runtime
-imports that neither the Powertools layer nor the Lambda runtime provide, and from your project: the
+The runtime layer (`stage_runtime_layer`): `lambdajobs/__init__.py`, `lambdajobs/errors.py` and
+`lambdajobs/runtime/` (found where lambdajobs is installed: your project or site-packages), and the
+pure-Python packages the runtime imports that neither the Powertools layer nor the Lambda runtime
+provide. A job function's asset (`stage_function_asset(..., runtime=False)`), from your project: the
 module that declares the function's job, the modules of the jobs it `enqueues` (so its producer
 validates their payloads), every module of your project those import (read from their source: module
 level and function bodies, not under `TYPE_CHECKING`), the package `__init__` files on the way, and
@@ -178,20 +180,39 @@ def modules_for(spec: JobSpec, specs: dict[str, JobSpec]) -> list[str]:
     return names
 
 
-def stage_function_asset(out_dir: Path, *, jobs_package: str, modules: Iterable[str]) -> Path:
-    """Copy one function's code into `out_dir` (replaced) for `Code.from_asset`: the runtime, the
-    vendored packages, and `modules` with what they import from `jobs_package`."""
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+def _copy_runtime(out_dir: Path) -> None:
+    """The lambdajobs runtime and the vendored packages into `out_dir`."""
     library = _package_dir("lambdajobs")
     (out_dir / "lambdajobs").mkdir(parents=True)
     shutil.copy2(library / "__init__.py", out_dir / "lambdajobs" / "__init__.py")
-    shutil.copy2(
-        library / "errors.py", out_dir / "lambdajobs" / "errors.py"
-    )  # `from lambdajobs.errors import`
+    # `from lambdajobs.errors import`
+    shutil.copy2(library / "errors.py", out_dir / "lambdajobs" / "errors.py")
     shutil.copytree(library / "runtime", out_dir / "lambdajobs" / "runtime", ignore=_IGNORE)
     for package in VENDORED_PACKAGES:
         shutil.copytree(_package_dir(package), out_dir / package, ignore=_IGNORE)
+
+
+def stage_runtime_layer(out_dir: Path) -> Path:
+    """The runtime as a layer, in `out_dir` (replaced): `python/` holding the lambdajobs runtime and the
+    vendored packages (Lambda puts a layer's `python/` on `sys.path`). Every job function has it, so
+    what every function ships is in the cloud assembly once, not once per job."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    _copy_runtime(out_dir / "python")
+    return out_dir
+
+
+def stage_function_asset(
+    out_dir: Path, *, jobs_package: str, modules: Iterable[str], runtime: bool = True
+) -> Path:
+    """Copy one function's code into `out_dir` (replaced) for `Code.from_asset`: `modules` with what
+    they import from `jobs_package`, and with `runtime` the runtime and the vendored packages (False:
+    the function has the runtime layer, `stage_runtime_layer`)."""
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    if runtime:
+        _copy_runtime(out_dir)
     for name in job_modules(jobs_package, modules):
         source = module_path(name)
         relative = Path(*name.split("."))

@@ -16,7 +16,7 @@ Exempt, as Python itself treats them: imports under `if TYPE_CHECKING:` (never r
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,18 +237,24 @@ def _in_asset(asset: Path, module: str) -> bool:
     return base.with_suffix(".py").is_file() or base.is_dir()
 
 
-def unresolved_imports(asset: Path, provided: Provided) -> list[tuple[ImportRef, Path]]:
+def unresolved_imports(
+    asset: Path, provided: Provided, layers: Sequence[Path] = ()
+) -> list[tuple[ImportRef, Path]]:
     """The imports of the asset's files that resolve nowhere on Lambda, with the importing file.
 
-    A module whose top-level package ships in the asset must itself be in the asset (a `from a import
-    b` resolves when `a` does: `b` is then a submodule in the asset or an attribute of `a`); any other
-    module resolves by its top-level name in `provided`.
+    A module whose top-level package ships in the asset, or in one of `layers` (folders staged here:
+    the runtime layer's `python/`), must itself be there (a `from a import b` resolves when `a` does:
+    `b` is then a submodule there or an attribute of `a`): `lambdajobs.runtime` is in the runtime
+    layer, `lambdajobs.testing` is not. Any other module resolves by its top-level name in `provided`.
     """
-    shipped_tops = top_level_modules(asset)
+    folders = (asset, *layers)
+    shipped_tops = {top for folder in folders for top in top_level_modules(folder)}
 
     def resolves(module: str) -> bool:
         top = module.split(".")[0]
-        return _in_asset(asset, module) if top in shipped_tops else provided.has(top)
+        if top in shipped_tops:
+            return any(_in_asset(folder, module) for folder in folders)
+        return provided.has(top)
 
     missing = []
     for name, path in asset_modules(asset):
@@ -296,7 +302,13 @@ def advice(module: str) -> str:
 
 
 def check_asset_imports(
-    asset: Path, provided: Provided, *, function: str, python: str, shown: int = 3
+    asset: Path,
+    provided: Provided,
+    *,
+    function: str,
+    python: str,
+    shown: int = 3,
+    layers: Sequence[Path] = (),
 ) -> None:
     """Fail synthesis, in one line, when a shipped file imports what the function would not find.
 
@@ -304,7 +316,7 @@ def check_asset_imports(
         ConfigurationError: naming the function, each missing module with its importing `file:line`,
             and the fix.
     """
-    missing = unresolved_imports(asset, provided)
+    missing = unresolved_imports(asset, provided, layers)
     if not missing:
         return
     modules = sorted({ref.module for ref, _ in missing})
