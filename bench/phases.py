@@ -9,6 +9,10 @@ a fresh interpreter per phase, its stdout (both workers' log and metric lines) s
   and the hand-written worker's.
 - `enqueue`: jobs per second sent by `enqueue_many`, a `send_message` loop, a `send_message_batch`
   loop and Celery's `apply_async`, against one moto server.
+- `synth`: the synthesis of a generated app of many jobs (tests/big_app.py: of every 10 jobs, one cron
+  job, one with three priority levels, one enqueuing 10 others), and this project's six-job app beside
+  it: seconds, and the sizes AWS limits (resources and bytes per template, the largest environment,
+  the cloud assembly's size).
 """
 
 from __future__ import annotations
@@ -380,7 +384,71 @@ def _celery(endpoint: str, payloads: list[dict[str, Any]], sqs: Any, model: Any)
     return run
 
 
-PHASES = {"cpu": cpu, "moto": moto, "wru": wru, "enqueue": enqueue}
+def synth(params: dict[str, Any]) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from lambdajobs.cdk.job_worker import environment_size
+    from tests.big_app import synthesize, templates, write_jobs
+
+    def measure(build: Callable[[Path], Any], folder: Path) -> dict[str, Any]:
+        started = time.perf_counter()
+        assembly = build(folder)
+        seconds = time.perf_counter() - started
+        found = templates(assembly)
+        environments = [
+            environment_size({k: v if isinstance(v, str) else "${Token[T.1]}" for k, v in variables.items()})
+            for t in found.values()
+            for r in t["Resources"].values()
+            if r["Type"] == "AWS::Lambda::Function"
+            for variables in [r["Properties"]["Environment"]["Variables"]]
+        ]
+        out = Path(assembly.directory)
+        from lambdajobs.cdk import nag_errors
+
+        # cfn-lint on every template (W3005: a DependsOn CDK writes that a GetAtt implies)
+        lint = subprocess.run(
+            [str(Path(sys.executable).parent / "cfn-lint"), "--ignore-checks", "W3005", "--"]
+            + [str(out / name) for name in found],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return {
+            "nag_errors": len(nag_errors(assembly)),
+            "cfn_lint_findings": len([line for line in lint.stdout.splitlines() if line.strip()]),
+            "seconds": round(seconds, 2),
+            "templates": len(found),
+            "max_resources": max(len(t["Resources"]) for t in found.values()),
+            "max_template_bytes": max(len(json.dumps(t, separators=(",", ":"))) for t in found.values()),
+            "max_environment_characters": max(environments),
+            "assembly_mb": round(sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20, 1),
+        }
+
+    root = Path(tempfile.mkdtemp(prefix="bench-synth-"))
+    package = write_jobs(root, "bench_many_jobs", params["jobs"])
+    many = measure(
+        lambda folder: synthesize(
+            root, package, stack="bench", outdir=folder / "out", stacks_file=folder / "stacks.json"
+        )[0],
+        root / "many",
+    )
+
+    def this_project(folder: Path) -> Any:
+        from infra.app import build_app
+
+        os.environ["LAMBDAJOBS_STACKS_FILE"] = str(folder / "stacks.json")
+        app, _ = build_app(outdir=str(folder / "out"))
+        return app.synth()
+
+    (root / "many").mkdir(exist_ok=True)
+    (root / "project").mkdir()
+    project = measure(this_project, root / "project")
+    return {"jobs": params["jobs"], "many": many, "project": project}
+
+
+PHASES = {"cpu": cpu, "moto": moto, "wru": wru, "enqueue": enqueue, "synth": synth}
 
 if __name__ == "__main__":
     name, raw, out = sys.argv[1:4]

@@ -43,7 +43,7 @@ EXTRAS = "cdk,cli,local"
 #: identifier, and with '-' for '_' a CloudFormation stack name (letters, digits, '-', starting with
 #: a letter) that does not end with '-' and has no '--' (the queue names' level separator).
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*$")
-#: The stack name goes into queue names (`<stack>-<job>--<level>`, at most 80 characters with a job
+#: The stack name goes into queue names (`<stack>_<job>--<level>-dlq`, at most 80 characters with a job
 #: name of up to 48) and schedule group names (at most 64): 40 leaves room for long job names.
 MAX_NAME = 40
 

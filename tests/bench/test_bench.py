@@ -29,6 +29,8 @@ RATIOS = (
     "dynamodb_wru_per_job_job_index_finished",
     "dynamodb_wru_per_job_powertools",
     "lambda_asset_kb",
+    "synth_seconds_many_jobs",
+    "synth_seconds_ratio_many_jobs_vs_project",
 )
 
 
@@ -41,7 +43,7 @@ def test_the_quick_bench_writes_every_key_with_positive_figures(tmp_path: Path) 
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -60,7 +62,12 @@ def test_the_quick_bench_writes_every_key_with_positive_figures(tmp_path: Path) 
         "cold_start_ratio_vs_powertools",
         "dynamodb_wru_per_job",
         "moto_worker_speed_ratio_vs_powertools",
+        "synth_seconds_many_jobs",
     }
+    # the many-job app held every limit (at its quick size: one stack)
+    many = figures["details"]["synth"]["many"]
+    assert many["max_resources"] < 500 and many["max_environment_characters"] < 4096
+    assert many["nag_errors"] == 0 and many["cfn_lint_findings"] == 0
     # the staged asset ships source only, and the table is printed
     assert figures["details"]["lambda_asset"]["pyc_files"] == 0
     assert "cold start" in done.stdout

@@ -53,6 +53,14 @@ def ref_ids(value: Any) -> set[str]:
     return found
 
 
+def construct_prefix(job: str) -> tuple[str, str]:
+    """The logical-id prefixes of a job's resources in this project's stack: its `JobWorker`'s, and
+    its alarms' (under the monitoring construct)."""
+    from lambdajobs.cdk.stack import construct_id
+
+    return f"LambdaJobs{construct_id(job)}", f"LambdaJobsMonitoring{construct_id(job)}"
+
+
 def sqs_names(value: Any) -> set[str]:
     """The queue names of the SQS ARNs written from a name (`Fn::Join` of `arn:`, the partition,
     `:sqs:`, region, account and `:<name>`) anywhere inside a template value."""
