@@ -579,9 +579,7 @@ class LambdaJobs(Construct):
                 # health; redrive, cron trigger and enqueue send to the job queues (never to a DLQ: a
                 # deny, as the pattern of the job queues names their DLQs too)
                 iam.PolicyStatement(actions=["sqs:GetQueueAttributes", "sqs:SendMessage"], resources=queues),
-                iam.PolicyStatement(
-                    effect=iam.Effect.DENY, actions=["sqs:SendMessage"], resources=[dlqs[0]]
-                ),
+                iam.PolicyStatement(effect=iam.Effect.DENY, actions=["sqs:SendMessage"], resources=[dlqs[0]]),
                 # health, and the dead-letter commands (the Scheduler DLQ's too: runs it could not deliver);
                 # the board's "redrive all" is SQS's own move task
                 iam.PolicyStatement(
