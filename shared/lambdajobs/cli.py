@@ -63,7 +63,9 @@ def _root(
         help="your jobs package (default: \\[tool.lambdajobs] jobs in pyproject.toml, or cdk.json)",
     ),
     profile: str = typer.Option(None, help="AWS profile (default: AWS_PROFILE / the default profile)"),
-    region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
+    region: str = typer.Option(
+        None, envvar="AWS_REGION", help="AWS region (default: AWS_REGION / the profile's region)"
+    ),
     endpoint_url: str = typer.Option(
         None, envvar="AWS_ENDPOINT_URL", help="AWS endpoint, e.g. the local stack's"
     ),
@@ -341,6 +343,7 @@ def _cdk(
     if cfg.region:  # --region: the CLI reads the region from the environment
         environ.update(AWS_REGION=cfg.region, AWS_DEFAULT_REGION=cfg.region)
     script = cdk_cli.ensure_cli(node=node)
+    started = time.time()  # what synth writes after this: the templates, the stacks file
 
     def run(args: list[str], *, interactive: bool) -> int:
         return cdk_cli.run_cli(script, args, cwd=folder, node=node, environ=environ, interactive=interactive)
@@ -364,9 +367,22 @@ def _cdk(
     if code:
         raise typer.Exit(code)
     if command == "synth":
+        from lambdajobs.upgrade import nested_template_files
+
         for template in cdk_cli.templates(folder, extra):
-            shown = os.path.relpath(template)
-            console.print(f"wrote {shown}", highlight=False, soft_wrap=True, markup=False)
+            for written in (template, *nested_template_files(template)):  # a nested stack's (Jobs2) too
+                shown = os.path.relpath(written)
+                console.print(f"wrote {shown}", highlight=False, soft_wrap=True, markup=False)
+        from lambdajobs.runtime.project import stacks_file as stacks_file_of
+
+        stacks_file = stacks_file_of(folder)
+        if stacks_file.is_file() and stacks_file.stat().st_mtime >= started:
+            console.print(
+                f"recorded which stack holds each job in {os.path.relpath(stacks_file)}: commit it",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
 
 
 def _say_lines(lines: list[str]) -> None:

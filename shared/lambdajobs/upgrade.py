@@ -288,6 +288,29 @@ def _nested_file(resource: Mapping[str, Any], assets: Mapping[str, str]) -> str 
     return assets.get(tail.rsplit("/", 1)[-1]) if tail else None
 
 
+def nested_template_files(template_path: Path) -> list[Path]:
+    """The files of the nested stacks' templates a stack template references (theirs included), in
+    its cloud assembly: what `lambdajobs synth` lists beside the stack's own template."""
+    assembly = template_path.parent
+    assets = _assets(assembly)
+    found: list[Path] = []
+    todo, seen = [template_path], set()
+    while todo:
+        try:
+            template = json.loads(todo.pop().read_text())
+        except (OSError, ValueError):
+            continue
+        for resource in (template.get("Resources") or {}).values():
+            if not isinstance(resource, Mapping) or resource.get("Type") != "AWS::CloudFormation::Stack":
+                continue
+            name = _nested_file(resource, assets)
+            if name is not None and name not in seen:
+                seen.add(name)
+                found.append(assembly / name)
+                todo.append(assembly / name)
+    return found
+
+
 def _nested(template: Mapping[str, Any], assembly: Path, assets: Mapping[str, str]) -> list[dict[str, Any]]:
     """The templates of the nested stacks `template` references, theirs included. One not found is
     left out: its queues then read as deleted, which is the safe side."""

@@ -122,19 +122,24 @@ def test_lambdajobs_cdk_runs_the_pinned_cli_on_the_virtualenvs_node(cli_env):
 def test_lambdajobs_synth_synthesizes_the_stack_from_cdk_json(cli_env, synthesized, tmp_path):
     # GIVEN cdk.json's app command, run by `lambdajobs synth` as `make synth` runs it (offline: no
     # account is needed to synth), from a subfolder of the project
+    stacks_file = tmp_path / "stacks" / "lambdajobs.stacks.json"  # (not this repository's own)
+    stacks_file.parent.mkdir()
     out = subprocess.run(
         [str(LAMBDAJOBS), "synth", "--output", str(tmp_path)],
         cwd=ROOT / "tests",
-        env=cli_env,
+        env={**cli_env, "LAMBDAJOBS_STACKS_FILE": str(stacks_file)},
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    assert (
-        out.stdout.splitlines()[-1]
-        == f"wrote {os.path.relpath(tmp_path / 'lambdajobs.template.json', ROOT / 'tests')}"
+    # the template it wrote (and each nested stack's: none here), and the stacks file it recorded
+    wrote = [line for line in out.stdout.splitlines() if line.startswith("wrote ")]
+    assert wrote == [f"wrote {os.path.relpath(tmp_path / 'lambdajobs.template.json', ROOT / 'tests')}"]
+    recorded = (
+        f"recorded which stack holds each job in {os.path.relpath(stacks_file, ROOT / 'tests')}: commit it"
     )
+    assert out.stdout.splitlines()[-1] == recorded
     # THEN it writes the same stack the tests synthesize (cdk.json's context included)
     template = json.loads((tmp_path / "lambdajobs.template.json").read_text())
     expected = synthesized[0]
@@ -161,14 +166,15 @@ def test_cdk_json_sets_every_recommended_feature_flag_of_the_installed_aws_cdk_l
     assert recommended and {k: context.get(k) for k in recommended} == recommended
 
 
+NO_CREDENTIALS = "error: no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`."
+
+
 @pytest.mark.parametrize(
     ("region", "expected"),
     [
-        (
-            "us-east-1",
-            "error: no AWS credentials found: set AWS_PROFILE (or --profile), or run `aws configure`.",
-        ),
-        (None, "error: no AWS region: pass --region or set AWS_REGION (a deploy needs one)."),
+        ({"AWS_DEFAULT_REGION": "us-east-1"}, NO_CREDENTIALS),
+        ({"AWS_REGION": "us-east-1"}, NO_CREDENTIALS),  # what the error below says to set
+        ({}, "error: no AWS region: pass --region or set AWS_REGION (a deploy needs one)."),
     ],
 )
 def test_deploying_without_an_account_says_what_is_missing_in_one_line(tmp_path, region, expected):
@@ -178,7 +184,7 @@ def test_deploying_without_an_account_says_what_is_missing_in_one_line(tmp_path,
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
         "AWS_EC2_METADATA_DISABLED": "true",
-        **({"AWS_DEFAULT_REGION": region} if region else {}),
+        **region,
     }
     # make deploy runs `lambdajobs deploy`, whose `lambdajobs whoami` stops it with its line (make adds
     # its own)

@@ -190,3 +190,14 @@ def test_an_app_that_gains_a_job_keeps_every_job_where_it_was(tmp_path):
         assert kept <= ids_after[template], (template, sorted(kept - ids_after[template])[:5])
     # and the file says where each job is, for the next synth (commit it)
     assert json.loads(stacks_file.read_text())["stacks"]["grow"] == groups_after
+
+
+def test_synth_lists_each_nested_stacks_template(many):
+    """`lambdajobs synth` prints every template it wrote: the stack's and its nested stacks'."""
+    from lambdajobs.upgrade import nested_template_files
+
+    root = Path(many["assembly"].directory) / "many.template.json"
+    nested = {path.name for path in nested_template_files(root)}
+    assert nested == set(many["templates"]) - {"many.template.json"} and len(nested) == len(
+        many["stack"].job_stacks
+    )

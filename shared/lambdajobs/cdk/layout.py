@@ -23,17 +23,16 @@ from a nested stack's, so they are the same in any group.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from lambdajobs.runtime.errors import ConfigurationError
-from lambdajobs.runtime.project import project_root
+from lambdajobs.runtime.project import ENV_STACKS_FILE, STACKS_FILE_NAME, stacks_file
 from lambdajobs.runtime.spec import JobSpec
 
-LAYOUT_NAME = "lambdajobs.stacks.json"
+LAYOUT_NAME = STACKS_FILE_NAME
 #: Where the layout file is instead (tests point it at a temporary file).
-ENV_LAYOUT_FILE = "LAMBDAJOBS_STACKS_FILE"
+ENV_LAYOUT_FILE = ENV_STACKS_FILE
 #: CloudFormation's limit per template.
 MAX_TEMPLATE_RESOURCES = 500
 #: What a group's jobs may take of a template: the rest is room for what the stack holds beside them
@@ -58,10 +57,7 @@ def job_resources(spec: JobSpec) -> int:
 
 def layout_path() -> Path:
     """`lambdajobs.stacks.json` beside your pyproject.toml (or `$LAMBDAJOBS_STACKS_FILE`)."""
-    override = os.environ.get(ENV_LAYOUT_FILE)
-    if override:
-        return Path(override)
-    return (project_root() or Path.cwd()) / LAYOUT_NAME
+    return stacks_file()
 
 
 def read_layout(path: Path, stack: str) -> list[list[str]] | None:

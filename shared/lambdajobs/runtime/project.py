@@ -36,6 +36,23 @@ def _project_files(start: Path) -> list[Path]:
     return found
 
 
+#: Where synth records which stack of the app holds each job (`lambdajobs.cdk.layout`): beside your
+#: pyproject.toml, or where `LAMBDAJOBS_STACKS_FILE` says.
+STACKS_FILE_NAME = "lambdajobs.stacks.json"
+ENV_STACKS_FILE = "LAMBDAJOBS_STACKS_FILE"
+
+
+def stacks_file(start: Path | None = None) -> Path:
+    """`lambdajobs.stacks.json` in the project folder of `start` (default: the current folder), or
+    `$LAMBDAJOBS_STACKS_FILE`."""
+    import os
+
+    override = os.environ.get(ENV_STACKS_FILE)
+    if override:
+        return Path(override)
+    return (project_root(start) or (start or Path.cwd())) / STACKS_FILE_NAME
+
+
 def project_root(start: Path | None = None) -> Path | None:
     """The nearest folder (from `start`, default the current one, upwards) with a pyproject.toml or
     cdk.json: where the project's own packages are imported from."""
