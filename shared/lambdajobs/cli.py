@@ -63,9 +63,7 @@ def _root(
         help="your jobs package (default: \\[tool.lambdajobs] jobs in pyproject.toml, or cdk.json)",
     ),
     profile: str = typer.Option(None, help="AWS profile (default: AWS_PROFILE / the default profile)"),
-    region: str = typer.Option(
-        None, envvar="AWS_REGION", help="AWS region (default: AWS_REGION / the profile's region)"
-    ),
+    region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
     endpoint_url: str = typer.Option(
         None, envvar="AWS_ENDPOINT_URL", help="AWS endpoint, e.g. the local stack's"
     ),
@@ -76,6 +74,10 @@ def _root(
     from lambdajobs.runtime.settings import DEFAULT_STACK_NAME
 
     _jobs_option = jobs
+    if region is None and not os.environ.get("AWS_DEFAULT_REGION"):
+        # boto3 reads AWS_DEFAULT_REGION (and the profile's), not AWS_REGION, which this help and its
+        # errors name (the CDK CLI and Lambda read it)
+        region = os.environ.get("AWS_REGION") or None
     _config = StackConfig(
         stack=stack or DEFAULT_STACK_NAME, region=region, endpoint_url=endpoint_url, profile=profile
     )

@@ -142,8 +142,9 @@ def queue_name(stack: str, job: str, level: str | None = None) -> str:
     from lambdajobs.runtime.errors import ConfigurationError
 
     if "_" in stack or not stack:
+        problem = "has '_'" if stack else "is empty"
         raise ConfigurationError(
-            f"stack name '{stack}' has '_'; use letters, digits and '-' (as CloudFormation does)."
+            f"stack name '{stack}' {problem}; use letters, digits and '-' (as CloudFormation does)."
         )
     name = f"{stack}_{job}" if level is None else f"{stack}_{job}--{level}"
     if len(name) + len(DLQ_SUFFIX) > MAX_QUEUE_NAME:
