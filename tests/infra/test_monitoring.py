@@ -405,6 +405,18 @@ def test_a_part_or_a_job_is_added_once():
         monitoring.add_jobs({}, part=0)
 
 
+def test_more_groups_than_the_root_composite_can_watch_are_refused_with_the_fix():
+    from aws_cdk import App, Stack
+
+    stack = Stack(App(), "crowded")
+    monitoring = mon.Monitoring(stack, "Monitoring")  # no workflows, no Scheduler DLQ: 1 stack-wide alarm
+    room = mon.CHILDREN_PER_RULE - 1
+    for part in range(1, room + 1):
+        monitoring.add_jobs({f"job{part}": Worker(stack, f"job{part}")}, part=part)
+    with pytest.raises(ConfigurationError, match="split the jobs over two stacks of their own"):
+        monitoring.add_jobs({"one_more": Worker(stack, "one_more")}, part=room + 1)
+
+
 # -- the account's quota: what reservations may take ----------------------------------------------
 
 

@@ -678,8 +678,9 @@ class Monitoring(Construct):
         if group.composite is not None:
             if len(self._root_children) >= CHILDREN_PER_RULE:
                 raise ConfigurationError(
-                    f"monitoring: the root composite alarm would watch more than {CHILDREN_PER_RULE} alarms "
-                    f"(groups and stack-wide alarms); put more jobs in each group."
+                    f"monitoring: the jobs fill more nested stacks than the stack's composite alarm can "
+                    f"watch ({CHILDREN_PER_RULE} alarms: each group's and the stack-wide ones; about 600 "
+                    f"plain jobs, docs/reference/limits.md); split the jobs over two stacks of their own."
                 )
             self._root_children.append(group.composite)
         self.groups[part] = group
