@@ -19,7 +19,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.runtime.config import QueueAddress
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -254,11 +253,6 @@ class LevelQueues:
         """How dashboards and alarms name it: `send_email (high)`, or just the job without priorities."""
         return f"{self.job} ({self.priority})" if self.priority else self.job
 
-    @property
-    def refs(self) -> QueueAddress:
-        """Its queue's URL and ARN and its DLQ's URL (deploy-time tokens)."""
-        return JobWorker._refs(self.queue, self.dead_letter_queue)
-
 
 class JobWorker(Construct):
     """Queue + dead-letter queue + Lambda worker + event source mapping + manifest entry for one job;
@@ -405,10 +399,6 @@ class JobWorker(Construct):
         )
         self.manifest = manifest
         self.schedule = self._schedule(spec, cron_group, scheduler_dlq) if spec.schedule else None
-
-    @staticmethod
-    def _refs(queue: sqs.IQueue, dead_letter_queue: sqs.IQueue) -> QueueAddress:
-        return QueueAddress(queue.queue_url, queue.queue_arn, dead_letter_queue.queue_url)
 
     @property
     def all_levels(self) -> list[LevelQueues]:

@@ -223,8 +223,8 @@ class Effects:
         record = d.record
         known = self.config.queues.get(queue_key(d.spec.name, d.source_level))
         url = (known.url if known else "") or self._queue_urls.get(record.event_source_arn)
-        where = self.config.where()
-        if not url and where is not None:  # the naming rule: the ARN ends with the queue's name
+        where = self.config.where() if not url else None
+        if where is not None:  # the naming rule: the ARN ends with the queue's name
             url = where.queue_url(record.event_source_arn.rsplit(":", 1)[-1])
         if not url:  # arn:aws:sqs:<region>:<account>:<name>
             *_, account, name = record.event_source_arn.split(":")
