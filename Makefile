@@ -44,10 +44,13 @@ $(CLI_STAMP): $(STAMP)
 	$(LAMBDAJOBS) cdk --version
 	touch $(CLI_STAMP)
 
-# The whole suite; build/reports/tests.json records how long it took (`make test-report` writes the
-# generated page docs/reports/tests.md from it: the budget is 6 minutes on an idle 2-core machine).
+# The whole suite, on every core (pytest-xdist: a worker per CPU, one test module at a time each, the
+# longest first; tests/parallel.py); TEST_WORKERS=1 runs it in one process. build/reports/tests.json
+# records how long it took and the CPU it used (`make test-report` writes the generated page
+# docs/reports/tests.md from it: the budget is 6 minutes on an idle 2-core machine).
+TEST_WORKERS ?= auto
 test: $(STAMP) $(CLI_STAMP) chromium
-	$(PY) -m pytest -q -p reports.pytest_durations
+	$(PY) -m pytest -q -p reports.pytest_durations $(if $(filter 1,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 test-report: $(STAMP)
 	$(PY) -m reports.tests --doc-only

@@ -29,17 +29,26 @@ def render(data: dict[str, Any]) -> list[str]:
     lines = header("Test suite", "build/reports/tests.json", "python -m reports.tests", data.get("run"))
     command = " ".join(["pytest", *data["args"]])
     scope = "the whole suite" if data.get("whole_suite") else "a part of the suite, not all of it"
+    workers = data.get("workers") or 1
+    how = f"in {workers} worker processes" if workers > 1 else "in one process"
+    cpu = f", using {data['cpu_seconds']:.0f} CPU seconds" if data.get("cpu_seconds") is not None else ""
     lines += [
-        f"`{command}` ({scope}) took {seconds:.0f} s: {counts}. The budget of `make test`, the whole suite,"
-        f" is {BUDGET_SECONDS // 60} minutes on an idle 2-core machine.",
+        f"`{command}` ({scope}, {how}) took {seconds:.0f} s{cpu}: {counts}. The budget of `make test`, the"
+        f" whole suite, is {BUDGET_SECONDS // 60} minutes on an idle 2-core machine.",
         "",
         "## By module",
         "",
-        "| module | tests | seconds |",
-        "|---|---|---|",
+        "A module's seconds are its tests' (setup, call and teardown), in the worker that ran them; its CPU"
+        " seconds are those of that worker and the processes its tests started.",
+        "",
+        "| module | tests | seconds | CPU seconds |",
+        "|---|---|---|---|",
     ]
     modules = sorted(data["modules"].items(), key=lambda kv: -kv[1]["seconds"])
-    lines += [f"| `{name}` | {m['tests']} | {m['seconds']:.1f} |" for name, m in modules]
+    lines += [
+        f"| `{name}` | {m['tests']} | {m['seconds']:.1f} | {m.get('cpu_seconds', 0.0):.1f} |"
+        for name, m in modules
+    ]
     lines += ["", f"## The {SLOWEST} slowest tests", "", "| test | seconds |", "|---|---|"]
     slowest = sorted(data["tests"].items(), key=lambda kv: -kv[1])[:SLOWEST]
     lines += [f"| `{name}` | {secs:.2f} |" for name, secs in slowest]

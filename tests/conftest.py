@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 import pytest
 import time_machine
 
+#: `make test` runs the suite on every core: one work unit per module, longest first (tests/parallel.py).
+pytest_plugins = ["tests.parallel"]
+
 # Synth records which stack holds each job in lambdajobs.stacks.json beside pyproject.toml
 # (lambdajobs.cdk.layout); the apps tests synthesize record theirs in a file of the test session's.
 os.environ["LAMBDAJOBS_STACKS_FILE"] = os.path.join(

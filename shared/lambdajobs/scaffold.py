@@ -315,8 +315,9 @@ lambdajobs bootstrap    # once per AWS account and region
 lambdajobs deploy       # the stack `$stack` (CI: lambdajobs deploy --yes)
 ```
 
-Synth writes `lambdajobs.lock` (the versions of your dependencies shipped) and `lambdajobs.stacks.json`
-(which stack holds each job, once they spread over nested stacks) beside `pyproject.toml`: commit both.
+Synth writes `lambdajobs.lock` (the versions of the dependencies you declare, once you declare some)
+and `lambdajobs.stacks.json` (which stack holds each job, once they spread over nested stacks) beside
+`pyproject.toml`: commit both.
 """
 
 GITIGNORE = """\

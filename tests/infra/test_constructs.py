@@ -187,3 +187,31 @@ def test_the_job_index_is_off_by_default_and_costs_nothing(acme):
         if r["Type"] == "AWS::SSM::Parameter" and r["Properties"]["Name"] == "/lambdajobs/acme/stack"
     ]
     assert '"job_index":"off"' in json.dumps(manifest).replace(" ", "").replace("\\", "")
+
+
+def test_a_project_that_declares_no_dependencies_any_more_loses_its_stale_lock(tmp_path, monkeypatch):
+    import sys
+
+    from aws_cdk import App
+
+    from lambdajobs.cdk import LambdaJobsStack
+    from lambdajobs.staging import dependencies as deps
+
+    # GIVEN a project whose synth locked jinja2 once, and which declares no dependencies now
+    (tmp_path / "probe_stale").mkdir()
+    (tmp_path / "probe_stale" / "__init__.py").write_text("")
+    (tmp_path / "probe_stale" / "billing.py").write_text(textwrap.dedent(JOBS))
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "probe_stale"\n')
+    deps.write_lock(
+        deps.Requirements(("jinja2",), "pyproject.toml [tool.lambdajobs]", tmp_path), ["jinja2==3.1.6"]
+    )
+    assert (tmp_path / deps.LOCK_NAME).is_file()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # WHEN its stack is built
+    with isolated_registry():
+        stack = LambdaJobsStack(App(outdir=str(tmp_path / "cdk.out")), "stale", jobs="probe_stale")
+    sys.modules.pop("probe_stale.billing", None)
+    # THEN nothing ships, and no lock says otherwise
+    assert stack.lambdajobs.dependencies.folder is None
+    assert not (tmp_path / deps.LOCK_NAME).exists()

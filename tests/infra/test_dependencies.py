@@ -247,3 +247,15 @@ def test_a_library_needing_another_version_of_a_runtime_package_is_refused_by_na
         assert "need another six than the" in message and "needs-new-six 1.0 needs six>=99" in message
     else:
         assert "need six>=99, but every function has six" in message
+
+
+def test_only_a_lock_synth_wrote_is_removed_when_nothing_is_declared(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.lambdajobs]\njobs = "j"\n')
+    monkeypatch.chdir(tmp_path)
+    # GIVEN a file of the lock's name that synth did not write: it stays
+    (tmp_path / deps.LOCK_NAME).write_text("jinja2==3.1.6\n")
+    assert deps.remove_stale_lock() is None and (tmp_path / deps.LOCK_NAME).is_file()
+    # AND one synth wrote goes
+    deps.write_lock(reqs(tmp_path, "jinja2"), ["jinja2==3.1.6"])
+    assert deps.remove_stale_lock() == tmp_path / deps.LOCK_NAME
+    assert not (tmp_path / deps.LOCK_NAME).exists()

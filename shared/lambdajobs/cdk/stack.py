@@ -313,7 +313,10 @@ class LambdaJobs(Construct):
                     f"job '{spec.name}' enqueues {unknown}, not declared in jobs package '{jobs}' "
                     f"(declared: {sorted(self.specs)})."
                 )
-        self.dependencies = deps.build(deps.declared(dependencies))
+        requirements = deps.declared(dependencies)
+        if requirements is None and dependencies is None:
+            deps.remove_stale_lock()  # the project declares none now: nothing ships, nothing is locked
+        self.dependencies = deps.build(requirements)
         job_layers: list[lambda_.ILayerVersion] = [layer]  # the Powertools layer, then ours
         if self.dependencies.folder is not None:
             #: Your jobs' libraries, built for Lambda's platform (lambdajobs.staging.dependencies).

@@ -428,6 +428,23 @@ def _provided_conflict(
     )
 
 
+def remove_stale_lock() -> Path | None:
+    """Remove the lock of a project that declares no dependencies any more (its functions ship none,
+    and a lock still pinning the old ones would say otherwise): the lock beside the pyproject.toml with
+    `[tool.lambdajobs]`, when synth wrote it (its first line is ours). Returns the removed path."""
+    from lambdajobs.project import lambdajobs_root
+
+    root = lambdajobs_root()
+    path = root / LOCK_NAME if root is not None else None
+    if path is None or not path.is_file():
+        return None
+    with path.open() as lock:
+        if not lock.readline().startswith(f"# {LOCK_NAME}: what `lambdajobs synth` ships"):
+            return None  # not a lock synth wrote: leave it
+    path.unlink()
+    return path
+
+
 def read_lock(requirements: Requirements) -> list[str] | None:
     """The lock's pins when it was made from these very requirements (and platform), else None."""
     path = requirements.lock_path
