@@ -31,6 +31,10 @@ class Connection(NamedTuple):
 DEFAULT = Connection()
 
 _clients: dict[tuple[str, Connection], Any] = {}
+#: One session per connection, its clients made from it: a botocore session registers some 700 event
+#: handlers when it is made (about 20 ms; a worker's cold start makes two or three clients). A session is
+#: not thread-safe, so clients are made from it under `_lock` only; the clients themselves are.
+_sessions: dict[Connection, Any] = {}
 _lock = threading.Lock()
 #: One botocore data loader for every session: each session would otherwise parse the service models,
 #: endpoint rules and partitions again (about 0.1 s per client: a cold start's, and every test's).
@@ -38,7 +42,11 @@ _loader: Any = None
 
 
 def _session(connection: Connection) -> Any:
+    """The session of `connection` (call with `_lock` held)."""
     global _loader
+    found = _sessions.get(connection)
+    if found is not None:
+        return found
     import boto3
     import botocore.session
 
@@ -47,7 +55,8 @@ def _session(connection: Connection) -> Any:
         _loader = core.get_component("data_loader")
     else:
         core.register_component("data_loader", _loader)
-    return boto3.session.Session(botocore_session=core, region_name=connection.region)
+    _sessions[connection] = boto3.session.Session(botocore_session=core, region_name=connection.region)
+    return _sessions[connection]
 
 
 def client(service: str, connection: Connection = DEFAULT) -> Any:
@@ -83,6 +92,7 @@ def reset_clients() -> None:
     """Forget every client, so the next call creates fresh ones (after credentials or endpoints change)."""
     with _lock:
         _clients.clear()
+        _sessions.clear()
 
 
 # -- failures that pass by waiting --------------------------------------------------------------------
