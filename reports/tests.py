@@ -39,7 +39,8 @@ def render(data: dict[str, Any]) -> list[str]:
         "## By module",
         "",
         "A module's seconds are its tests' (setup, call and teardown), in the worker that ran them; its CPU"
-        " seconds are those of that worker and the processes its tests started.",
+        " seconds are those of that worker and of the processes its tests started and waited for (a process"
+        " that outlives a test, such as jsii's Node or a browser, counts only in the run's total).",
         "",
         "| module | tests | seconds | CPU seconds |",
         "|---|---|---|---|",
