@@ -49,10 +49,14 @@ $(CLI_STAMP): $(STAMP)
 # spent waiting on the processes, browsers and clocks it drives, and the extra worker fills it.
 # TEST_WORKERS=1 runs it in one process. build/reports/tests.json records how long it took and the CPU
 # it used (`make test-report` writes the generated page docs/reports/tests.md from it: the budget is
-# 6 minutes on an idle 2-core machine).
+# 6 minutes on an idle 2-core machine). The suite starts hundreds of Python processes (the local stack's
+# functions, the CLI, soaks, a project's own pytest): with PYTHONDONTWRITEBYTECODE set in the
+# environment, each would compile the same modules again, so the suite writes bytecode. What ships
+# never holds any (staging leaves __pycache__ out), and the bench and the package tests, which compare
+# or stage without it, set the variable themselves.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1)')
 test: $(STAMP) $(CLI_STAMP) chromium
-	$(PY) -m pytest -q -p reports.pytest_durations $(if $(filter 1,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -p reports.pytest_durations $(if $(filter 1,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile)
 
 test-report: $(STAMP)
 	$(PY) -m reports.tests --doc-only
