@@ -98,28 +98,28 @@ def plan(nodeids: list[str], seconds: dict[str, float]) -> list[int]:
     return [index for unit in order for index in units[unit]]
 
 
-def _uses_shared_synthesis(item: pytest.Item) -> bool:
-    if "synthesized" not in item.fixturenames:
-        return False
-    from tests.infra.conftest import synthesize
-
+def uses_shared_synthesis(item: pytest.Item) -> bool:
+    """True when the test's `synthesized` fixture is one that calls `tests.infra.conftest.synthesize`
+    (a module's own `synthesized`, of an app of its own, is not)."""
     info = getattr(item, "_fixtureinfo", None)
-    definitions = info.name2fixturedefs.get("synthesized", ()) if info else ()
-    return any(d.func.__globals__.get("synthesize") is synthesize for d in definitions[-1:])
+    if "synthesized" not in item.fixturenames or info is None:
+        return False
+    definitions = info.name2fixturedefs.get("synthesized", ())
+    called = [d.func.__globals__.get("synthesize") for d in definitions[-1:]]  # the one the test gets
+    return any(getattr(f, "__module__", None) == "tests.infra.conftest" for f in called)
+
+
+def strays(items: list[pytest.Item]) -> list[str]:
+    """The modules whose tests use the shared synthesis but are not in `SHARED_SYNTH`."""
+    modules = {item.nodeid.split("::", 1)[0] for item in items if uses_shared_synthesis(item)}
+    return sorted(modules - SHARED_SYNTH)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    strays = sorted(
-        {
-            item.nodeid.split("::", 1)[0]
-            for item in items
-            if item.nodeid.split("::", 1)[0] not in SHARED_SYNTH and _uses_shared_synthesis(item)
-        }
-    )
-    if strays:
+    if missing := strays(items):
         raise pytest.UsageError(
-            f"tests of {', '.join(strays)} use the session's synthesized app: add the module to SHARED_SYNTH"
+            f"tests of {', '.join(missing)} use the session's synthesized app: add the module to SHARED_SYNTH"
             " in tests/parallel.py, so that the app is synthesized once when the suite runs in parallel."
         )
     if hasattr(config, "workerinput"):  # an xdist worker: the scheduler hands out the units in this order
