@@ -64,11 +64,13 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.workflow import get_workflow as get_workflow
     from lambdajobs.runtime.workflow import group as group
     from lambdajobs.runtime.workflow import sig as sig
+    from lambdajobs.runtime.durable import SignalResult as SignalResult
+    from lambdajobs.runtime.durable import signal as signal
 
 #: The public API. Declaring jobs: job, cron, JobContext, PermanentError, Backoff, Alarms, RateLimit,
 #: bucket_prefix. Sending them: enqueue, enqueue_many. Their status: get_status, get_statuses, wait_for,
 #: count_finished, JobStatus, JobState. Workflows: sig, chain, group, chord, get_workflow,
-#: WorkflowStatus. Which stack: StackConfig, using.
+#: WorkflowStatus. Durable jobs: signal, SignalResult. Which stack: StackConfig, using.
 __all__ = [
     "Alarms",
     "Backoff",
@@ -77,6 +79,7 @@ __all__ = [
     "JobStatus",
     "PermanentError",
     "RateLimit",
+    "SignalResult",
     "StackConfig",
     "WorkflowStatus",
     "bucket_prefix",
@@ -92,6 +95,7 @@ __all__ = [
     "group",
     "job",
     "sig",
+    "signal",
     "using",
     "wait_for",
 ]

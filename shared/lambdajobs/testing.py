@@ -70,7 +70,7 @@ from lambdajobs.runtime.config import (
 from lambdajobs.runtime.errors import ClockError, ConfigurationError
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
-from lambdajobs.runtime.settings import CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
+from lambdajobs.runtime.settings import ATTR_RESUME, CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
 from lambdajobs.runtime.spec import (
     JobSpec,
     Registry,
@@ -222,6 +222,23 @@ class TestClock:
             for when, kind in self._due
             if when >= now and (what is None or kind == what)
         )
+
+    def advance_past_wake(self) -> datetime:
+        """Move the clock 1 s past the soonest wake-up of a parked durable job (a sleep, a signal
+        wait's timeout, a continuation: every copy the runners saw sent to continue one); returns the
+        new time. Then deliver again (`runner.attempt()`), after `stack.run_schedules()` for a wake-up
+        more than 15 minutes away (a one-time schedule).
+
+        Raises:
+            ClockError: no durable job is parked.
+        """
+        waiting = self.due("wake")
+        if not waiting:
+            raise ClockError(
+                "no durable job is parked: deliver a job that sleeps or waits first (runner.attempt()), "
+                "or move the clock by seconds (stack.clock.advance(seconds))."
+            )
+        return self.advance_to(waiting[0] + timedelta(seconds=1))
 
     def advance_past_backoff(self) -> datetime:
         """Move the clock 1 s past the latest retry that waits for its backoff (every retry the
@@ -477,6 +494,16 @@ class TestStack:
     def client(self, service: str) -> Any:
         return self.config.client(service)
 
+    def run_schedules(self) -> list[str]:
+        """Fire the one-time schedules that are due on the stack's clock (`enqueue(run_at=...)`, and a
+        durable job's wake-up more than 15 minutes away), as EventBridge Scheduler would: each sends
+        its message to its queue and is deleted. Returns the job ids sent."""
+        from lambdajobs.local.scheduler import LocalScheduler
+
+        assert self.provisioned is not None, "start the TestStack first"
+        fire = LocalScheduler([], queue_urls={}, one_time_group=self.provisioned.one_time_group, config=self.config)
+        return fire.run_due(datetime.now(UTC))
+
     def continuer(self) -> ContinuerRunner:
         """A runner for the workflow queue: delivers workflow notices to the real continuer."""
         return ContinuerRunner(self)
@@ -694,16 +721,35 @@ class JobRunner:
             if clock is not None:
                 clock.wake_at(time.time() + seconds, "retry")
 
-        events = getattr(getattr(self.worker.stack_config.client("sqs"), "meta", None), "events", None)
-        if events is None:  # a client a test injected that is not botocore's: delays are not seen
-            yield delays
-            return
-        event, unique = "before-parameter-build.sqs.ChangeMessageVisibility", f"lambdajobs-testing-{id(self)}"
-        events.register(event, seen, unique_id=unique)
+        def woken(params: dict[str, Any], **_: Any) -> None:  # a copy that continues a durable job
+            wake = (params.get("MessageAttributes") or {}).get(ATTR_RESUME)
+            if clock is not None and wake is not None:
+                clock.wake_at(int(wake["StringValue"]) / 1000, "wake")
+
+        def scheduled(params: dict[str, Any], **_: Any) -> None:  # a durable job's one-time schedule
+            if clock is not None and '"resume"' in str((params.get("Target") or {}).get("Input", "")):
+                moment = str(params.get("ScheduleExpression", ""))[3:-1]
+                clock.wake_at(datetime.fromisoformat(moment).replace(tzinfo=UTC), "wake")
+
+        config = self.worker.stack_config
+        hooks = [
+            (config.client("sqs"), "before-parameter-build.sqs.ChangeMessageVisibility", seen),
+            (config.client("sqs"), "before-parameter-build.sqs.SendMessage", woken),
+            (config.client("scheduler"), "before-parameter-build.scheduler.CreateSchedule", scheduled),
+        ]
+        unique = f"lambdajobs-testing-{id(self)}"
+        registered = []
+        for client, event, hook in hooks:
+            events = getattr(getattr(client, "meta", None), "events", None)
+            if events is None:  # a client a test injected that is not botocore's: not seen
+                continue
+            events.register(event, hook, unique_id=unique + event)
+            registered.append((events, event))
         try:
             yield delays
         finally:
-            events.unregister(event, unique_id=unique)
+            for events, event in registered:
+                events.unregister(event, unique_id=unique + event)
 
     def drain(self, max_batches: int = 100) -> list[BatchOutcome]:
         """Poll until nothing is visible. A retry whose backoff has passed is run again; on the stack's

@@ -57,6 +57,13 @@ RECORDS: dict[str, JobRecord] = {
     "dead, counted, attempts below": record(JobState.DEAD, ATTEMPT - 1, wf_counted="dead"),
     "dead, counted, attempts equal": record(JobState.DEAD, ATTEMPT, wf_counted="dead"),
     "succeeded, counted": record(JobState.SUCCEEDED, 1, wf_counted="succeeded"),
+    **{
+        f"{state.value}, wake {when}, attempts {label}": record(state, n, wake_at=wake)
+        for state in (JobState.SLEEPING, JobState.WAITING_SIGNAL)
+        for when, wake in (("due", NOW_MS), ("ahead", NOW_MS + 1))
+        for label, n in (("below", ATTEMPT - 1), ("equal", ATTEMPT), ("above", ATTEMPT + 1))
+    },
+    "sleeping, no wake-up": record(JobState.SLEEPING, ATTEMPT),
 }
 
 
@@ -105,6 +112,7 @@ def test_may_start_is_what_the_acquire_condition_lets_through(ddb, attempt, redr
     for never in ("running, live lock", "running, lock without deadline", "succeeded", "unknown state"):
         assert not answers[never], never
     assert answers["dead, counted, attempts below"] is redriven  # a counted dead member: only a redrive
+    check_parked(answers, attempt, redriven)
     if attempt == 1:  # the rows' attempts are about attempt 2: below is 1, at this attempt
         return check_first_attempt(answers, redriven)
     fenced = attempt is not None and not redriven
@@ -112,6 +120,19 @@ def test_may_start_is_what_the_acquire_condition_lets_through(ddb, attempt, redr
         assert answers[f"{state}, attempts below"]
         assert answers[f"{state}, attempts equal"] is not fenced  # this attempt already ran
         assert answers[f"{state}, attempts above"] is not fenced
+
+
+def check_parked(answers: dict[str, bool], attempt: int | None, redriven: bool) -> None:
+    """A parked durable job starts again only once its wake-up is due, and never by an earlier
+    attempt's copy (the copy that carries it has the attempt it was parked in)."""
+    fenced = attempt is not None and not redriven
+    for state in ("sleeping", "waiting_signal"):
+        for label in ("below", "equal", "above"):
+            assert not answers[f"{state}, wake ahead, attempts {label}"]  # a duplicate, early
+        assert answers[f"{state}, wake due, attempts below"] is (not fenced or attempt >= ATTEMPT - 1)
+        assert answers[f"{state}, wake due, attempts equal"] is (not fenced or attempt >= ATTEMPT)
+        assert answers[f"{state}, wake due, attempts above"] is not fenced
+    assert not answers["sleeping, no wake-up"]
 
 
 def check_first_attempt(answers: dict[str, bool], redriven: bool) -> None:

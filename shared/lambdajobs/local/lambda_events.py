@@ -45,7 +45,8 @@ def sqs_event(messages: list[dict[str, Any]], *, queue_arn: str, region: str) ->
 
 
 class LambdaContext:
-    """A Lambda context whose remaining time counts down from the function timeout."""
+    """A Lambda context whose remaining time counts down from the function timeout. Its deadline is
+    on the wall clock, as Lambda's is, so a test clock (`TestStack(..., clock=True)`) moves it too."""
 
     def __init__(self, function_name: str, timeout_seconds: float, memory_mb: int = 256) -> None:
         self.function_name = function_name
@@ -55,7 +56,7 @@ class LambdaContext:
         self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{function_name}"
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "local"
-        self._deadline = time.monotonic() + timeout_seconds
+        self._deadline = time.time() + timeout_seconds
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
+        return max(0, int((self._deadline - time.time()) * 1000))

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import WorkflowField
-from lambdajobs.runtime.errors import ProgressError
+from lambdajobs.runtime.errors import LambdaJobsError, ProgressError
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.durable import Durable
 
 
 @dataclass
@@ -22,6 +25,10 @@ class JobContext:
     dev` and tests it reaches the local stack, not AWS). A member of a workflow has `workflow` (its id,
     stage and index, and `parents`: how many members the stage before had, succeeded and died) and
     `parent_results`: what the stage before returned.
+
+    Durable jobs (docs/how-to/durable-jobs.md): `step(name, fn, *args, **kwargs)` runs `fn` once and
+    checkpoints its result, `sleep(seconds)` and `wait_for_signal(name, timeout_seconds)` park the job
+    with no compute until then; a job longer than an invocation continues in a fresh one between steps.
     """
 
     job_id: str
@@ -36,6 +43,9 @@ class JobContext:
     config: StackConfig = field(default_factory=StackConfig, repr=False)
     #: For a workflow's member: the envelope's `workflow` (id, stage, index, parents), else None.
     workflow: WorkflowField | None = None
+    #: The run's durable state (steps, sleeps, signals): the worker's; None outside the worker (then
+    #: a step just runs, and a sleep or a signal wait is refused).
+    durable: Durable | None = field(default=None, repr=False)
     _parent_results: list[Any] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -80,3 +90,73 @@ class JobContext:
             raise ProgressError(f"progress percent must be a number from 0 to 100, got {percent!r}")
         if self.progress_sink is not None:
             self.progress_sink(self.job_id, float(percent), message)
+
+    # -- durable jobs -------------------------------------------------------------------------------
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *args: Any,
+        budget_seconds: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` once for this job, and return its result (JSON data, at most
+        32 KB): a later attempt or continuation of the job gets the checkpointed result back instead
+        of running it again. Without `fn`, a decorator: `@ctx.step("upload")` runs the function it
+        decorates at once and stands for its result.
+
+        `budget_seconds`: the longest the step may take. A step starts only if that much time is left
+        in the invocation (else the job continues in a fresh invocation first, using no attempt);
+        without it, the duration of the step before is the guess. A budget no invocation can hold
+        fails the job (`StepError`).
+
+        A step that raises fails the attempt as any error does; the next attempt replays the steps
+        done. A crash after a step's effect and before its checkpoint runs it again: make external
+        calls idempotent with `ctx.step_key`.
+
+        Raises:
+            StepError: a name used twice in one run, a result too large or not JSON, a budget too long.
+            MaxDurationError: the job has run longer than its `max_duration_seconds`.
+        """
+        if fn is None:
+            return lambda function: self.step(name, function, *args, budget_seconds=budget_seconds, **kwargs)
+        if self.durable is None:
+            return fn(*args, **kwargs)
+        return self.durable.step(name, fn, args, kwargs, budget_seconds)
+
+    @property
+    def step_key(self) -> str | None:
+        """Inside a step: `<job id>:<step name>`, the same in every run of that step (an idempotency
+        key for the external call it makes); None outside a step."""
+        current = self.durable.current if self.durable is not None else None
+        return f"{self.job_id}:{current}" if current is not None else None
+
+    def sleep(self, seconds: float, *, name: str | None = None) -> None:
+        """Park the job for `seconds`, with no compute meanwhile: the invocation ends here and the job
+        continues after the delay (SQS up to 15 minutes, a one-time schedule beyond), replaying its
+        steps from their checkpoints. Sleeps are named by their order in the run unless `name` says.
+
+        Raises:
+            StepError: not a positive number, or past the job's `max_duration_seconds`.
+        """
+        self._durable("ctx.sleep").sleep(seconds, name)
+
+    def wait_for_signal(self, name: str, timeout_seconds: float) -> Any:
+        """Park the job until `lambdajobs.signal(job_id, name, data)` delivers `data` (returned here),
+        at most `timeout_seconds`. A signal sent earlier, even before the job started, is returned at
+        once.
+
+        Raises:
+            SignalTimeoutError: the timeout passed and no signal came (catch it to go on without).
+        """
+        return self._durable("ctx.wait_for_signal").wait_for_signal(name, timeout_seconds)
+
+    def _durable(self, what: str) -> Durable:
+        if self.durable is None:
+            raise LambdaJobsError(
+                f"{what} needs the lambdajobs worker (it parks the job between invocations); run the job "
+                "through TestStack or lambdajobs dev, not by calling it directly."
+            )
+        return self.durable

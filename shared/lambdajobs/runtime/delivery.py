@@ -46,6 +46,7 @@ from lambdajobs.runtime.settings import (
     ATTR_PRIOR_ATTEMPTS,
     ATTR_RATE_SLOT,
     ATTR_REDRIVEN,
+    ATTR_RESUME,
     ATTR_SETTLE,
 )
 from lambdajobs.runtime.spec import JobSpec
@@ -182,6 +183,8 @@ class Delivery:
     #: The job id: the envelope's `id`, else the job's idempotency key of the payload, else the
     #: message id (None: the envelope could not be read).
     job_id: str | None = None
+    #: The copy that continues a parked durable job: the wake-up it is for (epoch ms), else None.
+    resume_wake: int | None = None
 
     @property
     def member(self) -> WorkflowField | None:
@@ -244,7 +247,22 @@ def read(
     except EnvelopeError as exc:
         return replace(delivery, unrunnable=exc)
     delivery = _with_envelope(delivery, envelope, lookup)
+    delivery = _resumed(delivery, envelope)
     return replace(delivery, carried=read_carried(_attribute(record, ATTR_SETTLE), delivery.job_id))
+
+
+def _resumed(delivery: Delivery, envelope: Envelope) -> Delivery:
+    """A copy that continues a parked durable job: the wake-up it carries (an attribute on an SQS copy;
+    the envelope's `resume` on a schedule's, with the attempts before it when no attribute says)."""
+    text = _attribute(delivery.record, ATTR_RESUME)
+    if text is not None and text.isdigit():
+        return replace(delivery, resume_wake=int(text))
+    if envelope.resume is None:
+        return delivery
+    attempt = delivery.attempt
+    if _attribute(delivery.record, ATTR_PRIOR_ATTEMPTS) is None:
+        attempt = envelope.resume.prior_attempts + delivery.receives
+    return replace(delivery, resume_wake=envelope.resume.wake, attempt=attempt)
 
 
 def _with_envelope(delivery: Delivery, envelope: Envelope, lookup: Callable[[str], JobSpec]) -> Delivery:

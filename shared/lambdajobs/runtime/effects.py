@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +31,8 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError, NotStartedError
-from lambdajobs.runtime.gates import DeadLetter, Decision, Done, HandBack, RecordSuccess, Retry
+from lambdajobs.runtime.gates import DeadLetter, Decision, Done, HandBack, Park, RecordSuccess, Retry
+from lambdajobs.runtime.job_record import JobState
 from lambdajobs.runtime.records import JobRecordStore, error_fields
 from lambdajobs.runtime.settings import (
     ATTR_ATTEMPTS,
@@ -40,6 +42,7 @@ from lambdajobs.runtime.settings import (
     ATTR_RATE_SLOT,
     ATTR_REASON,
     ATTR_REDRIVEN,
+    ATTR_RESUME,
     ATTR_SETTLE,
     DLQ_ATTRIBUTES,
     HANDBACK_ATTRIBUTES,
@@ -89,6 +92,8 @@ class Effects:
             return self.retry(d, decision)
         if isinstance(decision, Done):
             return self.done(d, decision)
+        if isinstance(decision, Park):
+            return self.park(d, decision)
         raise TypeError(f"not a decision the executor carries out: {decision!r}")
 
     def write(self, call: Callable[..., Any], *args: Any) -> Exception | None:
@@ -173,12 +178,14 @@ class Effects:
     def hand_back(self, d: Delivery, decision: HandBack) -> Any:
         """Send a copy of the message back (see the module docstring) and delete the original."""
         record = d.record
-        attributes = copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 3)
+        attributes = copied_attributes(record, drop=HANDBACK_ATTRIBUTES, room=MAX_SQS_ATTRIBUTES - 4)
         slot = decision.slot or (d.carried_slot if decision.keep_slot and decision.outcome is None else None)
         if slot is not None:  # a rate-limit slot taken for this attempt goes along
             attributes[ATTR_RATE_SLOT] = {"DataType": "String", "StringValue": slot.text()}
         prior = str(max(0, d.attempt - 1))
         attributes[ATTR_PRIOR_ATTEMPTS] = {"DataType": "Number", "StringValue": prior}
+        if decision.resume is not None:
+            attributes[ATTR_RESUME] = {"DataType": "Number", "StringValue": str(decision.resume)}
         if decision.outcome is not None:
             attributes[ATTR_SETTLE] = {"DataType": "String", "StringValue": decision.outcome.text()}
         elif decision.keep_outcome and d.carried is not None and d.carried.text is not None:
@@ -232,6 +239,58 @@ class Effects:
             url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
             self._queue_urls[record.event_source_arn] = url
         return url
+
+    # -- durable jobs ---------------------------------------------------------------------------------
+
+    def park(self, d: Delivery, decision: Park) -> Any:
+        """Park a durable job (`lambdajobs.runtime.durable`): first the copy that continues it at its
+        wake-up (an SQS delay up to 15 minutes, a one-time schedule beyond), then its record, under
+        the run's lock. If the copy cannot be sent the message comes back (the record keeps the run's
+        lock until the invocation's deadline, and the next run replays to the same point); if the
+        record cannot be written, the copy waits for that lock and takes the job over."""
+        from lambdajobs.runtime import durable, gates, lifecycle
+
+        assert d.job_id is not None
+        job_id, wake = d.job_id, decision.wake_ms
+        delay = gates.seconds_until(wake)
+        if delay <= durable.MAX_SQS_DELAY_SECONDS:
+            self.hand_back(d, HandBack(delay, decision.reason, keep_slot=False, resume=wake))
+        else:
+            body = durable.resumed_body(body_keeping_job_id(d), wake, max(0, d.attempt - 1))
+            sent = self.write(
+                lambda: durable.schedule_wake(self.config, d.spec.name, job_id, body, wake, d.source_level)
+            )
+            if sent is not None:
+                self.retry_after(d, 60)
+                raise NotStartedError(f"{decision.reason}: could not schedule its wake-up; it comes back in 60 s")
+        how: dict[str, Any] = {}
+        if decision.signal is not None:
+            body = body_keeping_job_id(d)
+            small = len(body.encode()) <= durable.MAX_RESUME_BODY_BYTES
+            how = {
+                "signal": decision.signal,
+                "resume_body": body if small else None,
+                "resume_queue": self.queue_url(d) if small else None,
+            }
+        failed = self.write(
+            lambda: self.store.suspend(job_id, d.spec.name, decision.state, decision.lock, wake, **how)
+        )
+        if isinstance(failed, lifecycle.SignalArrived):
+            # the signal came while the job ran: continue it now, with the signal (a copy in 1 s)
+            soon = int(time.time() * 1000) + durable.CONTINUE_DELAY_MS
+            self.hand_back(d, HandBack(1, "its signal came", keep_slot=False, resume=soon))
+            failed = self.write(
+                lambda: self.store.suspend(job_id, d.spec.name, JobState.SLEEPING, decision.lock, soon)
+            )
+        if failed is not None:
+            self.log.warning(
+                "could not park the job's record; its copy takes it over at the run's deadline",
+                extra={"error": _error(failed)},
+            )
+        if delay > durable.MAX_SQS_DELAY_SECONDS:
+            self.delete_original(d)
+        self.metric("JobParked", 1)
+        return None
 
     # -- dead letters ---------------------------------------------------------------------------------
 

@@ -8,7 +8,9 @@ message id); `enqueued_at` is RFC 3339; `scheduled_at` (RFC 3339) is set on sche
 level's queue is moved to its level's queue first (send it to that level's queue, from the manifest,
 to save the hop); `workflow` (optional, set by lambdajobs on the members of a workflow:
 `{"id": ..., "stage": 0, "index": 3}`, and on later stages `"parents": {"total", "succeeded", "dead"}`,
-the counts of the stage before) makes the job a member of that workflow. Unknown fields are ignored,
+the counts of the stage before) makes the job a member of that workflow; `resume` (set by lambdajobs
+on the message a one-time schedule sends to continue a parked durable job: `{"wake": <epoch ms>,
+"prior_attempts": <n>}`). Unknown fields are ignored,
 so later versions can add fields.
 """
 
@@ -52,6 +54,16 @@ class WorkflowField(BaseModel):
     parents: ParentCounts | None = None
 
 
+class ResumeField(BaseModel):
+    """The envelope's `resume`, set by lambdajobs on the message a one-time schedule sends to continue
+    a parked durable job: its wake-up (epoch ms) and the attempts used before the one it continues."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    wake: int = Field(ge=0)
+    prior_attempts: int = Field(default=0, ge=0, le=10_000)
+
+
 class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -63,6 +75,7 @@ class Envelope(BaseModel):
     scheduled_at: datetime | None = None
     priority: str | None = Field(default=None, min_length=1, max_length=64)
     workflow: WorkflowField | None = None
+    resume: ResumeField | None = None
 
     @field_validator("id")
     @classmethod

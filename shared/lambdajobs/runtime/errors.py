@@ -168,6 +168,27 @@ class PermanentError(LambdaJobsError):
     """
 
 
+class StepError(PermanentError):
+    """A durable job used a step, sleep or signal wait wrongly: a step name used twice in one run, a
+    step result too large to checkpoint, a step that could never fit in the function's timeout, a
+    sleep past the job's `max_duration_seconds`. Retrying cannot help: the job is dead with this
+    reason."""
+
+
+class MaxDurationError(PermanentError):
+    """A durable job ran (with its sleeps and waits) for longer than its `max_duration_seconds`."""
+
+
+class SignalTimeoutError(LambdaJobsError, TimeoutError):
+    """`ctx.wait_for_signal(name, timeout_seconds)` waited its whole timeout and no signal came. Catch
+    it to go on without the signal; uncaught, it fails the attempt like any error."""
+
+
+class SignalRefusedError(LambdaJobsError, ValueError):
+    """`signal(job_id, name, data)` was refused: the job has finished, or already has that signal
+    with other data."""
+
+
 __all__ = [
     "ClockError",
     "ConfigurationError",
@@ -178,6 +199,7 @@ __all__ = [
     "InvalidOptionError",
     "InvocationError",
     "InvocationTimeoutError",
+    "MaxDurationError",
     "JobIdError",
     "JobIndexOffError",
     "LambdaJobsError",
@@ -192,8 +214,11 @@ __all__ = [
     "RecordHeldError",
     "ScheduleConflictError",
     "ScheduleError",
+    "SignalRefusedError",
+    "SignalTimeoutError",
     "StackNotFoundError",
     "StateInUseError",
+    "StepError",
     "UnknownJobError",
     "UnknownPriorityError",
     "WaitTimeoutError",

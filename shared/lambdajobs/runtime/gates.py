@@ -17,6 +17,7 @@ The decisions:
 - `RecordSuccess`: the job ran and returned; its success is left to write.
 - `Retry`: report the record failed and let SQS bring it back after a delay: that receive counts.
 - `Done`: nothing left to do (a duplicate, a success); a workflow member's stage is checked.
+- `Park`: a durable job sleeps, waits for a signal or continues in a fresh invocation.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class HandBack:
     to: str | None = None
     mark_waiting: bool = False
     metric: str | None = None
+    #: The copy continues a parked durable job due at this wake-up (epoch ms): `ATTR_RESUME`.
+    resume: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,20 @@ class Done:
     result: Any = field(default=None, compare=False)
 
 
-Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done
+@dataclass(frozen=True)
+class Park:
+    """A durable job parks (`durable.Suspend`): send the copy that continues it at `wake_ms` (epoch
+    ms; SQS delay, or a one-time schedule beyond 15 minutes), then mark its record `state` under the
+    run's `lock`; `signal`: the signal it waits for."""
+
+    state: JobState
+    wake_ms: int
+    reason: str
+    lock: int | None
+    signal: str | None = None
+
+
+Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park
 
 
 def seconds_until(epoch_ms: int, now: float | None = None) -> int:
@@ -234,6 +250,20 @@ def past_last_attempt(d: Delivery, record: JobRecord | None, now_ms: int) -> Dec
         return HandBack(seconds_until(expiry), "lock held")
     error = error_fields(LastAttemptLostError(REDRIVEN_ERROR["message"]))
     return DeadLetter(error, d.attempt - 1, mark=Mark.DEAD_PAST_LAST)
+
+
+def resumes_early(d: Delivery, record: JobRecord | None, now_ms: int) -> Decision | None:
+    """The copy that continues a parked durable job, arrived before the record's wake-up (a clock's
+    difference, or a signal's wake-up that met an older record): it waits for the wake-up, where any
+    other copy of a parked job is a duplicate (the acquire refuses it, and it is dropped)."""
+    from lambdajobs.runtime.job_record import PARKED_STATES
+
+    if d.resume_wake is None or record is None or record.known_state not in PARKED_STATES:
+        return None
+    wake = record.wake_at
+    if wake is None or wake <= now_ms or d.resume_wake != wake:
+        return None
+    return HandBack(seconds_until(wake, now_ms / 1000), "its wake-up is ahead", keep_slot=False, resume=wake)
 
 
 # -- after the run ------------------------------------------------------------------------------------

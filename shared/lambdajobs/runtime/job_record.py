@@ -38,6 +38,11 @@ class JobState(StrEnum):
     RUNNING = "running"
     RETRYING = "retrying"
     WAITING = "waiting"
+    #: A durable job between invocations: asleep (`ctx.sleep`), or continuing in a fresh invocation
+    #: (`wake_at` says when); no compute is used meanwhile (`lambdajobs.runtime.durable`).
+    SLEEPING = "sleeping"
+    #: A durable job parked in `ctx.wait_for_signal` until its signal (`waiting_for`) or its timeout.
+    WAITING_SIGNAL = "waiting_signal"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
 
@@ -47,6 +52,9 @@ class JobState(StrEnum):
 
 
 FINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.DEAD})
+#: A durable job parked between invocations: its lock released, a copy of its message (or a one-time
+#: schedule) due at its `wake_at`.
+PARKED_STATES: frozenset[JobState] = frozenset({JobState.SLEEPING, JobState.WAITING_SIGNAL})
 
 
 class JobIndex(StrEnum):
@@ -58,7 +66,7 @@ class JobIndex(StrEnum):
     - `finished`: `retrying`, `succeeded` and `dead` records. A job that succeeds at once costs 1 more
       write unit (its completion enters the index); each retry costs 2 more (it enters as
       `retrying`, and leaves when the next attempt starts).
-    - `all`: `running` records too. A job that succeeds at once costs 3 more (it enters as
+    - `all`: `running`, `sleeping` and `waiting_signal` records too. A job that succeeds at once costs 3 more (it enters as
       `running`; completion moves it: a delete and a put); each retry costs 4 more (running to
       retrying, and back: each a delete and a put).
 
@@ -75,7 +83,16 @@ class JobIndex(StrEnum):
 INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
     JobIndex.OFF: frozenset(),
     JobIndex.FINISHED: frozenset({JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
-    JobIndex.ALL: frozenset({JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+    JobIndex.ALL: frozenset(
+        {
+            JobState.RUNNING,
+            JobState.RETRYING,
+            JobState.SLEEPING,
+            JobState.WAITING_SIGNAL,
+            JobState.SUCCEEDED,
+            JobState.DEAD,
+        }
+    ),
 }
 
 
@@ -134,6 +151,15 @@ def _text(value: Any) -> str | None:
     return str(value) if value is not None else None
 
 
+#: The attribute name prefixes of a durable job's checkpoints and of the signals sent to it.
+STEP_PREFIX = "step:"
+SIGNAL_PREFIX = "signal:"
+
+
+def _prefixed(values: Mapping[str, Any], prefix: str, kind: type) -> dict[str, Any]:
+    return {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix) and isinstance(v, kind)}
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """A job record as read (`from_item`) or to be written (`to_item`); every attribute but `job_id`
@@ -170,6 +196,20 @@ class JobRecord:
     #: The job index's keys (`index_key`, and when the record entered its state).
     ix: str | None = None
     ix_at: str | None = None
+    #: A durable job's checkpoints, by step name (`step:<name>` attributes; see `durable.Checkpoint`):
+    #: each a map of its result (`r`, JSON text), duration (`ms`) and end (`at`).
+    steps: dict[str, dict[str, Any]] | None = None
+    #: Signals sent to the job and not yet consumed or consumed (`signal:<name>`: the data as JSON text).
+    signals: dict[str, str] | None = None
+    #: A parked job's wake-up (epoch ms): its copy or its schedule is due then.
+    wake_at: int | None = None
+    #: A job in `waiting_signal`: the signal's name.
+    waiting_for: str | None = None
+    #: A job in `waiting_signal`: its message's body and queue, for the signal's wake-up.
+    resume_body: str | None = None
+    resume_queue: str | None = None
+    #: How many times the job was parked (sleeps, signal waits, continuations).
+    suspensions: int | None = None
     #: False: no item (`missing`).
     exists: bool = True
 
@@ -201,14 +241,25 @@ class JobRecord:
             wf_counted=_text(v.get("wf_counted")),
             ix=_text(v.get("ix")),
             ix_at=_text(v.get("ix_at")),
+            steps=_prefixed(v, STEP_PREFIX, dict) or None,
+            signals=_prefixed(v, SIGNAL_PREFIX, str) or None,
+            wake_at=_int(v.get("wake_at")),
+            waiting_for=_text(v.get("waiting_for")),
+            resume_body=_text(v.get("resume_body")),
+            resume_queue=_text(v.get("resume_queue")),
+            suspensions=_int(v.get("suspensions")),
         )
 
     def to_item(self) -> Item:
         """The item (attribute values); attributes the record does not have are left out."""
         values: dict[str, Any] = {"id": self.job_id}
         for f in fields(self):
-            if f.name not in ("job_id", "exists"):
+            if f.name not in ("job_id", "exists", "steps", "signals"):
                 values[f.name] = getattr(self, f.name)
+        for name, checkpoint in (self.steps or {}).items():
+            values[STEP_PREFIX + name] = checkpoint
+        for name, data in (self.signals or {}).items():
+            values[SIGNAL_PREFIX + name] = data
         values["attempts"] = self.attempts or None
         if self.progress is not None:
             values["progress"] = float(self.progress)
@@ -269,7 +320,9 @@ class JobRecord:
 
     def may_start(self, now: float, attempt: int | None = None, redriven: bool = True) -> bool:
         """Whether an acquire at `now` (epoch s) by attempt `attempt` may take this record
-        (`lifecycle.acquire`): no record; its TTL expired; it is retrying or waiting; it is dead (a
+        (`lifecycle.acquire`): no record, or one with no state yet (a signal sent before the job ran);
+        a parked durable job whose wake-up is due (by a copy of this attempt or a later one: an earlier
+        attempt's copy is a duplicate, and so is any copy before the wake-up); its TTL expired; it is retrying or waiting; it is dead (a
         workflow member counted dead only for a DLQ redrive: `redriven`); or a running one whose lock
         expired. Fenced (`attempt` given, not `redriven`): a retrying, waiting or dead record that
         already started attempt `attempt` or a later one is not started again by it (a copy of an
@@ -282,6 +335,11 @@ class JobRecord:
         rate limit's slot, a record SQS dead-lettered while it read `retrying`)."""
         if not self.exists or (self.expiration is not None and self.expiration < int(now)):
             return True
+        if self.state is None:  # a record a signal made before the job first ran
+            return True
+        if self.state in PARKED_STATES:  # a durable job's wake-up is due; never an earlier attempt's copy
+            due = self.wake_at is not None and self.wake_at <= int(now * 1000)
+            return due and (attempt is None or redriven or self.attempts <= attempt)
         fenced = attempt is not None and not redriven and self.attempts >= attempt
         if self.state in (JobState.RETRYING, JobState.WAITING):
             return not fenced
@@ -293,19 +351,29 @@ class JobRecord:
     @staticmethod
     def may_start_condition(now: float, attempt: int | None = None, redriven: bool = True) -> Condition:
         values = {
-            **_states(JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.DEAD),
+            **_states(
+                JobState.RUNNING,
+                JobState.RETRYING,
+                JobState.WAITING,
+                JobState.DEAD,
+                JobState.SLEEPING,
+                JobState.WAITING_SIGNAL,
+            ),
             ":now": int(now),
             ":now_ms": int(now * 1000),
         }
-        fence = ""
+        fence = parked_fence = ""
         if attempt is not None and not redriven:
             values[":attempt"] = attempt
             fence = f" AND ({_FENCE})"
+            parked_fence = " AND (attribute_not_exists(attempts) OR attempts <= :attempt)"
         dead = "#state = :dead" if redriven else "#state = :dead AND attribute_not_exists(wf_counted)"
         dead_fence = fence if attempt != 1 else ""  # a dead job id sent again runs again
         expression = (
-            f"attribute_not_exists(id) OR expiration < :now OR (#state IN (:retrying, :waiting){fence}) "
-            f"OR ({dead}{dead_fence}) OR ({_LOCK_EXPIRED})"
+            f"attribute_not_exists(id) OR expiration < :now OR attribute_not_exists(#state) "
+            f"OR (#state IN (:retrying, :waiting){fence}) "
+            f"OR ({dead}{dead_fence}) OR ({_LOCK_EXPIRED}) "
+            f"OR (#state IN (:sleeping, :waiting_signal) AND wake_at <= :now_ms{parked_fence})"
         )
         return Condition(expression, values)
 

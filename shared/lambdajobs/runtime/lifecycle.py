@@ -10,6 +10,7 @@ This module is the only writer of a job's state. The worker and the Powertools p
                            +--unstart--> waiting   (the run gave its lock back before the job ran)
     (none) --reject--> dead         (a message that can never run: invalid payload)
     (none)/retrying --wait--> waiting --acquire--> running   (its rate limit's slot is ahead)
+    running --suspend--> sleeping | waiting_signal --acquire (wake-up due)--> running   (durable jobs)
 
 Each transition is one conditional UpdateItem on the job's item (keyed on the job id), so concurrent
 deliveries of one job cannot both hold it: at-least-once delivery, one run at a time. The record and
@@ -32,6 +33,9 @@ from lambdajobs.runtime.job_record import (
     INDEXED_STATES,
     NAMES,
     NO_RECORD,
+    PARKED_STATES,
+    SIGNAL_PREFIX,
+    STEP_PREFIX,
     JobIndex,
     JobRecord,
     JobState,
@@ -51,6 +55,8 @@ __all__ = [
     "Tally",
     "acquire",
     "after_failure",
+    "checkpoint",
+    "deliver_signal",
     "fail",
     "index_key",
     "now_iso",
@@ -59,8 +65,10 @@ __all__ = [
     "stored_result",
     "succeed",
     "succeed_created",
+    "suspend",
     "unstart",
     "wait",
+    "wake",
 ]
 
 
@@ -195,9 +203,15 @@ def acquire(
     redriven: bool = True,
     index: str | None = None,
     fresh: bool = False,
-) -> dict[str, Any] | None:
-    """pending/retrying/waiting/dead/expired -> running: take the job's lock and record the attempt.
-    Returns the record as written (its item) when it was created here (the `fresh` PutItem), else None.
+    resumed: bool = False,
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """pending/retrying/waiting/dead/expired/sleeping/waiting_signal -> running: take the job's lock
+    and record the attempt. Returns (the item when it was created here by the `fresh` PutItem, else
+    None; the record as written, with a durable job's checkpoints: the UpdateItem's new image, which
+    costs no more write units).
+
+    `resumed`: a durable job's copy that continues it (`durable.RESUME`): its progress stays (it carries
+    across continuations); any other run starts with none.
 
     `fresh`: the job most likely has no record yet (a message's first attempt): first one PutItem
     that only lands on no record (the same write units; a much shorter request, which on moto is
@@ -226,7 +240,7 @@ def acquire(
             client, table, job_id, job, now, expiration, in_progress_expiration, attempt, max_attempts, index
         )
         if created is not None:
-            return created
+            return created, created
     allowed = JobRecord.may_start_condition(now, attempt, redriven)
     values: dict[str, Any] = {**allowed.values, ":job": job, ":now_iso": now_iso(), ":exp": expiration}
     sets = [
@@ -250,7 +264,9 @@ def acquire(
     else:
         values[":one"] = 1
         adds.append("attempts :one")
-    remove = ["finished_at", "progress", "progress_message", "waiting_until"]
+    remove = ["finished_at", "waiting_until", *PARKED_FIELDS]
+    if not resumed:
+        remove += ["progress", "progress_message"]
     _index(index, job, JobState.RUNNING, sets, remove, values)
     request = codec.update(
         table,
@@ -262,12 +278,17 @@ def acquire(
         values=values,
         names=NAMES,
         ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ReturnValues="ALL_NEW",
     )
     try:
-        client.update_item(**request)
+        written = client.update_item(**request)
     except client.exceptions.ConditionalCheckFailedException as exc:
         raise RecordHeldError(exc.response.get("Item")) from exc
-    return None
+    return None, dict(written.get("Attributes") or {})
+
+
+#: The attributes of a parked durable job, removed when a run takes it again.
+PARKED_FIELDS = ("wake_at", "waiting_for", "resume_body", "resume_queue")
 
 
 def _create(
@@ -583,3 +604,171 @@ def reconcile(
         in_progress_expiration=in_progress_expiration_ms,
     )
     return JobState.DEAD if record.lost_last_attempt(now_ms) else state
+
+
+# -- durable jobs (`lambdajobs.runtime.durable`) ----------------------------------------------------
+
+
+def checkpoint(client: Any, table: str, job_id: str, *, lock: int | None, name: str, value: dict[str, Any]) -> bool:
+    """A durable job's step (or sleep, or signal wait) is done: its checkpoint (`step:<name>`) in the
+    record, one UpdateItem, only while the record still carries this run's lock (a run that lost its
+    lock writes nothing: the run that took it over replays from what is checkpointed). Returns whether
+    it landed."""
+    sets = ["#step = :step", "updated_at = :now_iso"]
+    values: dict[str, Any] = {":step": value, ":now_iso": now_iso()}
+    allowed = JobRecord.may_release_condition(lock)
+    request = codec.update(
+        table,
+        job_id,
+        sets=sets,
+        condition=allowed.expression,
+        values={**values, **allowed.values},
+        names={**NAMES, "#step": STEP_PREFIX + name},
+    )
+    return _landed(client, request)
+
+
+class SignalArrived(Exception):
+    """`suspend` for a signal wait found the signal already there (it arrived while the job ran)."""
+
+
+def suspend(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    state: JobState,
+    *,
+    lock: int | None,
+    wake_ms: int,
+    ttl_seconds: int,
+    signal: str | None = None,
+    resume_body: str | None = None,
+    resume_queue: str | None = None,
+    index: str | None = None,
+) -> bool:
+    """running -> sleeping/waiting_signal: a durable job parks until `wake_ms` (epoch ms), its lock
+    released and its attempt kept (a copy of its message, or a one-time schedule, is due then: the
+    caller sends it first). The record's expiry is renewed to the record TTL after the wake-up, so a
+    parked job never expires. Only while the record carries this run's lock; for a signal wait
+    (`signal`), only while that signal has not arrived. Returns whether it landed.
+
+    Raises:
+        SignalArrived: the signal is there already (the caller wakes the job at once instead).
+    """
+    if state not in PARKED_STATES:
+        raise LambdaJobsError(f"suspend() parks a job as sleeping or waiting_signal, not {state}")
+    sets = [
+        "#state = :state",
+        "wake_at = :wake",
+        "updated_at = :now_iso",
+        "expiration = :exp",
+    ]
+    values: dict[str, Any] = {
+        ":state": state.value,
+        ":wake": wake_ms,
+        ":now_iso": now_iso(),
+        ":exp": wake_ms // 1000 + ttl_seconds,
+        ":one": 1,
+    }
+    names = dict(NAMES)
+    remove = ["in_progress_expiration", "waiting_for", "resume_body", "resume_queue"]
+    allowed = JobRecord.may_release_condition(lock)
+    condition = allowed.expression
+    if signal is not None:
+        sets += ["waiting_for = :signal", "resume_body = :body", "resume_queue = :queue"]
+        remove = ["in_progress_expiration"]
+        values.update({":signal": signal, ":body": resume_body or "", ":queue": resume_queue or ""})
+        names["#signal"] = SIGNAL_PREFIX + signal
+        condition = f"({condition}) AND attribute_not_exists(#signal)"
+    _index(index, job, state, sets, remove, values)
+    request = codec.update(
+        table,
+        job_id,
+        sets=sets,
+        adds=["suspensions :one"],
+        remove=remove,
+        condition=condition,
+        values={**values, **allowed.values},
+        names=names,
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
+    try:
+        client.update_item(**request)
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = JobRecord.from_item(exc.response.get("Item") or {"id": {"S": job_id}})
+        if signal is not None and signal in (old.signals or {}) and old.may_release(lock):
+            raise SignalArrived(signal) from exc
+        return False
+    return True
+
+
+def deliver_signal(
+    client: Any, table: str, job_id: str, name: str, data_json: str, *, ttl_seconds: int
+) -> JobRecord:
+    """Keep a signal for a job (`signal:<name>`, its data as JSON text) until the job waits for it: on
+    its record, which it creates if the job has not run yet (nothing is written at enqueue), with the
+    record TTL. The same signal sent again with the same data changes nothing. Returns the record as
+    written.
+
+    Raises:
+        SignalRefusedError: the job has finished (succeeded or dead), or already has this signal with
+            other data.
+    """
+    from lambdajobs.runtime.errors import SignalRefusedError
+
+    values: dict[str, Any] = {
+        ":data": data_json,
+        ":now_iso": now_iso(),
+        ":exp": int(time.time()) + ttl_seconds,
+        **{f":{s.value}": s.value for s in FINAL_STATES},
+    }
+    names = {**NAMES, "#signal": SIGNAL_PREFIX + name}
+    finals = ", ".join(f":{s.value}" for s in sorted(FINAL_STATES))
+    request = codec.update(
+        table,
+        job_id,
+        sets=["#signal = :data", "expiration = if_not_exists(expiration, :exp)", "signaled_at = :now_iso"],
+        condition=(
+            f"(attribute_not_exists(#state) OR NOT #state IN ({finals})) "
+            "AND (attribute_not_exists(#signal) OR #signal = :data)"
+        ),
+        values=values,
+        names=names,
+        ReturnValues="ALL_NEW",
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
+    try:
+        written = client.update_item(**request)
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = JobRecord.from_item(exc.response.get("Item") or {"id": {"S": job_id}})
+        if old.known_state in FINAL_STATES:
+            raise SignalRefusedError(
+                f"job '{job_id}' has {old.known_state.value if old.known_state else 'finished'}; "
+                f"signal '{name}' is refused (a finished job waits for nothing)."
+            ) from exc
+        raise SignalRefusedError(
+            f"job '{job_id}' already has signal '{name}' with other data; a signal is delivered once: "
+            "send it under another name."
+        ) from exc
+    return JobRecord.from_item(written["Attributes"])
+
+
+def wake(client: Any, table: str, job_id: str, name: str) -> int | None:
+    """A job in `waiting_signal` for `name` is due now: the signal came. Returns its wake-up (epoch
+    ms), or None: it is not waiting for that signal (it woke meanwhile, or never waited for it)."""
+    now_ms = int(time.time() * 1000)
+    request = codec.update(
+        table,
+        job_id,
+        sets=["wake_at = :now_ms", "updated_at = :now_iso"],
+        condition="#state = :waiting_signal AND waiting_for = :name",
+        values={
+            ":now_ms": now_ms,
+            ":now_iso": now_iso(),
+            ":waiting_signal": JobState.WAITING_SIGNAL.value,
+            ":name": name,
+        },
+        names=NAMES,
+    )
+    return now_ms if _landed(client, request) else None

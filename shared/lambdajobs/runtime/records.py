@@ -44,6 +44,7 @@ from lambdajobs.runtime.errors import (
 from lambdajobs.runtime.job_record import (
     FINAL_STATES,
     INDEXED_STATES,
+    PARKED_STATES,
     JobIndex,
     JobRecord,
     JobState,
@@ -150,9 +151,10 @@ class JobRecordStore(BasePersistenceLayer):
         # The lock this run takes is identified by its in-progress expiry (epoch ms): later writes of
         # this run's outcome land only while the record still carries it.
         self._local.lock = data_record.in_progress_expiry_timestamp
-        self._local.created = None
+        self._local.created = self._local.acquired = None
+        self._local.checkpointed = False
         try:
-            self._local.created = lifecycle.acquire(
+            self._local.created, self._local.acquired = lifecycle.acquire(
                 self.client,
                 self.table,
                 data_record.idempotency_key,
@@ -165,7 +167,8 @@ class JobRecordStore(BasePersistenceLayer):
                 index=self.config.job_index,
                 # a message's first attempt: most likely no record yet (a duplicate, a redrive or a
                 # rate-limited job that waited finds one, and pays one more write unit)
-                fresh=run.get("attempt") == 1,
+                fresh=run.get("attempt") == 1 and not run.get("resumed"),
+                resumed=bool(run.get("resumed")),
             )
         except RecordHeldError as exc:
             self._local.held = exc.item  # for the worker: what refused it (`held`)
@@ -176,7 +179,8 @@ class JobRecordStore(BasePersistenceLayer):
         run = getattr(self._local, "run", None) or {}
         created, lock = getattr(self._local, "created", None), self.lock_token()
         progress = self._progress.pop(str(run.get("job_id")), None)
-        if created is not None and lock is not None and run.get("workflow") is None:
+        checkpointed = getattr(self._local, "checkpointed", False)
+        if created is not None and lock is not None and run.get("workflow") is None and not checkpointed:
             # this run wrote the record: its success rewrites it whole, while the lock is still its own
             lifecycle.succeed_created(
                 self.client,
@@ -241,6 +245,38 @@ class JobRecordStore(BasePersistenceLayer):
         return self._to_data_record(item)
 
     # -- lambdajobs ---------------------------------------------------------------------------------
+
+    def acquired(self) -> tuple[JobRecord | None, int | None]:
+        """The record as this thread's last acquire wrote it (with a durable job's checkpoints), and
+        the lock it took."""
+        item = getattr(self._local, "acquired", None)
+        return (JobRecord.from_item(item) if item else None), self.lock_token()
+
+    def checkpoint(self, job_id: str, name: str, value: dict[str, Any]) -> bool:
+        """A durable job's checkpoint, under this thread's lock (`lifecycle.checkpoint`); tried again
+        on a throttle or a service error. Returns whether it landed (False: the lock was lost)."""
+        self._local.checkpointed = True  # the success then updates the record (a rewrite would drop it)
+        lock = self.lock_token()
+        return bool(
+            aws.read_retrying(
+                lambda: lifecycle.checkpoint(self.client, self.table, job_id, lock=lock, name=name, value=value)
+            )
+        )
+
+    def suspend(self, job_id: str, job: str, state: JobState, lock: int | None, wake_ms: int, **how: Any) -> bool:
+        """Park a durable job (`lifecycle.suspend`)."""
+        return lifecycle.suspend(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            state,
+            lock=lock,
+            wake_ms=wake_ms,
+            ttl_seconds=self.config.record_ttl_seconds,
+            index=self.config.job_index,
+            **how,
+        )
 
     def tally(self, workflow: Any) -> Tally | None:
         """How a workflow member's outcome is counted (`workflow`: the envelope's `workflow`, as a
@@ -405,6 +441,20 @@ class JobStatus:
     note: str | None = None
     #: False: the job id has no record at all (`note` says what that may mean).
     has_record: bool = True
+    #: A durable job's steps done, in order: name, duration (ms), end (`durable.StepInfo`).
+    steps: tuple[Any, ...] = ()
+    #: A `sleeping` or `waiting_signal` job: when it continues (RFC 3339), and the signal it waits for.
+    wake_at: str | None = None
+    waiting_for: str | None = None
+    #: How many times the job was parked (sleeps, signal waits, continuations between invocations).
+    suspensions: int = 0
+
+    @property
+    def described_state(self) -> str:
+        """The state as people read it: `waiting for signal <name>` for a job in `waiting_signal`."""
+        if self.state is JobState.WAITING_SIGNAL and self.waiting_for:
+            return f"waiting for signal {self.waiting_for}"
+        return self.state.value
 
     @property
     def done(self) -> bool:
@@ -437,7 +487,22 @@ def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
         progress=record.progress,
         progress_message=record.progress_message,
         waiting_until=record.waiting_until if state is JobState.WAITING else None,
+        **_durable_fields(record, state),
     )
+
+
+def _durable_fields(record: JobRecord, state: JobState) -> dict[str, Any]:
+    if not record.steps and not record.suspensions:
+        return {}
+    from lambdajobs.runtime.durable import iso_ms, steps_of
+
+    parked = state in PARKED_STATES
+    return {
+        "steps": tuple(steps_of(record)),
+        "wake_at": iso_ms(record.wake_at) if parked and record.wake_at is not None else None,
+        "waiting_for": record.waiting_for if state is JobState.WAITING_SIGNAL else None,
+        "suspensions": record.suspensions or 0,
+    }
 
 
 def status_from_item(job_id: str, item: dict[str, Any] | None) -> JobStatus:
@@ -546,7 +611,15 @@ def listed_states(
 ) -> list[JobState]:
     """The states whose records `list_jobs` can list in this stack (none with the job index off)."""
     held = INDEXED_STATES[_index_mode(_store(config, store))]
-    return [s for s in (JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD) if s in held]
+    order = (
+        JobState.RUNNING,
+        JobState.RETRYING,
+        JobState.SLEEPING,
+        JobState.WAITING_SIGNAL,
+        JobState.SUCCEEDED,
+        JobState.DEAD,
+    )
+    return [s for s in order if s in held]
 
 
 def index_off_message(stack: str, mode: str, wanted: str) -> str:

@@ -105,7 +105,11 @@ ATTR_RATE_SLOT = "lambdajobs.rate_slot"
 RESERVED_ID_PREFIX = "lambdajobs#"
 #: A workflow's item in the job table: `lambdajobs#wf#<workflow id>` (IAM conditions name the prefix).
 WORKFLOW_ID_PREFIX = RESERVED_ID_PREFIX + "wf#"
-HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT)
+#: On the copy that continues a parked durable job: its wake-up (epoch ms). A copy that carries it is
+#: expected: one that arrives before the record's wake-up (clocks differ) waits for it, where any
+#: other copy of a parked job is a duplicate (`lambdajobs.runtime.durable`).
+ATTR_RESUME = "lambdajobs.resume"
+HANDBACK_ATTRIBUTES = (ATTR_PRIOR_ATTEMPTS, ATTR_SETTLE, ATTR_RATE_SLOT, ATTR_RESUME)
 #: On a message `lambdajobs dlq redrive` moved back from a DLQ that the worker did not put there (SQS
 #: redrive moved it, without the worker's reason): it is a redrive, which may run a dead job again. A
 #: message the worker dead-lettered says so by its `lambdajobs.failed_at`. Dropped on the next move to

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a co
 
 # Limits from AWS (see ../shared/guide/AWS_FACTS.md).
 MAX_TIMEOUT_SECONDS = 900  # Lambda maximum function timeout
+MAX_DURATION_SECONDS = 30 * 86_400  # a durable job's max_duration_seconds
 MAX_VISIBILITY_TIMEOUT_SECONDS = 12 * 3600  # SQS maximum visibility timeout
 MAX_BATCHING_WINDOW_SECONDS = 300  # event source mapping maximum batching window
 MAX_BATCH_SIZE = 10_000  # standard queues; above 10 a batching window >= 1 s is required
@@ -77,6 +78,7 @@ class JobSpec:
     max_concurrency: int = 10
     memory_mb: int = 256
     reserved_concurrency: int | None = None
+    max_duration_seconds: int = 86_400
     idempotency_key: tuple[str, ...] | None = None
     backoff: Backoff = field(default_factory=Backoff)
     enqueues: tuple[str, ...] = ()
@@ -283,6 +285,14 @@ def _check_ranges(spec: JobSpec) -> None:
         name, "max_concurrency", spec.max_concurrency, MIN_CONCURRENCY, MAX_CONCURRENCY, "MaximumConcurrency"
     )
     _check_range(name, "memory_mb", spec.memory_mb, MIN_MEMORY_MB, MAX_MEMORY_MB, "Lambda memory")
+    _check_range(
+        name,
+        "max_duration_seconds",
+        spec.max_duration_seconds,
+        spec.timeout_seconds,
+        MAX_DURATION_SECONDS,
+        "at least timeout_seconds; 30 days at most, so a parked job's copy and record never outlive it",
+    )
 
 
 def _check_reserved_concurrency(spec: JobSpec) -> None:
@@ -443,6 +453,7 @@ def job(
     max_concurrency: int = JobSpec.max_concurrency,
     memory_mb: int = JobSpec.memory_mb,
     reserved_concurrency: int | None = None,
+    max_duration_seconds: int = JobSpec.max_duration_seconds,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
@@ -477,6 +488,10 @@ def job(
         reserved_concurrency: Reserve this many concurrent executions for the worker (opt-in), at
             least `max_concurrency` (every priority level's together): a reservation below it throttles
             the event source, and throttles use up attempts, pushing good jobs to the DLQ.
+        max_duration_seconds: How long a durable job (one that uses `ctx.step`, `ctx.sleep` or
+            `ctx.wait_for_signal`) may take from its first start to its end, across invocations, sleeps
+            and waits: 1 day by default, from `timeout_seconds` to 30 days. Past it the job is dead
+            (`MaxDurationError`); a sleep or wait that would end after it is refused.
         idempotency_key: Payload field(s) whose values identify a job: the job id is derived from them
             unless the producer gives one, so the same values run once. Unset: the producer's job id.
         backoff: Delay before each retry, exponential with full jitter by default (10 s doubling up to
@@ -672,6 +687,7 @@ _INT_OPTIONS = frozenset(
         "max_concurrency",
         "memory_mb",
         "reserved_concurrency",
+        "max_duration_seconds",
     }
 )
 

@@ -36,14 +36,15 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
 from lambdajobs.runtime import delivery as deliveries
-from lambdajobs.runtime import gates, lifecycle, pii
+from lambdajobs.runtime import durable, gates, lifecycle, pii
 from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.delivery import Delivery, attempt_of
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
-from lambdajobs.runtime.gates import Decision, Done, HandBack, RecordSuccess, Run
+from lambdajobs.runtime.durable import Durable, Suspend
+from lambdajobs.runtime.gates import Decision, Done, HandBack, Park, RecordSuccess, Run
 from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, error_fields
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
@@ -294,6 +295,13 @@ class Worker:
             decision = gates.past_last_attempt(d, found, int(time.time() * 1000))
             if decision is not None:
                 return decision
+        if d.resume_wake is not None:  # a durable job's continuation: no new rate-limit slot
+            try:
+                found = record()
+            except Exception as exc:
+                logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
+                return HandBack(spec.backoff.delay(1, self.rng), "read", resume=d.resume_wake)
+            return gates.resumes_early(d, found, int(time.time() * 1000)) or Run()
         return self._rate_limit(d, record, invocation) or Run()
 
     def _rate_limit(
@@ -327,6 +335,8 @@ class Worker:
         # a copy from the DLQ (it carries the reason given there) may run a dead job again; any other
         # copy runs only an attempt that has not run yet (the record's fence)
         run["redriven"] = d.redriven
+        if d.resume_wake is not None:  # a parked durable job continues: its progress stays
+            run["resumed"] = True
         if d.member is not None:  # its outcome is counted in the workflow's item
             run["workflow"] = {"id": d.member.id, "stage": d.member.stage}
         ctx = JobContext(
@@ -341,12 +351,25 @@ class Worker:
             config=self.stack_config,
             workflow=d.member,
         )
+        ctx.durable = Durable(
+            job_id=job_id,
+            job=spec.name,
+            timeout_seconds=spec.timeout_seconds,
+            max_duration_seconds=spec.max_duration_seconds,
+            margin_ms=deadline_margin_ms(spec),
+            remaining_ms=lambda: ctx.remaining_seconds() * 1000,
+            acquired=self.store.acquired,
+            write=lambda name, value: self.store.checkpoint(job_id, name, value),
+        )
         started = time.perf_counter()
         outcome = _Outcome(start_by_us=go.start_by_us)
         token = _outcome.set(outcome)
         try:
             result = self._run_once(run=run, spec=spec, payload=d.payload, ctx=ctx)
             after: Decision = self._returned(outcome, result)
+        except Suspend as parked:  # not an Exception: the job parks (a sleep, a signal, a continuation)
+            logger.info("job parked", extra={"reason": parked.reason, "wake_at": durable.iso_ms(parked.wake_ms)})
+            after = Park(parked.state, parked.wake_ms, parked.reason, self.store.lock_token(), parked.signal)
         except IdempotencyAlreadyInProgressError:
             after = self._lock_held()
         except Exception as exc:

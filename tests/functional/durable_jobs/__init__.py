@@ -1,0 +1,1 @@
+"""Durable jobs for the functional tests (tests/functional/test_durable.py): a jobs package."""

@@ -1,0 +1,108 @@
+"""Jobs made of steps, sleeps and signal waits. Each step notes that it ran (`RAN`), and a step that
+"takes" minutes moves the test's clock (`WORK.clock`), so time is compressed, not waited for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from lambdajobs import JobContext, job
+from lambdajobs.errors import SignalTimeoutError
+
+
+@dataclass
+class Work:
+    """What the test gives the jobs: its clock (moved by a step's duration), and what ran."""
+
+    clock: Any = None
+    ran: list[tuple[str, str]] = field(default_factory=list)
+    #: (job id, step after which the invocation crashes): the test's injected crash.
+    crash_after: set[tuple[str, str]] = field(default_factory=set)
+
+    def run(self, job_id: str, step: str, seconds: float) -> str:
+        self.ran.append((job_id, step))
+        if self.clock is not None and seconds:
+            self.clock.advance(seconds)
+        return f"{step} done"
+
+
+WORK = Work()
+
+
+class Crash(BaseException):
+    """The invocation dies (the test turns it into an invocation error): nothing after it runs."""
+
+
+class Steps(BaseModel):
+    steps: int = 6
+    step_seconds: float = 240
+    budget_seconds: float | None = None
+
+
+@job(timeout_seconds=300, max_attempts=3)
+def six_steps(payload: Steps, ctx: JobContext) -> dict:
+    results = []
+    for n in range(1, payload.steps + 1):
+        name = f"encode-{n}"
+        results.append(
+            ctx.step(name, WORK.run, ctx.job_id, name, payload.step_seconds, budget_seconds=payload.budget_seconds)
+        )
+        ctx.progress(100 * n / payload.steps, name)
+        if (ctx.job_id, name) in WORK.crash_after:
+            WORK.crash_after.discard((ctx.job_id, name))
+            raise Crash(name)
+    return {"results": results}
+
+
+class Nap(BaseModel):
+    seconds: float = 7200
+
+
+@job(timeout_seconds=60)
+def napper(payload: Nap, ctx: JobContext) -> dict:
+    before = ctx.step("before", WORK.run, ctx.job_id, "before", 0)
+    ctx.sleep(payload.seconds)
+    after = ctx.step("after", WORK.run, ctx.job_id, "after", 0)
+    return {"before": before, "after": after}
+
+
+class Approval(BaseModel):
+    timeout_seconds: float = 3600
+
+
+@job(timeout_seconds=60)
+def approver(payload: Approval, ctx: JobContext) -> dict:
+    ctx.step("draft", WORK.run, ctx.job_id, "draft", 0)
+    try:
+        decision = ctx.wait_for_signal("approval", timeout_seconds=payload.timeout_seconds)
+    except SignalTimeoutError:
+        decision = {"approved": False, "why": "timeout"}
+    if decision.get("approved"):
+        ctx.step("publish", WORK.run, ctx.job_id, "publish", 0)
+    return {"decision": decision}
+
+
+class Twice(BaseModel):
+    pass
+
+
+@job(timeout_seconds=30, max_attempts=2)
+def same_name_twice(payload: Twice, ctx: JobContext) -> None:
+    ctx.step("a", WORK.run, ctx.job_id, "a", 0)
+    ctx.step("a", WORK.run, ctx.job_id, "a", 0)
+
+
+def _flaky(job_id: str) -> str:
+    WORK.ran.append((job_id, "flaky"))
+    if sum(1 for j, s in WORK.ran if j == job_id and s == "flaky") == 1:
+        raise RuntimeError("the first call fails")
+    return "ok"
+
+
+@job(timeout_seconds=30, max_attempts=3)
+def fails_in_a_step(payload: Twice, ctx: JobContext) -> dict:
+    first = ctx.step("first", WORK.run, ctx.job_id, "first", 0)
+    second = ctx.step("second", _flaky, ctx.job_id)
+    return {"first": first, "second": second, "key": ctx.step("key", lambda: ctx.step_key)}

@@ -1,0 +1,164 @@
+"""Durable jobs on the harness: steps run once through continuations, crashes and retries; sleeps
+and signal waits park the job with no compute and continue it; duplicates neither run nor wake it.
+Time is the harness's clock (`TestStack(..., clock=True)`): a step of 4 minutes moves it by 4 minutes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from lambdajobs import signal
+from lambdajobs.errors import SignalRefusedError
+from lambdajobs.testing import TestStack
+from tests.functional.durable_jobs.steps import WORK, Crash
+
+JOBS = "tests.functional.durable_jobs"
+START = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def stack() -> Iterator[TestStack]:
+    with TestStack(JOBS, stack="durable", clock=START) as clocked:
+        WORK.clock, WORK.ran, WORK.crash_after = clocked.clock, [], set()
+        yield clocked
+    WORK.clock = None
+
+
+def crashing(handle: Any) -> Any:
+    """The worker's handler, with a job's `Crash` turned into what Lambda sees: the invocation died."""
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        try:
+            return handle(event, context)
+        except Crash as crash:
+            raise RuntimeError(f"the invocation crashed after {crash}") from None
+
+    return handler
+
+
+def ran(job_id: str) -> Counter[str]:
+    return Counter(step for j, step in WORK.ran if j == job_id)
+
+
+def test_six_four_minute_steps_in_five_minute_invocations_run_once_each_through_a_crash(stack):
+    # GIVEN a job of 6 steps of 4 minutes each, whose function times out at 5 minutes, and an
+    # invocation that crashes between steps 3 and 4 (after step 3's checkpoint)
+    runner = stack.runner("six_steps")
+    runner.worker.handle = crashing(runner.worker.handle)  # type: ignore[method-assign]
+    job_id = stack.enqueue("six_steps", {})
+    WORK.crash_after.add((job_id, "encode-3"))
+    invocations = 0
+    # WHEN the test delivers until the job is done, moving the clock past each wake-up
+    for _ in range(30):
+        if runner.attempt() is not None:
+            invocations += 1
+        status = stack.status(job_id)
+        if status.done:
+            break
+        if status.state in ("sleeping", "waiting_signal"):
+            stack.clock.advance_past_wake()
+        else:  # the crash: its message comes back after the visibility timeout
+            stack.clock.advance(runner.spec.visibility_timeout_seconds + 1)
+    # THEN it succeeded, each step ran exactly once, in more invocations than one
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert ran(job_id) == {f"encode-{n}": 1 for n in range(1, 7)}
+    assert status.result == {"results": [f"encode-{n} done" for n in range(1, 7)]}
+    assert [s.name for s in status.steps] == [f"encode-{n}" for n in range(1, 7)]
+    assert all(s.duration_ms == 240_000 for s in status.steps)
+    assert invocations >= 6  # one step per 5-minute invocation, plus the crash's
+    assert status.suspensions == 4  # after steps 1, 2, 4 and 5 (the crash ended the third invocation)
+    assert status.attempts == 2  # the crash used one attempt; continuations use none
+    assert status.progress == 100.0
+
+
+def test_a_two_hour_sleep_continues_through_a_one_time_schedule(stack):
+    runner = stack.runner("napper")
+    job_id = stack.enqueue("napper", {"seconds": 7200})
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "sleeping"
+    assert status.wake_at == "2030-01-01T11:00:00.000Z"
+    assert runner.depth() == 0  # no message waits in SQS: the schedule holds the wake-up
+    schedules = stack.client("scheduler").list_schedules(GroupName=stack.provisioned.one_time_group)
+    assert len(schedules["Schedules"]) == 1
+    # a duplicate of the job's message, delivered while it sleeps, neither runs nor wakes it
+    stack.enqueue("napper", {"seconds": 7200}, job_id=job_id)
+    runner.attempt()
+    assert stack.status(job_id).state == "sleeping" and ran(job_id) == {"before": 1}
+    # nothing fires before its time
+    stack.clock.advance(7100)
+    assert stack.run_schedules() == []
+    stack.clock.advance_past_wake()
+    assert stack.run_schedules() == [job_id]
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert ran(job_id) == {"before": 1, "after": 1}
+    assert status.attempts == 1
+
+
+def test_a_signal_wakes_a_waiting_job_and_returns_its_data(stack):
+    runner = stack.runner("approver")
+    job_id = stack.enqueue("approver", {"timeout_seconds": 3600})
+    runner.attempt()
+    status = stack.status(job_id)
+    assert (status.state, status.waiting_for) == ("waiting_signal", "approval")
+    assert status.described_state == "waiting for signal approval"
+    result = signal(job_id, "approval", {"approved": True, "by": "ada"})
+    assert result.woke
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert status.result == {"decision": {"approved": True, "by": "ada"}}
+    assert ran(job_id) == {"draft": 1, "publish": 1}
+    with pytest.raises(SignalRefusedError, match="succeeded"):
+        signal(job_id, "approval", {"approved": False})
+
+
+def test_a_signal_sent_before_the_job_starts_is_returned_when_it_waits(stack):
+    runner = stack.runner("approver")
+    job_id = "early-bird"
+    assert not signal(job_id, "approval", {"approved": True}).woke
+    assert stack.status(job_id).state == "pending"
+    stack.enqueue("approver", {}, job_id=job_id)
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert status.result == {"decision": {"approved": True}}
+
+
+def test_a_wait_past_its_timeout_raises_in_the_job(stack):
+    runner = stack.runner("approver")
+    job_id = stack.enqueue("approver", {"timeout_seconds": 600})
+    runner.attempt()
+    stack.clock.advance_past_wake()
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert status.result == {"decision": {"approved": False, "why": "timeout"}}
+    assert ran(job_id) == {"draft": 1}
+
+
+def test_a_step_name_used_twice_fails_the_job_naming_it(stack):
+    job_id = stack.enqueue("same_name_twice", {})
+    stack.runner("same_name_twice").attempt()
+    status = stack.status(job_id)
+    assert status.state == "dead"
+    assert status.error["type"] == "StepError" and "step 'a' twice" in status.error["message"]
+
+
+def test_a_failed_step_is_retried_and_the_steps_before_it_are_replayed(stack):
+    runner = stack.runner("fails_in_a_step")
+    job_id = stack.enqueue("fails_in_a_step", {})
+    assert runner.attempt().job(job_id).state == "retrying"
+    stack.clock.advance_past_backoff()
+    runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert ran(job_id) == {"first": 1, "flaky": 2}
+    assert status.result["key"] == f"{job_id}:key"
