@@ -101,6 +101,7 @@ def test_decode_ignores_unknown_fields():
         "scheduled_at",
         "priority",
         "workflow",
+        "resume",
     }
 
 

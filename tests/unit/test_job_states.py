@@ -24,7 +24,16 @@ def test_after_failure_is_the_single_retry_or_dead_decision(exc, attempt, max_at
 
 
 def test_states_are_one_enum_whose_values_are_what_the_records_hold():
-    assert [s.value for s in JobState] == ["pending", "running", "retrying", "waiting", "succeeded", "dead"]
+    assert [s.value for s in JobState] == [
+        "pending",
+        "running",
+        "retrying",
+        "waiting",
+        "sleeping",
+        "waiting_signal",
+        "succeeded",
+        "dead",
+    ]
     assert JobState("dead") is JobState.DEAD and JobState.DEAD == "dead"
     assert {s for s in JobState if s.is_final} == {JobState.SUCCEEDED, JobState.DEAD}
 

@@ -43,6 +43,9 @@ PUBLIC_API = {
     "chord",
     "get_workflow",
     "WorkflowStatus",
+    # durable jobs
+    "signal",
+    "SignalResult",
     # which stack
     "StackConfig",
     "using",

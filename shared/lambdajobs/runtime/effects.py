@@ -252,6 +252,7 @@ class Effects:
 
         assert d.job_id is not None
         job_id, wake = d.job_id, decision.wake_ms
+        self.store.forget_progress(job_id)  # on the record already; the next run keeps it
         delay = gates.seconds_until(wake)
         if delay <= durable.MAX_SQS_DELAY_SECONDS:
             self.hand_back(d, HandBack(delay, decision.reason, keep_slot=False, resume=wake))

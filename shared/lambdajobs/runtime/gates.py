@@ -275,6 +275,8 @@ def duplicate(held: JobRecord | None) -> Decision:
     state = held.state if held is not None else None
     if state == JobState.SUCCEEDED:
         logger.info("duplicate delivery of a job that already succeeded; not run again")
+    elif held is not None and held.known_state in (JobState.SLEEPING, JobState.WAITING_SIGNAL):
+        logger.info("a copy of a parked durable job; its wake-up continues it, not this copy")
     elif state == JobState.DEAD and held is not None and held.wf_counted:
         logger.info("duplicate delivery of a workflow member that died; not run again (redrive it)")
     else:

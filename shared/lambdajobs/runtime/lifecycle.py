@@ -696,7 +696,7 @@ def suspend(
     try:
         client.update_item(**request)
     except client.exceptions.ConditionalCheckFailedException as exc:
-        old = JobRecord.from_item(exc.response.get("Item") or {"id": {"S": job_id}})
+        old = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
         if signal is not None and signal in (old.signals or {}) and old.may_release(lock):
             raise SignalArrived(signal) from exc
         return False
@@ -741,7 +741,7 @@ def deliver_signal(
     try:
         written = client.update_item(**request)
     except client.exceptions.ConditionalCheckFailedException as exc:
-        old = JobRecord.from_item(exc.response.get("Item") or {"id": {"S": job_id}})
+        old = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
         if old.known_state in FINAL_STATES:
             raise SignalRefusedError(
                 f"job '{job_id}' has {old.known_state.value if old.known_state else 'finished'}; "

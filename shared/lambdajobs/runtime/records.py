@@ -360,6 +360,10 @@ class JobRecordStore(BasePersistenceLayer):
             index=self.config.job_index,
         )
 
+    def forget_progress(self, job_id: str) -> None:
+        """A run that parked: its progress is on the record, nothing is left to write with a success."""
+        self._progress.pop(job_id, None)
+
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
         """Persist a running job's progress (one UpdateItem); the last one stays on its success."""
         lifecycle.report_progress(self.client, self.table, job_id, percent, message)

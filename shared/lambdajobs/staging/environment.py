@@ -93,12 +93,10 @@ def worker_own(
 
 
 def worker_wired(spec: JobSpec, *, scheduler_role_arn: str, bucket: str) -> dict[str, str]:
-    """What a job's declaration adds to its worker: for a job that `enqueues`, the role one-time
-    schedules send with (`enqueue(run_at=...)`: the schedule group and the Scheduler DLQ are named
-    after the stack), and the bucket with `uses=("bucket",)`."""
-    env: dict[str, str] = {}
-    if spec.enqueues:
-        env[ENV_SCHEDULER_ROLE_ARN] = scheduler_role_arn
+    """What a job's declaration adds to its worker: the role one-time schedules send with (a durable
+    job's wake-up beyond 15 minutes, and `enqueue(run_at=...)` of a job it enqueues: the schedule
+    group and the Scheduler DLQ are named after the stack), and the bucket with `uses=("bucket",)`."""
+    env: dict[str, str] = {ENV_SCHEDULER_ROLE_ARN: scheduler_role_arn}
     if "bucket" in spec.uses:
         env[ENV_BUCKET] = bucket
     return env
