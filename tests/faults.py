@@ -53,6 +53,21 @@ def is_reject(params: Params) -> bool:
     return ":state" in values and not is_release(params)
 
 
+def is_checkpoint(params: Params) -> bool:
+    """The UpdateItem that checkpoints a durable job's step, sleep or signal wait (`step:<name>`)."""
+    return "#step" in params.get("ExpressionAttributeNames", {})
+
+
+def is_park(params: Params) -> bool:
+    """The UpdateItem that parks a durable job (sleeping, waiting_signal) under its run's lock."""
+    return ":wake" in params.get("ExpressionAttributeValues", {})
+
+
+def carries_resume(params: Params) -> bool:
+    """A SendMessage of the copy that continues a parked durable job."""
+    return "lambdajobs.resume" in (params.get("MessageAttributes") or {})
+
+
 def to_queue(url: str) -> Callable[[Params], bool]:
     return lambda params: params.get("QueueUrl") == url
 

@@ -162,3 +162,36 @@ def test_a_failed_step_is_retried_and_the_steps_before_it_are_replayed(stack):
     assert status.state == "succeeded", status
     assert ran(job_id) == {"first": 1, "flaky": 2}
     assert status.result["key"] == f"{job_id}:key"
+
+
+def test_durable_jobs_as_chord_members_and_chain_step_park_and_the_workflow_goes_on_when_they_finish(stack):
+    from lambdajobs import chain, chord, sig
+    from lambdajobs.runtime.workflow import member_job_id
+
+    # GIVEN a chord of two sleeping members whose callback is a job of steps, then a chain step after it
+    wid = chain(
+        chord([sig("napper", {"seconds": 120}), sig("napper", {"seconds": 600})], sig("six_steps", {"steps": 2})),
+        sig("approver", {"timeout_seconds": 60}),
+    ).enqueue()
+    members = [member_job_id(wid, 0, i) for i in range(2)]
+    # WHEN the members run, they park: the stage is not complete, and nothing after it is sent
+    stack.runner("napper").attempt()
+    assert [stack.status(m).state for m in members] == ["sleeping", "sleeping"]
+    stack.continuer().drain()
+    assert stack.runner("six_steps").depth() == 0
+    # ... and the workflow goes on only once both have woken and finished
+    for _ in range(12):
+        for job in ("napper", "six_steps", "approver"):
+            stack.runner(job).drain()
+        stack.continuer().drain()
+        if stack.workflow(wid).state != "running":
+            break
+        if stack.clock.due("wake"):
+            stack.clock.advance_past_wake()
+    assert stack.workflow(wid).state == "succeeded", stack.workflow(wid)
+    callback = member_job_id(wid, 1, 0)
+    assert stack.status(callback).result == {"results": ["encode-1 done", "encode-2 done"]}
+    assert ran(callback) == {"encode-1": 1, "encode-2": 1}
+    assert all(ran(m) == {"before": 1, "after": 1} for m in members)
+    last = stack.status(member_job_id(wid, 2, 0))
+    assert last.result == {"decision": {"approved": False, "why": "timeout"}}

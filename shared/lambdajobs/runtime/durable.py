@@ -107,13 +107,15 @@ def iso_ms(epoch_ms: int) -> str:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _as_json(value: Any, what: str, limit: int) -> str:
+def _as_json(value: Any, what: str, limit: int, *, strict: bool = False) -> str:
+    """`value` as JSON text: a step's result as a job's result is (datetimes, decimals and the like
+    become strings), or `strict`ly (a signal's data: anything but JSON is refused)."""
     from pydantic import BaseModel
 
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     try:
-        text = json.dumps(value, default=str, sort_keys=True)
+        text = json.dumps(value, default=None if strict else str, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise StepError(f"{what} is not JSON ({exc}); return plain data (dict, list, str, numbers).") from exc
     size = len(text.encode())
@@ -420,7 +422,7 @@ def signal(job_id: str, name: str, data: Any = None, *, config: StackConfig | No
         raise JobIdError(f"job_id must be a non-empty string, got {job_id!r}")
     if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
         raise StepError(f"a signal name is a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}")
-    text = _as_json(data, f"signal '{name}': its data", MAX_SIGNAL_BYTES)
+    text = _as_json(data, f"signal '{name}': its data", MAX_SIGNAL_BYTES, strict=True)
     cfg = configuration.resolve(config)
     store = JobRecordStore(cfg)
     record = lifecycle.deliver_signal(

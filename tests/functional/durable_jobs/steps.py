@@ -106,3 +106,45 @@ def fails_in_a_step(payload: Twice, ctx: JobContext) -> dict:
     first = ctx.step("first", WORK.run, ctx.job_id, "first", 0)
     second = ctx.step("second", _flaky, ctx.job_id)
     return {"first": first, "second": second, "key": ctx.step("key", lambda: ctx.step_key)}
+
+
+class Budget(BaseModel):
+    budget_seconds: float = 0
+    size: int = 10
+
+
+@job(timeout_seconds=30, max_attempts=3)
+def budgeted(payload: Budget, ctx: JobContext) -> dict:
+    """A step with a declared budget (none fits a 30 s invocation above 27 s), and a result of
+    `size` characters (above 32 KB, a checkpoint refuses it)."""
+    budget = payload.budget_seconds or None
+    value = ctx.step("big", lambda: "x" * payload.size, budget_seconds=budget)
+    return {"size": len(value)}
+
+
+class Long(BaseModel):
+    naps: int = 3
+    seconds: float = 3600
+
+
+@job(timeout_seconds=60, max_duration_seconds=7200)
+def bounded(payload: Long, ctx: JobContext) -> dict:
+    """Sleeps of an hour each, inside a max_duration of 2 hours: the third is refused."""
+    for n in range(payload.naps):
+        ctx.step(f"before-{n}", WORK.run, ctx.job_id, f"before-{n}", 0)
+        ctx.sleep(payload.seconds)
+    return {"naps": payload.naps}
+
+
+class Level(BaseModel):
+    seconds: float = 5
+
+
+@job(timeout_seconds=30, priorities=("high", "normal"), rate_limit="1/minute")
+def urgent_nap(payload: Level, ctx: JobContext) -> dict:
+    """A durable job with priority levels and a rate limit: its continuation stays on its level and
+    takes no new slot."""
+    ctx.step("one", WORK.run, ctx.job_id, "one", 0)
+    ctx.sleep(payload.seconds)
+    ctx.step("two", WORK.run, ctx.job_id, "two", 0)
+    return {"ok": True}
