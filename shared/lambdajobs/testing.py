@@ -70,7 +70,12 @@ from lambdajobs.runtime.config import (
 from lambdajobs.runtime.errors import ClockError, ConfigurationError
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.records import JobStatus, get_status, get_statuses
-from lambdajobs.runtime.settings import ATTR_RESUME, CONTINUER_BATCH_SIZE, CONTINUER_TIMEOUT_SECONDS, queue_key
+from lambdajobs.runtime.settings import (
+    ATTR_RESUME,
+    CONTINUER_BATCH_SIZE,
+    CONTINUER_TIMEOUT_SECONDS,
+    queue_key,
+)
 from lambdajobs.runtime.spec import (
     JobSpec,
     Registry,
@@ -501,7 +506,9 @@ class TestStack:
         from lambdajobs.local.scheduler import LocalScheduler
 
         assert self.provisioned is not None, "start the TestStack first"
-        fire = LocalScheduler([], queue_urls={}, one_time_group=self.provisioned.one_time_group, config=self.config)
+        fire = LocalScheduler(
+            [], queue_urls={}, one_time_group=self.provisioned.one_time_group, config=self.config
+        )
         return fire.run_due(datetime.now(UTC))
 
     def continuer(self) -> ContinuerRunner:

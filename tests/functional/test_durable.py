@@ -170,7 +170,9 @@ def test_durable_jobs_as_chord_members_and_chain_step_park_and_the_workflow_goes
 
     # GIVEN a chord of two sleeping members whose callback is a job of steps, then a chain step after it
     wid = chain(
-        chord([sig("napper", {"seconds": 120}), sig("napper", {"seconds": 600})], sig("six_steps", {"steps": 2})),
+        chord(
+            [sig("napper", {"seconds": 120}), sig("napper", {"seconds": 600})], sig("six_steps", {"steps": 2})
+        ),
         sig("approver", {"timeout_seconds": 60}),
     ).enqueue()
     members = [member_job_id(wid, 0, i) for i in range(2)]

@@ -63,7 +63,10 @@ def test_a_checkpoint_that_cannot_be_written_fails_the_attempt_and_only_that_ste
     # GIVEN a job whose first step is checkpointed, and whose second step's checkpoint fails for good
     runner = stack.runner("napper")
     faults = Faults(runner.worker.stack_config.client("dynamodb"))
-    second = lambda params: is_checkpoint(params) and params["ExpressionAttributeNames"]["#step"] == "step:after"
+
+    def second(params: dict[str, Any]) -> bool:
+        return is_checkpoint(params) and params["ExpressionAttributeNames"]["#step"] == "step:after"
+
     rule = faults.fail("UpdateItem", when=second, times=1, code="ValidationException")
     job_id = stack.enqueue("napper", {"seconds": 30})
     status = settle(stack, runner, job_id)

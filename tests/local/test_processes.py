@@ -222,7 +222,9 @@ def test_a_stack_whose_folders_are_relative_runs_its_functions(tmp_path, monkeyp
         assert Path(status.result["path"][0]).is_absolute()
 
 
-def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_own_processes(local, tmp_path):
+def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_own_processes(
+    local, tmp_path
+):
     # GIVEN a job of 4 steps of 0.9 s whose function times out at 2 s: one step per invocation fits
     log = tmp_path / "steps.log"
     job_id = enqueue("durable_steps", {"log": str(log)}, config=local.config)

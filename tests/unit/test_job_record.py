@@ -64,6 +64,12 @@ RECORDS: dict[str, JobRecord] = {
         for label, n in (("below", ATTEMPT - 1), ("equal", ATTEMPT), ("above", ATTEMPT + 1))
     },
     "sleeping, no wake-up": record(JobState.SLEEPING, ATTEMPT),
+    "waiting for go": record(JobState.WAITING_SIGNAL, 1, wake_at=NOW_MS + 1, waiting_for="go"),
+    "waiting for other": record(JobState.WAITING_SIGNAL, 1, wake_at=NOW_MS + 1, waiting_for="other"),
+    "signal only (not started)": JobRecord("r", signals={"go": '{"a": 1}'}, expiration=int(NOW) + 3600),
+    "running, live lock, go sent": running(in_progress_expiration=LOCK, signals={"go": '{"a": 1}'}),
+    "running, live lock, other sent": running(in_progress_expiration=LOCK, signals={"other": "1"}),
+    "dead, go sent": record(JobState.DEAD, 1, signals={"go": '{"a": 1}'}),
 }
 
 
@@ -76,7 +82,8 @@ def ddb() -> Iterator[Any]:
 def passes(ddb: Any, rec: JobRecord, condition: Condition) -> bool:
     """Whether DynamoDB lets a conditional UpdateItem with `condition` through on the item `rec`."""
     item = rec.to_item() if rec.exists else None
-    return condition_passes(ddb, rec.job_id, item, condition.expression, condition.values, NAMES)
+    names = {**NAMES, **condition.names}
+    return condition_passes(ddb, rec.job_id, item, condition.expression, condition.values, names)
 
 
 def check(ddb: Any, predicate: Callable[[JobRecord], bool], condition: Condition) -> dict[str, bool]:
@@ -296,3 +303,34 @@ def test_the_codec_reads_what_the_lifecycle_writes(ddb):
     )
     assert rec.error == {"type": "E", "message": "m"}
     assert rec.to_item() == item
+
+
+@pytest.mark.parametrize("signal", [None, "go"])
+def test_may_park_is_the_condition_of_suspend(ddb, signal):
+    answers = check(ddb, lambda r: r.may_park(LOCK, signal), JobRecord.may_park_condition(LOCK, signal))
+    assert answers["running, live lock"] and answers["running, live lock, other sent"]
+    # a signal wait does not park over the signal it waits for: it arrived while the job ran
+    assert answers["running, live lock, go sent"] is (signal is None)
+    assert not answers["sleeping, wake due, attempts equal"] and not answers["succeeded"]
+
+
+def test_may_take_signal_is_the_condition_of_deliver_signal(ddb):
+    answers = check(
+        ddb,
+        lambda r: r.may_take_signal("go", '{"a": 1}'),
+        JobRecord.may_take_signal_condition("go", '{"a": 1}'),
+    )
+    assert answers["no record"] and answers["waiting for go"] and answers["running, live lock"]
+    assert answers["signal only (not started)"] and answers["running, live lock, go sent"]  # the same again
+    assert not answers["succeeded"] and not answers["dead, go sent"] and not answers["dead, attempts equal"]
+    other = check(
+        ddb,
+        lambda r: r.may_take_signal("go", '{"b": 2}'),
+        JobRecord.may_take_signal_condition("go", '{"b": 2}'),
+    )
+    assert not other["running, live lock, go sent"]  # other data under a name already sent
+
+
+def test_waits_for_signal_is_the_condition_of_wake(ddb):
+    answers = check(ddb, lambda r: r.waits_for_signal("go"), JobRecord.waits_for_signal_condition("go"))
+    assert answers["waiting for go"] and not answers["waiting for other"] and not answers["no record"]

@@ -33,6 +33,7 @@ This module runs in the Lambda asset: it imports nothing heavy at import time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -65,7 +66,7 @@ CONTINUE_DELAY_MS = 1000
 RESERVED = "~"
 
 
-class Suspend(BaseException):  # noqa: N818 - not an error: the job parks
+class Suspend(BaseException):
     """Raised out of a job function to park it (the worker catches it: `worker.Worker._run`)."""
 
     def __init__(self, state: JobState, wake_ms: int, reason: str, signal: str | None = None) -> None:
@@ -104,7 +105,9 @@ def _str(value: Any) -> str | None:
 
 
 def iso_ms(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
 def _as_json(value: Any, what: str, limit: int, *, strict: bool = False) -> str:
@@ -206,7 +209,9 @@ class Durable:
 
     def _name(self, name: Any, kind: str) -> str:
         if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
-            raise StepError(f"a {kind} name is a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}")
+            raise StepError(
+                f"a {kind} name is a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}"
+            )
         return name
 
     def _once(self, key: str, shown: str) -> None:
@@ -219,7 +224,14 @@ class Durable:
 
     # -- steps --------------------------------------------------------------------------------------
 
-    def step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], budget: float | None) -> Any:
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        budget: float | None,
+    ) -> Any:
         name = self._name(name, "step")
         if name.startswith(RESERVED):
             raise StepError(f"step name {name!r}: names starting with {RESERVED!r} are lambdajobs' own")
@@ -269,7 +281,7 @@ class Durable:
     # -- sleeps -------------------------------------------------------------------------------------
 
     def sleep(self, seconds: float, name: str | None) -> None:
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
             raise StepError(f"ctx.sleep({seconds!r}): give a number of seconds above 0")
         key = RESERVED + "sleep:" + (self._name(name, "sleep") if name is not None else str(self._sleeps()))
         self._once(key, f"sleep '{name}'" if name else "a sleep")
@@ -298,8 +310,14 @@ class Durable:
 
     def wait_for_signal(self, name: str, timeout_seconds: float) -> Any:
         name = self._name(name, "signal")
-        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or timeout_seconds <= 0:
-            raise StepError(f"wait_for_signal('{name}', {timeout_seconds!r}): give a timeout in seconds above 0")
+        if (
+            isinstance(timeout_seconds, bool)
+            or not isinstance(timeout_seconds, int | float)
+            or timeout_seconds <= 0
+        ):
+            raise StepError(
+                f"wait_for_signal('{name}', {timeout_seconds!r}): give a timeout in seconds above 0"
+            )
         key = RESERVED + "signal:" + name
         self._once(key, f"signal '{name}'")
         done = self.checkpoint(key)
@@ -327,7 +345,9 @@ class Durable:
     def _outcome(self, name: str, done: dict[str, Any]) -> Any:
         self.last_ms = 0.0
         if done.get("timeout"):
-            raise SignalTimeoutError(f"job '{self.job_id}': no signal '{name}' came before the wait's timeout")
+            raise SignalTimeoutError(
+                f"job '{self.job_id}': no signal '{name}' came before the wait's timeout"
+            )
         return json.loads(str(done["r"]))
 
 
@@ -354,7 +374,8 @@ def schedule_wake(
     role_arn, group, dlq_arn = config.scheduler_settings()
     scheduler = config.client("scheduler")
     at = datetime.fromtimestamp(-(-wake_ms // 1000), UTC)  # whole seconds, never before the wake-up
-    try:
+    # the same wake-up scheduled again (a park tried again) is there already: nothing to do
+    with contextlib.suppress(scheduler.exceptions.ConflictException):
         scheduler.create_schedule(
             Name=wake_schedule_name(job, job_id, wake_ms),
             GroupName=group,
@@ -371,8 +392,6 @@ def schedule_wake(
                 "DeadLetterConfig": {"Arn": dlq_arn},
             },
         )
-    except scheduler.exceptions.ConflictException:
-        pass  # this wake-up is scheduled already: a park tried again
 
 
 def resumed_body(body: str, wake_ms: int, prior_attempts: int) -> str:
@@ -421,7 +440,9 @@ def signal(job_id: str, name: str, data: Any = None, *, config: StackConfig | No
     if not isinstance(job_id, str) or not job_id:
         raise JobIdError(f"job_id must be a non-empty string, got {job_id!r}")
     if not isinstance(name, str) or not name or len(name) > MAX_STEP_NAME:
-        raise StepError(f"a signal name is a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}")
+        raise StepError(
+            f"a signal name is a non-empty string of at most {MAX_STEP_NAME} characters, got {name!r}"
+        )
     text = _as_json(data, f"signal '{name}': its data", MAX_SIGNAL_BYTES, strict=True)
     cfg = configuration.resolve(config)
     store = JobRecordStore(cfg)

@@ -248,22 +248,53 @@ class Effects:
         the run's lock. If the copy cannot be sent the message comes back (the record keeps the run's
         lock until the invocation's deadline, and the next run replays to the same point); if the
         record cannot be written, the copy waits for that lock and takes the job over."""
-        from lambdajobs.runtime import durable, gates, lifecycle
+        from lambdajobs.runtime import durable, gates
+
+        assert d.job_id is not None
+        self.store.forget_progress(d.job_id)  # on the record already; the next run keeps it
+        scheduled = gates.seconds_until(decision.wake_ms) > durable.MAX_SQS_DELAY_SECONDS
+        self._send_wake_up(d, decision, scheduled)
+        failed = self._park_record(d, decision)
+        if failed is not None:
+            self.log.warning(
+                "could not park the job's record; its copy takes it over at the run's deadline",
+                extra={"error": _error(failed)},
+            )
+        if scheduled:  # (a copy sent back deleted it already)
+            self.delete_original(d)
+        self.metric("JobParked", 1)
+        return None
+
+    def _send_wake_up(self, d: Delivery, decision: Park, scheduled: bool) -> None:
+        """The copy that continues the job at its wake-up, or its one-time schedule.
+
+        Raises:
+            NotStartedError: it could not be sent (the message comes back: reported failed).
+        """
+        from lambdajobs.runtime import durable, gates
 
         assert d.job_id is not None
         job_id, wake = d.job_id, decision.wake_ms
-        self.store.forget_progress(job_id)  # on the record already; the next run keeps it
-        delay = gates.seconds_until(wake)
-        if delay <= durable.MAX_SQS_DELAY_SECONDS:
-            self.hand_back(d, HandBack(delay, decision.reason, keep_slot=False, resume=wake))
-        else:
-            body = durable.resumed_body(body_keeping_job_id(d), wake, max(0, d.attempt - 1))
-            sent = self.write(
-                lambda: durable.schedule_wake(self.config, d.spec.name, job_id, body, wake, d.source_level)
+        if not scheduled:
+            self.hand_back(
+                d, HandBack(gates.seconds_until(wake), decision.reason, keep_slot=False, resume=wake)
             )
-            if sent is not None:
-                self.retry_after(d, 60)
-                raise NotStartedError(f"{decision.reason}: could not schedule its wake-up; it comes back in 60 s")
+            return
+        body = durable.resumed_body(body_keeping_job_id(d), wake, max(0, d.attempt - 1))
+        failed = self.write(
+            lambda: durable.schedule_wake(self.config, d.spec.name, job_id, body, wake, d.source_level)
+        )
+        if failed is not None:
+            self.retry_after(d, 60)
+            raise NotStartedError(f"{decision.reason}: could not schedule its wake-up; it comes back in 60 s")
+
+    def _park_record(self, d: Delivery, decision: Park) -> Exception | None:
+        """Park the record (tried again on transient errors); a signal that came while the job ran
+        wakes it at once instead (a copy in 1 s). Returns the error that stopped it, if any."""
+        from lambdajobs.runtime import durable, lifecycle
+
+        assert d.job_id is not None
+        job_id, job = d.job_id, d.spec.name
         how: dict[str, Any] = {}
         if decision.signal is not None:
             body = body_keeping_job_id(d)
@@ -273,24 +304,18 @@ class Effects:
                 "resume_body": body if small else None,
                 "resume_queue": self.queue_url(d) if small else None,
             }
-        failed = self.write(
-            lambda: self.store.suspend(job_id, d.spec.name, decision.state, decision.lock, wake, **how)
-        )
-        if isinstance(failed, lifecycle.SignalArrived):
-            # the signal came while the job ran: continue it now, with the signal (a copy in 1 s)
+        try:
+            aws.read_retrying(
+                lambda: self.store.suspend(
+                    job_id, job, decision.state, decision.lock, decision.wake_ms, **how
+                )
+            )
+        except lifecycle.SignalArrived:
             soon = int(time.time() * 1000) + durable.CONTINUE_DELAY_MS
             self.hand_back(d, HandBack(1, "its signal came", keep_slot=False, resume=soon))
-            failed = self.write(
-                lambda: self.store.suspend(job_id, d.spec.name, JobState.SLEEPING, decision.lock, soon)
-            )
-        if failed is not None:
-            self.log.warning(
-                "could not park the job's record; its copy takes it over at the run's deadline",
-                extra={"error": _error(failed)},
-            )
-        if delay > durable.MAX_SQS_DELAY_SECONDS:
-            self.delete_original(d)
-        self.metric("JobParked", 1)
+            return self.write(lambda: self.store.suspend(job_id, job, JobState.SLEEPING, decision.lock, soon))
+        except Exception as exc:
+            return exc
         return None
 
     # -- dead letters ---------------------------------------------------------------------------------

@@ -66,8 +66,9 @@ class JobIndex(StrEnum):
     - `finished`: `retrying`, `succeeded` and `dead` records. A job that succeeds at once costs 1 more
       write unit (its completion enters the index); each retry costs 2 more (it enters as
       `retrying`, and leaves when the next attempt starts).
-    - `all`: `running`, `sleeping` and `waiting_signal` records too. A job that succeeds at once costs 3 more (it enters as
-      `running`; completion moves it: a delete and a put); each retry costs 4 more (running to
+    - `all`: `running`, `sleeping` and `waiting_signal` records too. A job that succeeds at once
+      costs 3 more (it enters as `running`; completion moves it: a delete and a put); each retry
+      costs 4 more (running to
       retrying, and back: each a delete and a put).
 
     A record whose last attempt crashed (SQS, not the worker, dead-letters its message) keeps the
@@ -106,10 +107,12 @@ NAMES: dict[str, str] = {"#state": "state"}
 
 
 class Condition(NamedTuple):
-    """A condition expression and the Python values of its `:placeholders` (its `#names`: `NAMES`)."""
+    """A condition expression, the Python values of its `:placeholders`, and the attribute names of
+    its `#names` beyond `NAMES` (an attribute the condition is about, such as a signal's)."""
 
     expression: str
     values: dict[str, Any]
+    names: dict[str, str] = {}
 
 
 def _states(*states: JobState) -> dict[str, str]:
@@ -321,8 +324,9 @@ class JobRecord:
     def may_start(self, now: float, attempt: int | None = None, redriven: bool = True) -> bool:
         """Whether an acquire at `now` (epoch s) by attempt `attempt` may take this record
         (`lifecycle.acquire`): no record, or one with no state yet (a signal sent before the job ran);
-        a parked durable job whose wake-up is due (by a copy of this attempt or a later one: an earlier
-        attempt's copy is a duplicate, and so is any copy before the wake-up); its TTL expired; it is retrying or waiting; it is dead (a
+        a parked durable job whose wake-up is due (by a copy of this attempt or a later one: an
+        earlier attempt's copy is a duplicate, and so is any copy before the wake-up); its TTL
+        expired; it is retrying or waiting; it is dead (a
         workflow member counted dead only for a DLQ redrive: `redriven`); or a running one whose lock
         expired. Fenced (`attempt` given, not `redriven`): a retrying, waiting or dead record that
         already started attempt `attempt` or a later one is not started again by it (a copy of an
@@ -450,6 +454,52 @@ class JobRecord:
     @staticmethod
     def counted_as_condition(outcome: JobState) -> Condition:
         return Condition("wf_counted = :wf_counted_as", {":wf_counted_as": outcome.value})
+
+    # -- durable jobs -------------------------------------------------------------------------------
+
+    def may_park(self, lock: int | None, signal: str | None = None) -> bool:
+        """The run that holds the lock may park the job (`lifecycle.suspend`): as `may_release`, and
+        for a signal wait, only while that signal has not arrived (else it wakes at once instead)."""
+        return self.may_release(lock) and (signal is None or signal not in (self.signals or {}))
+
+    @staticmethod
+    def may_park_condition(lock: int | None, signal: str | None = None) -> Condition:
+        release = JobRecord.may_release_condition(lock)
+        if signal is None:
+            return release
+        return Condition(
+            f"({release.expression}) AND attribute_not_exists(#signal)",
+            release.values,
+            {"#signal": SIGNAL_PREFIX + signal},
+        )
+
+    def may_take_signal(self, name: str, data: str) -> bool:
+        """A signal may be kept for the job (`lifecycle.deliver_signal`): it has not finished (no record,
+        or one without a state, counts as not started), and has no signal of that name, or the same."""
+        if self.exists and self.known_state in FINAL_STATES:
+            return False
+        held = (self.signals or {}).get(name)
+        return held is None or held == data
+
+    @staticmethod
+    def may_take_signal_condition(name: str, data: str) -> Condition:
+        return Condition(
+            "(attribute_not_exists(#state) OR NOT #state IN (:succeeded, :dead)) "
+            "AND (attribute_not_exists(#signal) OR #signal = :signal_data)",
+            {**_states(JobState.SUCCEEDED, JobState.DEAD), ":signal_data": data},
+            {"#signal": SIGNAL_PREFIX + name},
+        )
+
+    def waits_for_signal(self, name: str) -> bool:
+        """A job parked in `waiting_signal` for signal `name` (`lifecycle.wake` makes it due now)."""
+        return self.state == JobState.WAITING_SIGNAL and self.waiting_for == name
+
+    @staticmethod
+    def waits_for_signal_condition(name: str) -> Condition:
+        return Condition(
+            "#state = :waiting_signal AND waiting_for = :signal_name",
+            {**_states(JobState.WAITING_SIGNAL), ":signal_name": name},
+        )
 
     # -- for readers --------------------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ from lambdajobs.runtime.job_record import (
     NAMES,
     NO_RECORD,
     PARKED_STATES,
-    SIGNAL_PREFIX,
     STEP_PREFIX,
     JobIndex,
     JobRecord,
@@ -609,7 +608,9 @@ def reconcile(
 # -- durable jobs (`lambdajobs.runtime.durable`) ----------------------------------------------------
 
 
-def checkpoint(client: Any, table: str, job_id: str, *, lock: int | None, name: str, value: dict[str, Any]) -> bool:
+def checkpoint(
+    client: Any, table: str, job_id: str, *, lock: int | None, name: str, value: dict[str, Any]
+) -> bool:
     """A durable job's step (or sleep, or signal wait) is done: its checkpoint (`step:<name>`) in the
     record, one UpdateItem, only while the record still carries this run's lock (a run that lost its
     lock writes nothing: the run that took it over replays from what is checkpointed). Returns whether
@@ -671,16 +672,12 @@ def suspend(
         ":exp": wake_ms // 1000 + ttl_seconds,
         ":one": 1,
     }
-    names = dict(NAMES)
     remove = ["in_progress_expiration", "waiting_for", "resume_body", "resume_queue"]
-    allowed = JobRecord.may_release_condition(lock)
-    condition = allowed.expression
+    allowed = JobRecord.may_park_condition(lock, signal)
     if signal is not None:
         sets += ["waiting_for = :signal", "resume_body = :body", "resume_queue = :queue"]
         remove = ["in_progress_expiration"]
         values.update({":signal": signal, ":body": resume_body or "", ":queue": resume_queue or ""})
-        names["#signal"] = SIGNAL_PREFIX + signal
-        condition = f"({condition}) AND attribute_not_exists(#signal)"
     _index(index, job, state, sets, remove, values)
     request = codec.update(
         table,
@@ -688,16 +685,16 @@ def suspend(
         sets=sets,
         adds=["suspensions :one"],
         remove=remove,
-        condition=condition,
+        condition=allowed.expression,
         values={**values, **allowed.values},
-        names=names,
+        names={**NAMES, **allowed.names},
         ReturnValuesOnConditionCheckFailure="ALL_OLD",
     )
     try:
         client.update_item(**request)
     except client.exceptions.ConditionalCheckFailedException as exc:
         old = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
-        if signal is not None and signal in (old.signals or {}) and old.may_release(lock):
+        if signal is not None and old.may_release(lock) and not old.may_park(lock, signal):
             raise SignalArrived(signal) from exc
         return False
     return True
@@ -717,24 +714,23 @@ def deliver_signal(
     """
     from lambdajobs.runtime.errors import SignalRefusedError
 
+    allowed = JobRecord.may_take_signal_condition(name, data_json)
     values: dict[str, Any] = {
-        ":data": data_json,
+        **allowed.values,
         ":now_iso": now_iso(),
         ":exp": int(time.time()) + ttl_seconds,
-        **{f":{s.value}": s.value for s in FINAL_STATES},
     }
-    names = {**NAMES, "#signal": SIGNAL_PREFIX + name}
-    finals = ", ".join(f":{s.value}" for s in sorted(FINAL_STATES))
     request = codec.update(
         table,
         job_id,
-        sets=["#signal = :data", "expiration = if_not_exists(expiration, :exp)", "signaled_at = :now_iso"],
-        condition=(
-            f"(attribute_not_exists(#state) OR NOT #state IN ({finals})) "
-            "AND (attribute_not_exists(#signal) OR #signal = :data)"
-        ),
+        sets=[
+            "#signal = :signal_data",
+            "expiration = if_not_exists(expiration, :exp)",
+            "signaled_at = :now_iso",
+        ],
+        condition=allowed.expression,
         values=values,
-        names=names,
+        names={**NAMES, **allowed.names},
         ReturnValues="ALL_NEW",
         ReturnValuesOnConditionCheckFailure="ALL_OLD",
     )
@@ -758,17 +754,13 @@ def wake(client: Any, table: str, job_id: str, name: str) -> int | None:
     """A job in `waiting_signal` for `name` is due now: the signal came. Returns its wake-up (epoch
     ms), or None: it is not waiting for that signal (it woke meanwhile, or never waited for it)."""
     now_ms = int(time.time() * 1000)
+    allowed = JobRecord.waits_for_signal_condition(name)
     request = codec.update(
         table,
         job_id,
         sets=["wake_at = :now_ms", "updated_at = :now_iso"],
-        condition="#state = :waiting_signal AND waiting_for = :name",
-        values={
-            ":now_ms": now_ms,
-            ":now_iso": now_iso(),
-            ":waiting_signal": JobState.WAITING_SIGNAL.value,
-            ":name": name,
-        },
+        condition=allowed.expression,
+        values={**allowed.values, ":now_ms": now_ms, ":now_iso": now_iso()},
         names=NAMES,
     )
     return now_ms if _landed(client, request) else None

@@ -259,11 +259,15 @@ class JobRecordStore(BasePersistenceLayer):
         lock = self.lock_token()
         return bool(
             aws.read_retrying(
-                lambda: lifecycle.checkpoint(self.client, self.table, job_id, lock=lock, name=name, value=value)
+                lambda: lifecycle.checkpoint(
+                    self.client, self.table, job_id, lock=lock, name=name, value=value
+                )
             )
         )
 
-    def suspend(self, job_id: str, job: str, state: JobState, lock: int | None, wake_ms: int, **how: Any) -> bool:
+    def suspend(
+        self, job_id: str, job: str, state: JobState, lock: int | None, wake_ms: int, **how: Any
+    ) -> bool:
         """Park a durable job (`lifecycle.suspend`)."""
         return lifecycle.suspend(
             self.client,

@@ -41,9 +41,9 @@ from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.delivery import Delivery, attempt_of
+from lambdajobs.runtime.durable import Durable, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
-from lambdajobs.runtime.durable import Durable, Suspend
 from lambdajobs.runtime.gates import Decision, Done, HandBack, Park, RecordSuccess, Run
 from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, error_fields
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
@@ -368,7 +368,9 @@ class Worker:
             result = self._run_once(run=run, spec=spec, payload=d.payload, ctx=ctx)
             after: Decision = self._returned(outcome, result)
         except Suspend as parked:  # not an Exception: the job parks (a sleep, a signal, a continuation)
-            logger.info("job parked", extra={"reason": parked.reason, "wake_at": durable.iso_ms(parked.wake_ms)})
+            logger.info(
+                "job parked", extra={"reason": parked.reason, "wake_at": durable.iso_ms(parked.wake_ms)}
+            )
             after = Park(parked.state, parked.wake_ms, parked.reason, self.store.lock_token(), parked.signal)
         except IdempotencyAlreadyInProgressError:
             after = self._lock_held()

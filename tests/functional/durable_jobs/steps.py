@@ -47,7 +47,9 @@ def six_steps(payload: Steps, ctx: JobContext) -> dict:
     for n in range(1, payload.steps + 1):
         name = f"encode-{n}"
         results.append(
-            ctx.step(name, WORK.run, ctx.job_id, name, payload.step_seconds, budget_seconds=payload.budget_seconds)
+            ctx.step(
+                name, WORK.run, ctx.job_id, name, payload.step_seconds, budget_seconds=payload.budget_seconds
+            )
         )
         ctx.progress(100 * n / payload.steps, name)
         if (ctx.job_id, name) in WORK.crash_after:

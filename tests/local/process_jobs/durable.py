@@ -28,7 +28,10 @@ def _step(log: str, job_id: str, name: str, seconds: float) -> str:
 
 @job(timeout_seconds=2, max_attempts=2, batch_size=1)
 def durable_steps(payload: Steps, ctx: JobContext) -> dict:
-    done = [ctx.step(f"s{n}", _step, payload.log, ctx.job_id, f"s{n}", payload.seconds) for n in range(payload.steps)]
+    done = [
+        ctx.step(f"s{n}", _step, payload.log, ctx.job_id, f"s{n}", payload.seconds)
+        for n in range(payload.steps)
+    ]
     ctx.progress(90, "steps done")
     ctx.sleep(1)
     data = ctx.wait_for_signal("go", timeout_seconds=60)
