@@ -116,7 +116,7 @@ def test_a_signal_wakes_a_waiting_job_and_returns_its_data(stack):
     assert status.state == "succeeded", status
     assert status.result == {"decision": {"approved": True, "by": "ada"}}
     assert ran(job_id) == {"draft": 1, "publish": 1}
-    with pytest.raises(SignalRefusedError, match="succeeded"):
+    with pytest.raises(SignalRefusedError, match=r"has finished \(succeeded\)"):
         signal(job_id, "approval", {"approved": False})
 
 
@@ -124,7 +124,8 @@ def test_a_signal_sent_before_the_job_starts_is_returned_when_it_waits(stack):
     runner = stack.runner("approver")
     job_id = "early-bird"
     assert not signal(job_id, "approval", {"approved": True}).woke
-    assert stack.status(job_id).state == "pending"
+    early = stack.status(job_id)
+    assert early.state == "pending" and not early.has_record and "signals" in (early.note or "")
     stack.enqueue("approver", {}, job_id=job_id)
     runner.attempt()
     status = stack.status(job_id)

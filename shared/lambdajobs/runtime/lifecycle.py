@@ -740,8 +740,8 @@ def deliver_signal(
         old = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
         if old.known_state in FINAL_STATES:
             raise SignalRefusedError(
-                f"job '{job_id}' has {old.known_state.value if old.known_state else 'finished'}; "
-                f"signal '{name}' is refused (a finished job waits for nothing)."
+                f"job '{job_id}' has finished ({old.known_state.value}); signal '{name}' is refused: a "
+                "finished job waits for nothing."
             ) from exc
         raise SignalRefusedError(
             f"job '{job_id}' already has signal '{name}' with other data; a signal is delivered once: "

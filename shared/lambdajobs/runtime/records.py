@@ -470,6 +470,7 @@ class JobStatus:
 
 
 NO_RECORD = "no record: not started yet, or an unknown id (nothing is written at enqueue)"
+SIGNALS_ONLY = "not started yet, or an unknown id: only signals sent to it are kept, for when it waits"
 
 
 def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
@@ -477,6 +478,8 @@ def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
     (`JobRecord.reconciled_state`): a state this version does not know reads `pending`."""
     if record is None:
         return JobStatus(job_id=job_id, state=JobState.PENDING, note=NO_RECORD, has_record=False)
+    if record.state is None:  # only signals kept for a job that has not run: not a run's record
+        return JobStatus(job_id=job_id, state=JobState.PENDING, note=SIGNALS_ONLY, has_record=False)
     state = record.reconciled_state(int(time.time() * 1000))
     reconciled = state is not (record.known_state or JobState.PENDING)
     return JobStatus(
