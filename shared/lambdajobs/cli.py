@@ -697,6 +697,10 @@ def enqueue(
     )
 
 
+#: The states `lambdajobs jobs --state` takes: those the job index can hold (in its mode "all"; a
+#: stack's own mode may hold fewer, and says how to turn it up), in a job's order.
+LISTABLE = ("running", "retrying", "sleeping", "waiting_signal", "succeeded", "dead")
+
 #: `lambdajobs status` exit codes, besides 0 (found; with --wait: succeeded), 1 (an error) and 2 (a
 #: usage error, as for every command).
 STATUS_NO_RECORD = 3
@@ -710,12 +714,14 @@ def status(
     job_id: str = typer.Argument(..., metavar="JOB_ID", help="job id"),
     wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
 ) -> None:
-    """A job's state, attempts, progress, result and last error.
+    """A job's state, attempts, progress, result and last error; a durable job's steps done, with
+    their durations, and when a sleeping or waiting job continues (wake_at).
 
     Exit codes: 0 the job has a record (with --wait: it succeeded); 1 an error; 2 a usage error; 3 no
     record (an unknown id, or a job not started yet: nothing is written at enqueue); 4 the job is
     dead; 5 --wait ran out before the job succeeded or died.
     """
+    from lambdajobs.ops import until_text
     from lambdajobs.runtime.errors import WaitTimeoutError
     from lambdajobs.runtime.records import NO_RECORD, get_status, wait_for
 
@@ -726,20 +732,25 @@ def status(
     except WaitTimeoutError as exc:
         info, timed_out = exc.status, True
     table = _table("field", "value", show_header=False, title=f"job {job_id}")
+    # the state as people read it: "waiting for signal approval", not "waiting_signal"
+    table.add_row("state", Text(info.described_state))
     for key in (
-        "state",
         "job",
         "attempts",
         "progress",
         "progress_message",
         "waiting_until",
+        "wake_at",
         "created_at",
         "started_at",
         "finished_at",
     ):
         value = getattr(info, key)
         if value not in (None, ""):
-            table.add_row(key, Text(str(value)))
+            shown = f"{value} ({until_text(value)})" if key == "wake_at" else str(value)
+            table.add_row(key, Text(shown))
+    if info.suspensions:
+        table.add_row("suspensions", Text(f"{info.suspensions} (sleeps, signal waits, continuations)"))
     # Text: what a job or its error wrote is shown as written, never read as rich markup
     if info.error:
         table.add_row("error", Text(f"{info.error.get('type')}: {info.error.get('message')}"))
@@ -748,12 +759,83 @@ def status(
     if info.result is not None:
         table.add_row("result", Text(json.dumps(info.result)))
     console.print(table)
+    if info.steps:
+        console.print(_steps_table(info.steps))
     if timed_out:
-        _fail(f"job '{job_id}' is still {info.state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
+        _fail(f"job '{job_id}' is still {info.described_state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
     if info.state == "dead":
         raise typer.Exit(STATUS_DEAD)
     if info.note == NO_RECORD:
         raise typer.Exit(STATUS_NO_RECORD)
+
+
+def _steps_table(steps: Any) -> Table:
+    """A durable job's steps done, in the order they ended, with how long each ran."""
+    from lambdajobs.ops import duration_text
+
+    table = _table("#", "step", "duration", "finished_at", title=f"steps ({len(steps)} done)")
+    for number, step in enumerate(steps, 1):
+        # Text: a step's name is the job's own text, never rich markup
+        table.add_row(
+            str(number), Text(step.name), duration_text(step.duration_ms), Text(step.finished_at or "-")
+        )
+    return table
+
+
+@app.command("signal")
+@friendly
+def send_signal(
+    job_id: str = typer.Argument(..., metavar="JOB_ID", help="the durable job's id"),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="the signal's name, as the job waits for it: ctx.wait_for_signal(NAME, ...)"
+    ),
+    data_json: str = typer.Option(
+        None,
+        "--data",
+        metavar="JSON",
+        help="the signal's data, as JSON: what the wait returns (default: null)",
+    ),
+) -> None:
+    """Send a signal to a durable job: if it waits for NAME (ctx.wait_for_signal), it wakes and the
+    wait returns the data; otherwise the signal is kept for when it waits (a job not started yet
+    too).
+
+    A finished job refuses it, and so does a job that already has this signal with other data (the
+    same data sent again changes nothing).
+    """
+    from lambdajobs.runtime.durable import signal as deliver
+    from lambdajobs.runtime.job_record import JobState
+    from lambdajobs.runtime.records import get_status
+
+    data = None
+    if data_json is not None:
+        try:
+            data = json.loads(data_json)
+        except ValueError as exc:
+            _fail(
+                f"malformed --data JSON ({exc}); pass JSON in single quotes, e.g. "
+                """--data '{"approved": true}'."""
+            )
+    sent = deliver(job_id, name, data, config=_config)
+    if sent.woke:
+        console.print(
+            f"woke job {job_id}: it was waiting for signal {name}, and continues with its data.",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+        return
+    info = get_status(job_id, config=_config)
+    if info.state is JobState.PENDING:
+        now = "it has not started (or the id is unknown: nothing is written at enqueue)"
+    else:
+        now = f"it is {info.described_state}"
+    console.print(
+        f"kept signal {name} for job {job_id}: {now}; its wait for {name} returns the data.",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
 
 
 @app.command()
@@ -761,24 +843,25 @@ def status(
 def jobs(
     job: str = typer.Argument(..., metavar="JOB", help="job name"),
     state: str = typer.Option(
-        None, "--state", help="running, retrying, succeeded or dead (default: every state the index holds)"
+        None,
+        "--state",
+        help=f"{', '.join(LISTABLE[:-1])} or {LISTABLE[-1]} (default: every state the index holds)",
     ),
     limit: int = typer.Option(20, "--limit", help="at most this many per state"),
     after: str = typer.Option(None, "--after", help="the next page: the cursor a previous page printed"),
 ) -> None:
     """A job's records by state, newest first (needs the job index: the command says how to turn it on)."""
     from lambdajobs.runtime.errors import InvalidOptionError
-    from lambdajobs.runtime.lifecycle import JobState
+    from lambdajobs.runtime.job_record import PARKED_STATES, JobState
     from lambdajobs.runtime.records import index_off_message, list_jobs, listed_states
 
     spec = _spec(job)
     cfg = config()
     held = listed_states(cfg)
     if state is not None:
-        names = ("running", "retrying", "succeeded", "dead")
-        if state not in names:
+        if state not in LISTABLE:
             raise InvalidOptionError(
-                f"--state {state!r} is not a state a job is listed by; use one of {names}."
+                f"--state {state!r} is not a state a job is listed by; use one of {LISTABLE}."
             )
         wanted = [JobState(state)]
     else:
@@ -794,12 +877,15 @@ def jobs(
         )
         for status in page.items:
             at = status.finished_at or status.started_at or status.updated_at or "-"
-            if status.error:
+            if status.state in PARKED_STATES:  # a durable job between invocations: when it goes on
+                detail = status.described_state + (f", wakes {status.wake_at}" if status.wake_at else "")
+            elif status.error:
                 detail = f"{status.error.get('type')}: {status.error.get('message')}"
             else:
                 detail = "" if status.result is None else json.dumps(status.result)[:200]
-            moved = "" if status.state is wanted_state else f" (now {status.state.value})"
-            table.add_row(status.job_id + moved, str(status.attempts), at, detail)
+            moved = "" if status.state is wanted_state else f" (now {status.described_state})"
+            # Text: ids, errors and results are shown as written, never read as rich markup
+            table.add_row(Text(status.job_id + moved), str(status.attempts), at, Text(detail))
         console.print(table)
         if page.cursor:
             console.print(

@@ -39,6 +39,36 @@ def age_text(seconds: float | None, nothing: str = "-") -> str:
     return f"{seconds / 86400:.1f}d"
 
 
+def duration_text(ms: int | float | None, nothing: str = "-") -> str:
+    """How long a durable job's step ran (`JobStatus.steps`), as the CLI and the board write it:
+    350 -> '350 ms', 12_300 -> '12.3 s', 240_000 -> '4m 00s', 5_400_000 -> '1h 30m'."""
+    if ms is None:
+        return nothing
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def until_text(moment: str | None, now: datetime | None = None, nothing: str = "-") -> str:
+    """How far a time (RFC 3339 text, e.g. a parked job's `wake_at`) is from now: 'in 59m', or 'due'
+    once it has passed; `nothing` for no time or text that is not one."""
+    if not moment:
+        return nothing
+    try:
+        at = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    except ValueError:
+        return nothing
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    left = (at - (now or datetime.now(UTC))).total_seconds()
+    return f"in {age_text(left)}" if left > 0 else "due"
+
+
 def describe_error(
     exc: BaseException, *, elsewhere: str = "pass --stack, --region or --profile"
 ) -> str | None:

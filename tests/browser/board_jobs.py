@@ -7,14 +7,18 @@ declarations must not land in the process registry other tests read.
   index is on): fails permanently, naming the address in its error, when the subject is "bounce";
 - `board_signup` (`pii_fields=("email",)`): fails permanently while its address is in `BROKEN`;
 - `board_flaky`: always fails permanently (the DLQ the purge tests empty);
-- `board_digest`: a cron job (the schedules page, "trigger now").
+- `board_digest`: a cron job (the schedules page, "trigger now");
+- `board_approval`: a durable job: one step ("draft", `pause` seconds), then a wait for signal
+  "approval" of 10 minutes (its wake-up is an SQS delay: no schedule).
 """
 
 from __future__ import annotations
 
+import time
+
 from pydantic import BaseModel
 
-from lambdajobs import PermanentError, cron, job
+from lambdajobs import JobContext, PermanentError, cron, job
 
 #: Addresses `board_signup` refuses (a test puts one in, then takes it out to redrive).
 BROKEN: set[str] = set()
@@ -57,3 +61,14 @@ def board_flaky(payload: Nothing) -> None:
 @cron("cron(0 9 * * ? *)", timezone="America/New_York")
 def board_digest(payload: Nothing) -> dict[str, int]:
     return {"sent": payload.n}
+
+
+class Approval(BaseModel):
+    pause: float = 0.2
+
+
+@job(timeout_seconds=30)
+def board_approval(payload: Approval, ctx: JobContext) -> dict[str, object]:
+    ctx.step("draft", lambda: time.sleep(payload.pause) or "drafted")
+    decision = ctx.wait_for_signal("approval", timeout_seconds=600)
+    return {"decision": decision}

@@ -5,12 +5,14 @@ Each test saves a screenshot of the page it checks to build/reports/board/.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from lambdajobs.board import render
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import peek_dead_letters, wait_until
 from lambdajobs.runtime.producer import enqueue
@@ -145,6 +147,35 @@ def test_redriving_a_dead_job_from_its_page_makes_it_succeed(local, page, screen
     assert (after.state, after.attempts, after.result) == ("succeeded", 1, {"welcomed": "free"})
     assert "signup-2" not in dead_job_ids(local, "board_signup")
     shot(page, screenshots, "job-redriven")
+
+
+def test_a_parked_jobs_page_shows_its_state_wake_up_and_steps(local, page, screenshots):
+    from lambdajobs import signal
+
+    # GIVEN a durable job that ran its step and waits for signal "approval" (for 10 minutes at most)
+    send(local, "board_approval", {}, "approval-1")
+    assert wait_until(lambda: get_status("approval-1", config=local.config).state == "waiting_signal", 30)
+    status = get_status("approval-1", config=local.config)
+    # WHEN its page opens
+    page.goto("/jobs/board_approval/approval-1")
+    # THEN it reads as waiting for that signal, with when it wakes, and its step with its duration
+    expect(page.locator("[data-state]")).to_have_attribute("data-state", "waiting_signal")
+    expect(page.locator("[data-state]")).to_have_text("waiting for signal approval")
+    wake = page.locator('[data-field="wake_at"]')
+    expect(wake).to_contain_text(f"{render.when(status.wake_at)} (in ")
+    expect(wake).to_contain_text("signal approval wakes it sooner")
+    draft = page.locator('table.steps tr[data-step="draft"]')
+    expect(draft.locator("td.name")).to_have_text("draft")
+    expect(draft.locator("td.duration")).to_have_text(re.compile(r"^(\d{3} ms|\d+\.\d s)$"))
+    shot(page, screenshots, "job-waiting-signal")
+    # AND the signal wakes it: the page follows it to its end (no reload), its step still listed
+    assert signal("approval-1", "approval", {"ok": True}, config=local.config).woke
+    expect(page.locator("[data-state]")).to_have_attribute("data-state", "succeeded", timeout=30_000)
+    expect(page.locator('table.steps tr[data-step="draft"]')).to_have_count(1)
+    # AND its job's records can be asked for by the new states (this stack's index says what it holds)
+    page.goto("/jobs/board_approval?state=waiting_signal")
+    expect(page.locator('nav.tabs a[aria-current="page"]')).to_have_text("waiting_signal")
+    expect(page.locator("p.info")).to_contain_text("job_index='all'")
 
 
 def test_the_dead_letters_page_masks_bodies_and_redrives_a_selection(local, page, screenshots):

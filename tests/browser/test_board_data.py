@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import boto3
 import pytest
@@ -25,6 +26,8 @@ QUEUE = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/prod-invoice"
 DLQ = f"https://sqs.eu-west-1.amazonaws.com/{ACCOUNT}/prod-invoice-dlq"
 QUEUE_ARN = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:prod-invoice"
 DLQ_ARN = f"arn:aws:sqs:eu-west-1:{ACCOUNT}:prod-invoice-dlq"
+#: The functional tests' durable jobs (`approver` waits for signal "approval").
+DURABLE_JOBS = "tests.functional.durable_jobs"
 
 
 class Customer(BaseModel):
@@ -195,3 +198,56 @@ def test_redriving_a_selection_on_aws_moves_only_those_messages_itself(deployed)
 def test_the_board_reads_the_host_a_request_names(header, host):
     # the name checked against the loopback names (a DNS-rebinding page sends its own)
     assert LoopbackHosts.host_of(header) == host
+
+
+def asgi_get(app: Any, path: str, query: str = "") -> tuple[int, str]:
+    """One GET through the app itself (no server, no browser): its status and page."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body").decode()
+
+
+def test_the_list_of_a_parked_state_shows_each_job_as_people_read_it_with_its_wake_up():
+    from lambdajobs.board import create_app
+    from lambdajobs.testing import TestStack
+
+    # GIVEN a stack whose job index holds every state, and a durable job waiting for a signal
+    start = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+    with (
+        isolated_registry(),
+        TestStack(DURABLE_JOBS, stack="board-durable", clock=start, job_index="all") as stack,
+    ):
+        job_id = stack.enqueue("approver", {"timeout_seconds": 3600})
+        stack.runner("approver").attempt()
+        app = create_app(stack.config, stack.specs)
+        # WHEN the board lists the job's records waiting for a signal
+        status, page = asgi_get(app, "/jobs/approver", "state=waiting_signal")
+    # THEN the job is there, its state described and its wake-up (the wait's timeout) shown
+    assert status == 200, page
+    assert job_id in page
+    assert ">waiting for signal approval</span>" in page
+    assert "2030-01-01 10:00:00Z (in 60m)" in page

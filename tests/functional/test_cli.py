@@ -7,20 +7,28 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from lambdajobs.cli import STATUS_DEAD, STATUS_NO_RECORD, STATUS_TIMED_OUT, app
+from lambdajobs.cli import LISTABLE, STATUS_DEAD, STATUS_NO_RECORD, STATUS_TIMED_OUT, app
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_REDRIVEN, ATTR_SETTLE
+from lambdajobs.testing import TestStack
 from tests.functional.conftest import JOBS_PACKAGE
+from tests.functional.durable_jobs.steps import WORK
 from tests.jobs.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The durable test jobs (`approver` waits for signal "approval", `six_steps` runs 4-minute steps
+#: in 5-minute invocations), on a stopped clock.
+DURABLE_JOBS = "tests.functional.durable_jobs"
+START = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -34,6 +42,29 @@ def cli(stack):
         )
 
     return run
+
+
+@pytest.fixture
+def durable() -> Iterator[TestStack]:
+    """A stack of the durable test jobs on the harness's clock (a step of 4 minutes moves it 4
+    minutes), its job index holding every state."""
+    with TestStack(DURABLE_JOBS, stack="durable-cli", clock=START, job_index="all") as stack:
+        WORK.clock, WORK.ran, WORK.crash_after = stack.clock, [], set()
+        try:
+            yield stack
+        finally:
+            WORK.clock = None
+
+
+def durable_cli(stack: TestStack, *args: str):
+    return CliRunner().invoke(
+        app, ["--stack", stack.stack, "--jobs", DURABLE_JOBS, *args], env={"COLUMNS": "250"}
+    )
+
+
+def table_lines(output: str) -> list[str]:
+    """A rich table's lines, borders dropped and spaces collapsed."""
+    return [" ".join(line.replace("│", " ").split()) for line in output.splitlines()]
 
 
 def one_line_error(result) -> str:
@@ -213,6 +244,106 @@ def test_status_shows_an_error_as_written_never_as_markup(cli, stack, sink):
     assert shown.exit_code == STATUS_DEAD, shown.output
     text = " ".join(shown.output.split())
     assert "[tool.lambdajobs] dependencies; [/red] [bold]x[/bold]" in text, shown.output
+
+
+def test_signal_wakes_a_waiting_job_with_its_data_and_a_finished_job_refuses_it(durable):
+    # GIVEN a job parked in ctx.wait_for_signal("approval")
+    runner = durable.runner("approver")
+    job_id = durable.enqueue("approver", {"timeout_seconds": 3600})
+    runner.attempt()
+    assert durable.status(job_id).state == "waiting_signal"
+    # WHEN the operator sends the signal with its data
+    sent = durable_cli(durable, "signal", job_id, "approval", "--data", '{"approved": true, "by": "ada"}')
+    # THEN the command says it woke the job, and the job goes on with that data
+    assert sent.exit_code == 0, sent.output
+    assert sent.output.strip() == (
+        f"woke job {job_id}: it was waiting for signal approval, and continues with its data."
+    )
+    runner.attempt()
+    status = durable.status(job_id)
+    assert status.state == "succeeded", status
+    assert status.result == {"decision": {"approved": True, "by": "ada"}}
+    # AND the finished job refuses another signal in one line, with a non-zero exit
+    refused = one_line_error(durable_cli(durable, "signal", job_id, "approval", "--data", "false"))
+    assert f"job '{job_id}' has succeeded; signal 'approval' is refused" in refused
+
+
+def test_a_signal_for_a_job_not_waiting_yet_is_kept_for_its_wait(durable):
+    # WHEN a signal goes to a job that has not started
+    kept = durable_cli(durable, "signal", "early-1", "approval", "--data", '{"approved": true}')
+    # THEN the command says it is kept, and why the job was not woken
+    assert kept.exit_code == 0, kept.output
+    assert kept.output.startswith("kept signal approval for job early-1: it has not started")
+    # AND the job, once it runs, gets the data at its wait
+    durable.enqueue("approver", {}, job_id="early-1")
+    durable.runner("approver").attempt()
+    assert durable.status("early-1").result == {"decision": {"approved": True}}
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (("--data", "{approved: yes}"), "malformed --data JSON"),
+        (("--data", "[1,"), "--data '{\"approved\": true}'"),
+    ],
+)
+def test_signal_with_bad_data_is_one_line_saying_what_to_pass(durable, args, expected):
+    assert expected in one_line_error(durable_cli(durable, "signal", "some-job", "approval", *args))
+    assert durable.status("some-job").has_record is False  # nothing was sent
+
+
+def test_a_bad_signal_name_is_one_line(durable):
+    assert "signal name" in one_line_error(durable_cli(durable, "signal", "some-job", "x" * 101))
+
+
+def test_status_of_a_parked_job_shows_its_state_wake_up_and_steps(durable):
+    # GIVEN a job of 4-minute steps in 5-minute invocations, sleeping after its first step until a
+    # fresh invocation continues it; and a job waiting for a signal
+    job_id = durable.enqueue("six_steps", {})
+    durable.runner("six_steps").attempt()
+    waiting = durable.enqueue("approver", {"timeout_seconds": 3600})
+    durable.runner("approver").attempt()
+    # WHEN the operator asks for their status
+    sleeping, signal_wait = durable_cli(durable, "status", job_id), durable_cli(durable, "status", waiting)
+    # THEN each shows its state as people read it, when it continues, and the steps done with their
+    # durations
+    assert sleeping.exit_code == 0, sleeping.output
+    lines = table_lines(sleeping.output)
+    assert "state sleeping" in lines, sleeping.output
+    assert "wake_at 2030-01-01T09:04:01.000Z (in 1s)" in lines
+    assert "suspensions 1 (sleeps, signal waits, continuations)" in lines
+    assert "steps (1 done)" in lines
+    assert "1 encode-1 4m 00s 2030-01-01T09:04:00.000Z" in lines
+    assert signal_wait.exit_code == 0, signal_wait.output
+    lines = table_lines(signal_wait.output)
+    assert "state waiting for signal approval" in lines, signal_wait.output
+    assert "wake_at 2030-01-01T10:04:00.000Z (in 60m)" in lines
+    assert "1 draft 0 ms 2030-01-01T09:04:00.000Z" in lines
+    # AND --wait, run out, says what the job still is
+    waited = durable_cli(durable, "status", waiting, "--wait", "0.1")
+    assert waited.exit_code == STATUS_TIMED_OUT
+    assert f"'{waiting}' is still waiting for signal approval after 0.1 s" in one_line_error(waited)
+
+
+def test_jobs_lists_sleeping_and_waiting_jobs_with_their_wake_up(durable):
+    sleeper = durable.enqueue("six_steps", {})
+    durable.runner("six_steps").attempt()
+    waiter = durable.enqueue("approver", {"timeout_seconds": 3600})
+    durable.runner("approver").attempt()
+    sleeping = durable_cli(durable, "jobs", "six_steps", "--state", "sleeping")
+    assert sleeping.exit_code == 0, sleeping.output
+    assert f"{sleeper} 1 2030-01-01T09:00:00.000Z sleeping, wakes 2030-01-01T09:04:01.000Z" in table_lines(
+        sleeping.output
+    ), sleeping.output
+    waiting = durable_cli(durable, "jobs", "approver", "--state", "waiting_signal")
+    assert waiting.exit_code == 0, waiting.output
+    expected = (
+        f"{waiter} 1 2030-01-01T09:04:00.000Z waiting for signal approval, wakes 2030-01-01T10:04:00.000Z"
+    )
+    assert expected in table_lines(waiting.output), waiting.output
+    # AND every state lists them under their own heading (the index holds them all here)
+    every = durable_cli(durable, "jobs", "approver")
+    assert "approver: sleeping" in every.output and "approver: waiting_signal" in every.output
 
 
 def test_cron_list_and_trigger(cli, stack, clock):
@@ -511,6 +642,15 @@ def test_jobs_lists_records_by_state_newest_first_and_pages(sink):
         assert rest.exit_code == 0 and "ok-0" in rest.output and "ok-2" not in rest.output
         running = run("deliver", "--state", "running")
         assert "job_index='all'" in one_line_error(running)
+        # the new states are named, and are listed where the index holds them only
+        assert "job_index='all'" in one_line_error(run("deliver", "--state", "sleeping"))
+        assert "job_index='all'" in one_line_error(run("deliver", "--state", "waiting_signal"))
+
+
+def test_jobs_takes_every_state_the_job_index_can_hold():
+    from lambdajobs.runtime.job_record import INDEXED_STATES, JobIndex, JobState
+
+    assert list(LISTABLE) == [s.value for s in JobState if s in INDEXED_STATES[JobIndex.ALL]]
 
 
 def test_jobs_with_the_index_off_says_how_to_turn_it_on(cli):

@@ -45,7 +45,7 @@ from lambdajobs.runtime.errors import (
     StackNotFoundError,
     UnknownJobError,
 )
-from lambdajobs.runtime.lifecycle import JobState
+from lambdajobs.runtime.job_record import PARKED_STATES, JobState
 from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in
 
 HERE = Path(__file__).parent
@@ -55,8 +55,16 @@ POLL_SECONDS = 5
 JOB_POLL_SECONDS = 2
 #: A redriven job's page keeps polling until its record changes, for this long at most.
 WATCH_SECONDS = 15 * 60
-#: The states the jobs page lists, in this order (the job index holds them; see `records.list_jobs`).
-LISTED = (JobState.RUNNING, JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD)
+#: The states the jobs page lists, in this order (the job index holds them; see `records.list_jobs`):
+#: a durable job's `sleeping` and `waiting_signal` too, as the index holds them in its mode "all".
+LISTED = (
+    JobState.RUNNING,
+    JobState.RETRYING,
+    JobState.SLEEPING,
+    JobState.WAITING_SIGNAL,
+    JobState.SUCCEEDED,
+    JobState.DEAD,
+)
 MAX_FORM_BYTES = 256 * 1024
 logger = logging.getLogger("lambdajobs.board")
 
@@ -175,6 +183,8 @@ class Board:
             when=render.when,
             local_time=render.local_time,
             pretty_json=render.pretty_json,
+            duration=render.duration,
+            until=render.until,
         )
         env.globals.update(chart=render.chart, job_path=job_path, quote=quote)
         self.templates = Jinja2Templates(env=env)
@@ -296,7 +306,7 @@ class Board:
             return {"spec": spec, "items": listed.items, "next_cursor": listed.cursor, "index_off": None}
 
         context, status = await self.gather(build)
-        context.update(job=job, state=state, states=LISTED, cursor=cursor)
+        context.update(job=job, state=state, states=LISTED, cursor=cursor, parked=state in PARKED_STATES)
         return self.page(request, "job_list.html", context, partial="_job_list.html", status=status)
 
     async def job(self, request: Request) -> Response:

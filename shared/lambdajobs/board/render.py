@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdajobs.ops import age_text
+from lambdajobs.ops import age_text, duration_text, until_text
 
 #: What a cell shows for nothing (an en dash).
 NOTHING = "\u2013"
@@ -39,6 +39,16 @@ def when(moment: datetime | str | None) -> str:
             return moment
         moment = parsed
     return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
+
+
+def duration(ms: float | None) -> str:
+    """How long a durable job's step ran: '350 ms', '12.3 s', '4m 00s' (as `lambdajobs status`)."""
+    return duration_text(ms, NOTHING)
+
+
+def until(moment: str | None) -> str:
+    """How far a time (RFC 3339 text: a parked job's wake-up) is from now: 'in 59m', or 'due'."""
+    return until_text(moment, nothing=NOTHING)
 
 
 def local_time(moment: datetime) -> str:
