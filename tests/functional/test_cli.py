@@ -265,7 +265,7 @@ def test_signal_wakes_a_waiting_job_with_its_data_and_a_finished_job_refuses_it(
     assert status.result == {"decision": {"approved": True, "by": "ada"}}
     # AND the finished job refuses another signal in one line, with a non-zero exit
     refused = one_line_error(durable_cli(durable, "signal", job_id, "approval", "--data", "false"))
-    assert f"job '{job_id}' has succeeded; signal 'approval' is refused" in refused
+    assert f"job '{job_id}' has finished (succeeded); signal 'approval' is refused" in refused
 
 
 def test_a_signal_for_a_job_not_waiting_yet_is_kept_for_its_wait(durable):
