@@ -35,6 +35,7 @@ SHARED_SYNTH = frozenset(
         "tests/functional/test_upgrade_guard.py",
         "tests/iam/test_board.py",
         "tests/iam/test_cli.py",
+        "tests/iam/test_durable.py",
         "tests/iam/test_example_paths.py",
         "tests/iam/test_harness.py",
         "tests/iam/test_many_jobs.py",

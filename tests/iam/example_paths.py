@@ -11,6 +11,7 @@ it, and give its features their scenarios.
 from __future__ import annotations
 
 import dataclasses
+import dis
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,6 +48,17 @@ CONTEXT_FEATURES = {
     # the stage before's counts, from the message (no call), so the job runs only as a workflow member:
     # a chord's callback; its scenario is the workflow that sends it, under the continuer's role
     "workflow": "ctx.workflow",
+    # durable jobs (issue 28), each an UpdateItem of the job's own record under the run's lock (its
+    # checkpoint), and a continuation when the next step will not fit the invocation: a copy to the
+    # job's own queue with DelaySeconds, then the record parked (UpdateItem)
+    "step": "ctx.step",
+    # a hand-back to the job's own queue with DelaySeconds up to 15 minutes; beyond, a one-time
+    # schedule of its own (scheduler:CreateSchedule of `<job[:36]>-w*`, iam:PassRole of the one-time
+    # schedule role to Scheduler), which Scheduler delivers as that role; then the record parked
+    "sleep": "ctx.sleep",
+    # parks the job as a sleep does, until the wait's timeout, with its message kept on its record for
+    # `lambdajobs.signal()` to send (the signal's sender's grants: `SIGNALS_A_JOB`)
+    "wait_for_signal": "ctx.wait_for_signal",
 }
 #: Runtime functions whose call from a job's code is a path of its own -> the feature: a workflow of
 #: the jobs it enqueues, started from a job (PutItem of the workflow's items, under a condition).
@@ -58,6 +70,11 @@ ENQUEUES = ("enqueue", "enqueue_many", *WORKFLOW_STARTS)
 #: Runtime functions that read the job index: a job whose code calls one must declare
 #: uses=("job_stats",) (its role's only Query grant, on the index).
 JOB_STATS = ("count_finished", "entered_at", "list_jobs")
+#: `lambdajobs.signal()` from a job's code: UpdateItem of the signalled job's record (any worker) and
+#: SendMessage of its wake-up to that job's queue, which a role may do only for the jobs it declares in
+#: `enqueues` (and its own job): a job signals the jobs it enqueues.
+SIGNALS = ("signal",)
+SIGNALS_A_JOB = "signals a job"
 
 
 #: `JobSpec` fields that make no AWS call of their own (a path of theirs is `run`'s), with the reason.
@@ -78,16 +95,21 @@ NO_IAM_PATH = {
     "priority_concurrency": "each level's event source setting (the levels: `priorities`)",
     "schedule_payload_json": "the cron schedule's input (its path: `schedule`)",
     "takes_context": "how the worker calls the function",
+    "max_duration_seconds": "how long a durable job may run from its first start: checked in the worker "
+    "against its record's times (its steps, sleeps and waits are `ctx.step`, `ctx.sleep` and "
+    "`ctx.wait_for_signal`)",
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class CodeUse:
-    """What a job function's code uses: every global and attribute name, and the lambdajobs runtime
-    functions among the globals it refers to (by their own name, whatever it imported them as)."""
+    """What a job function's code uses: every global and attribute name; the attributes it reads of
+    anything but a module (`ctx.sleep`, not `time.sleep`); and the lambdajobs runtime functions among
+    the globals it refers to (by their own name, whatever it imported them as)."""
 
     names: frozenset[str]
     runtime: frozenset[str]
+    attributes: frozenset[str] = frozenset()
 
 
 def code_use(func: Callable[..., Any]) -> CodeUse:
@@ -98,6 +120,7 @@ def code_use(func: Callable[..., Any]) -> CodeUse:
     seen: set[Any] = set()
     names: set[str] = set()
     runtime: set[str] = set()
+    attributes: set[str] = set()
 
     def codes(code: types.CodeType) -> Iterator[types.CodeType]:
         yield code
@@ -110,8 +133,9 @@ def code_use(func: Callable[..., Any]) -> CodeUse:
             return
         seen.add(function)
         for code in codes(function.__code__):
-            for name in code.co_names:
-                names.add(name)
+            attributes.update(object_attributes(code, function.__globals__))
+            names.update(code.co_names)
+            for name in global_names(code):  # not an attribute that a global happens to share a name with
                 used = function.__globals__.get(name)
                 home = str(getattr(used, "__module__", "") or "")
                 if isinstance(used, types.FunctionType) and home.split(".", 1)[0] == package:
@@ -121,14 +145,44 @@ def code_use(func: Callable[..., Any]) -> CodeUse:
 
     if isinstance(func, types.FunctionType):
         visit(func)
-    return CodeUse(frozenset(names), frozenset(runtime))
+    return CodeUse(frozenset(names), frozenset(runtime), frozenset(attributes))
+
+
+def global_names(code: types.CodeType) -> set[str]:
+    """The names `code` reads as globals (`payload.signal` is no call of `lambdajobs.signal`)."""
+    return {str(i.argval) for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+
+
+#: Instructions that read or write an attribute of the object on top of the stack.
+_ATTRIBUTE_OPS = frozenset({"LOAD_ATTR", "LOAD_METHOD", "STORE_ATTR"})
+
+
+def object_attributes(code: types.CodeType, module_globals: dict[str, Any]) -> set[str]:
+    """The attribute names `code` reads or writes, but those of a module it names as a global
+    (`time.sleep(1)` is no `ctx.sleep`)."""
+    found: set[str] = set()
+    previous: dis.Instruction | None = None
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in _ATTRIBUTE_OPS:
+            of_module = (
+                previous is not None
+                and previous.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+                and isinstance(module_globals.get(str(previous.argval)), types.ModuleType)
+            )
+            if not of_module:
+                found.add(str(instruction.argval))
+        if instruction.opname not in ("CACHE", "EXTENDED_ARG"):
+            previous = instruction
+    return found
 
 
 def code_features(func: Callable[..., Any]) -> set[str]:
-    """The features `func`'s code uses: `CONTEXT_FEATURES`, and starting a workflow."""
+    """The features `func`'s code uses: `CONTEXT_FEATURES` (attributes it reads of its context, or
+    of anything but a module), starting a workflow, signalling a job."""
     use = code_use(func)
-    found = {feature for name, feature in CONTEXT_FEATURES.items() if name in use.names}
-    return found | ({STARTS_WORKFLOW} if use.runtime & set(WORKFLOW_STARTS) else set())
+    found = {feature for name, feature in CONTEXT_FEATURES.items() if name in use.attributes}
+    found |= {STARTS_WORKFLOW} if use.runtime & set(WORKFLOW_STARTS) else set()
+    return found | ({SIGNALS_A_JOB} if use.runtime & set(SIGNALS) else set())
 
 
 def undeclared(spec: JobSpec) -> list[str]:
@@ -136,6 +190,8 @@ def undeclared(spec: JobSpec) -> list[str]:
     use, missing = code_use(spec.func), []
     if use.runtime & set(ENQUEUES) and not spec.enqueues:
         missing.append(f"it sends jobs ({sorted(use.runtime & set(ENQUEUES))}): declare enqueues=(...)")
+    if use.runtime & set(SIGNALS) and not spec.enqueues:
+        missing.append("it signals jobs (signal): declare the jobs it signals in enqueues=(...)")
     if use.runtime & set(JOB_STATS) and "job_stats" not in spec.uses:
         missing.append(f"it reads the job index ({sorted(use.runtime & set(JOB_STATS))}): uses job_stats")
     if "bucket_name" in use.names and "bucket" not in spec.uses:

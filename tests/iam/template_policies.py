@@ -282,6 +282,8 @@ def condition_holds(condition: dict[str, Any], context: dict[str, Any], where: s
             actual, wanted = context[key], [str(v) for v in _as_list(expected)]
             if operator == "ForAllValues:StringLike":  # a multivalued key: every value matches
                 ok = all(any(fnmatch.fnmatchcase(a, w) for w in wanted) for a in _as_list(actual))
+            elif operator == "ForAllValues:StringNotLike":  # every value matches none of the patterns
+                ok = all(not any(fnmatch.fnmatchcase(a, w) for w in wanted) for a in _as_list(actual))
             elif operator == "StringEquals":
                 ok = actual in wanted
             elif operator == "StringNotEquals":

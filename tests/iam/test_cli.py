@@ -170,3 +170,31 @@ def test_the_operator_reads_a_workflow_and_redrives_the_workflow_dlq(cli, deploy
     deployment.continuer_runner().drain()
     deployment.runner("send_email").drain()
     assert "ops@example.com" in sender.sent
+
+
+def test_signal_wakes_a_waiting_job_or_keeps_the_signal(cli, deployment, encoder, clock):
+    """`lambdajobs signal` (issue 28) under the operator policy: the signal onto the job's record
+    (UpdateItem), its wake-up to the job's queue (SendMessage), and the record read back (GetItem)."""
+    from handlers.video import APPROVAL, TranscodeVideo
+    from lambdajobs.runtime.records import get_status
+
+    # GIVEN a transcode that waits for its review, and a job id that has not started
+    video = TranscodeVideo(
+        video_id="v9", source_uri="s3://in/v9.mov", formats=["720p"], review_timeout_seconds=600
+    )
+    job_id = deployment.stack.enqueue("transcode_video", video, job_id="review-me")
+    deployment.runner("transcode_video").drain()
+    assert get_status(job_id).state == "waiting_signal"
+    # WHEN the operator signals both
+    woke = cli("signal", job_id, APPROVAL, "--data", '{"approved": true, "reviewer": "ada"}')
+    kept = cli("signal", "not-started", APPROVAL, "--data", '{"approved": false, "reviewer": "bob"}')
+    # THEN the waiting one continues, and the other keeps its signal for when it waits
+    assert woke.exit_code == 0, woke.output
+    assert kept.exit_code == 0, kept.output
+    deployment.runner("transcode_video").drain()
+    status = get_status(job_id)
+    assert status.state == "succeeded", status.error
+    assert status.result["published"] is True and status.result["review"]["reviewer"] == "ada"
+    assert get_status("not-started").state == "pending"
+    actions = {c.action for c in deployment.calls_by(deployment.operator) if c.allowed}
+    assert {"dynamodb:UpdateItem", "sqs:SendMessage", "dynamodb:GetItem"} <= actions

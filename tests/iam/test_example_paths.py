@@ -10,7 +10,9 @@ or uses, has none: a job or a feature added later brings its scenario with it.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,14 +20,23 @@ from typing import Any
 from handlers import emails, video
 from handlers.emails import MARKETING_ADDRESS, SendEmail
 from lambdajobs.local.scheduler import LocalScheduler
+from lambdajobs.runtime.durable import signal
 from lambdajobs.runtime.producer import enqueue
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import queue_key
 from lambdajobs.runtime.spec import ensure_loaded, get_spec, load_jobs
 from lambdajobs.runtime.workflow import chain, get_workflow, sig, workflow_key
+from tests.iam import test_durable as durable
 from tests.iam import test_schedules as schedules
 from tests.iam import test_workers as workers
-from tests.iam.example_paths import declared_paths, unclassified_fields, undeclared
+from tests.iam.example_paths import (
+    CONTEXT_FEATURES,
+    SIGNALS_A_JOB,
+    code_features,
+    declared_paths,
+    unclassified_fields,
+    undeclared,
+)
 
 JOBS = "handlers"
 CHAIN = ("transcode_video", "make_thumbnails", "notify_uploader")
@@ -135,6 +146,52 @@ def test_a_job_enqueues_its_targets_at_every_level_now_and_later(deployment, clo
         assert int(attributes["Attributes"]["ApproximateNumberOfMessages"]) == count, key
 
 
+def test_a_reviewed_video_waits_for_its_approval_then_its_chain_goes_on(deployment, encoder, clock):
+    """transcode_video's own code, durable (issue 28): each format a step (a checkpoint on its record),
+    then a wait for signal `approval` whose timeout, two hours on, is a one-time schedule of its own;
+    the operator's review (`review_video`, what `lambdajobs signal` sends) wakes it."""
+    producer, continuer = deployment.producer_config(), deployment.continuer_runner()
+    operator = durable.operator_config(deployment)
+    # GIVEN a video published by a producer, to be reviewed within two hours
+    wid = video.publish_video(
+        "v2",
+        "s3://in/v2.mov",
+        uploader_id="user-7",
+        formats=["720p", "4k"],
+        review_timeout_seconds=7200,
+        config=producer,
+    )
+    job_id = video.transcode_job_id("v2")
+    # WHEN transcode_video's function encodes it, with its role: it waits for the review, no compute
+    deployment.runner("transcode_video").drain()
+    status = get_status(job_id, config=producer)
+    assert (status.state, status.waiting_for) == ("waiting_signal", video.APPROVAL), status.error
+    assert sorted(s.name for s in status.steps) == ["encode-4k", "encode-720p"]  # (a stopped clock)
+    group = deployment.stack.provisioned.one_time_group
+    [wake_up] = deployment.harness.client("scheduler").list_schedules(GroupName=group)["Schedules"]
+    assert wake_up["Name"].startswith("transcode_video-w")
+    # AND the operator approves it (the signal, and its wake-up to transcode_video's queue)
+    assert video.review_video(job_id, approved=True, reviewer="ada", config=operator)
+    deployment.runner("transcode_video").drain()
+    for job in CHAIN[1:]:
+        continuer.drain()
+        deployment.runner(job).drain()
+    continuer.drain()
+    # THEN the video was published, its formats encoded once each, and the uploader told
+    status = get_status(job_id, config=producer)
+    assert status.state == "succeeded", status.error
+    assert status.result["published"] is True and status.result["review"]["reviewer"] == "ada"
+    assert sorted(s.name for s in status.steps) == ["encode-4k", "encode-720p", "publish"]
+    told = get_status(f"{wid}.2.0", config=producer)
+    assert told.state == "succeeded", told.error
+    assert "published in 4k, 720p" in told.result["message"]
+    creates = {c.action for c in deployment.calls_by(deployment.worker("transcode_video")) if c.allowed}
+    assert {"scheduler:CreateSchedule", "dynamodb:UpdateItem"} <= creates
+    assert {"dynamodb:UpdateItem", "sqs:SendMessage"} <= {
+        c.action for c in deployment.calls_by(deployment.operator) if c.allowed
+    }
+
+
 def test_the_continuer_sends_a_stage_again_reading_its_members_records_under_its_role(deployment, sender):
     """Not a job's path: the continuer's, after a crash between sending a stage and marking it sent.
     It then reads the members' records (BatchGetItem) and sends only those with none."""
@@ -175,6 +232,7 @@ send_email_high = workers.test_send_email_at_high_priority_runs_waits_and_dead_l
 transcode_runs = workers.test_transcode_video_reports_progress_under_its_role
 daily_report_runs = workers.test_daily_report_reads_stats_writes_its_prefix_and_enqueues_emails
 daily_report_cron = schedules.test_a_cron_slot_is_delivered_as_its_schedule_role_and_the_report_runs
+reviewed_video = test_a_reviewed_video_waits_for_its_approval_then_its_chain_goes_on
 
 #: (job, feature) -> the IAM test that runs that path (features: `tests.iam.example_paths`).
 SCENARIOS: dict[tuple[str, str], Callable[..., Any]] = {
@@ -196,20 +254,57 @@ SCENARIOS: dict[tuple[str, str], Callable[..., Any]] = {
     ("daily_report", "enqueues send_email"): daily_report_runs,
     ("daily_report", "run_at"): enqueued_now_and_later,
     ("daily_report", "schedule"): daily_report_cron,
+    ("transcode_video", "ctx.step"): reviewed_video,
+    ("transcode_video", "ctx.wait_for_signal"): reviewed_video,
 }
+
+#: Features whose grants every job's role has alike, whatever the job declares (any job may be
+#: durable, and whether its code is shows in no declaration), or every job's role that declares what
+#: the feature needs (`signals a job`: the jobs it enqueues). Each scenario runs the feature under the
+#: role of every job of the template it applies to, with a durable body in place of the job's
+#: function (tests/iam/test_durable.py), so it is the scenario of (job, feature) for any job of the app
+#: that uses the feature, besides the rows of `SCENARIOS` that run a job's own code.
+EVERY_JOB: dict[str, tuple[Callable[..., Any], ...]] = {
+    "ctx.step": (durable.test_every_job_steps_and_naps_on_its_own_queue_under_its_role,),
+    "ctx.sleep": (
+        durable.test_every_job_steps_and_naps_on_its_own_queue_under_its_role,
+        durable.test_every_job_sleeps_two_hours_through_a_one_time_schedule_of_its_own,
+    ),
+    "ctx.wait_for_signal": (durable.test_every_job_waits_for_a_signal_the_operator_or_a_producer_sends,),
+    SIGNALS_A_JOB: (durable.test_a_job_signals_the_jobs_it_enqueues_under_its_role,),
+}
+
+
+def _is_an_iam_scenario(test: Callable[..., Any]) -> bool:
+    """A test of tests/iam that runs under the template's policies (`deployment`)."""
+    return (
+        test.__name__.startswith("test_")
+        and test.__module__.startswith("tests.iam.test_")
+        and "deployment" in inspect.signature(test).parameters
+    )
 
 
 def test_every_job_and_feature_has_an_iam_scenario():
     # GIVEN every (job, feature) of the example app, from its declarations and its jobs' code
     declared = declared_paths(load_jobs(JOBS))
-    # THEN each has a scenario, and each scenario row is still a path of the app
-    missing, stale = sorted(declared - set(SCENARIOS)), sorted(set(SCENARIOS) - declared)
+    # THEN each has a scenario (a row, or the feature's for every job), and each row is still a path
+    covered = set(SCENARIOS) | {(job, feature) for job, feature in declared if feature in EVERY_JOB}
+    missing, stale = sorted(declared - covered), sorted(set(SCENARIOS) - declared)
     assert not missing, f"paths with no IAM scenario: {missing}; add a row to SCENARIOS (and its test)"
     assert not stale, f"SCENARIOS rows that are no path of the app: {stale}; remove them"
     # AND each scenario is a test of tests/iam that runs under the template's policies (`deployment`)
     for path, test in SCENARIOS.items():
-        assert test.__name__.startswith("test_") and test.__module__.startswith("tests.iam.test_"), path
-        assert "deployment" in inspect.signature(test).parameters, f"{path}: {test.__name__} runs without IAM"
+        assert _is_an_iam_scenario(test), f"{path}: {test.__name__} is no test of tests/iam under IAM"
+    for feature, tests in EVERY_JOB.items():
+        assert all(_is_an_iam_scenario(test) for test in tests), feature
+
+
+def test_every_feature_of_a_jobs_code_has_an_iam_scenario_before_a_job_uses_it():
+    # what a job's code may use (its context, signalling a job) needs grants no declaration shows: so
+    # each has its scenario already, for whichever job uses it first
+    named = {feature for _, feature in SCENARIOS} | set(EVERY_JOB)
+    missing = sorted({*CONTEXT_FEATURES.values(), SIGNALS_A_JOB} - named)
+    assert not missing, f"features with no IAM scenario: {missing}; add one (EVERY_JOB, or a SCENARIOS row)"
 
 
 def test_every_jobspec_field_is_a_feature_or_has_no_iam_path():
@@ -227,3 +322,23 @@ def test_what_a_jobs_code_calls_its_declaration_grants():
     # denied on AWS, and has no (job, feature) here to bring its scenario
     found = {spec.name: undeclared(spec) for spec in load_jobs(JOBS)}
     assert not {job: problems for job, problems in found.items() if problems}
+
+
+def _naps(payload: Any, ctx: Any) -> None:
+    time.sleep(1)  # a module's sleep: no durable sleep
+    if payload.signal:  # an attribute that shares the runtime function's name: no signal sent
+        ctx.step("one", print)
+
+
+def _signals(payload: Any, ctx: Any) -> None:
+    ctx.sleep(60)
+    signal("other-job", "go")
+
+
+def test_a_jobs_code_features_are_its_contexts_attributes_and_the_runtime_functions_it_calls():
+    assert code_features(_naps) == {"ctx.step"}
+    assert code_features(_signals) == {"ctx.sleep", SIGNALS_A_JOB}
+    # a job that signals another declares it in enqueues: its role sends to that job's queue only then
+    spec = dataclasses.replace(get_spec("send_email"), func=_signals)
+    assert undeclared(spec) == ["it signals jobs (signal): declare the jobs it signals in enqueues=(...)"]
+    assert undeclared(dataclasses.replace(spec, enqueues=("transcode_video",))) == []

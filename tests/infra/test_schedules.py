@@ -253,9 +253,115 @@ def test_a_job_that_enqueues_can_schedule_them_for_later(template, stack):
         stack.one_time_group.schedule_group_name,
         f"arn:aws:sqs:eu-west-1:123456789012:{scheduler_dead_letter_queue_name(stack.stack_name)}",
     )
-    # a job that enqueues nothing gets none of it
+    # a job that enqueues nothing gets it too: its own durable wake-ups are one-time schedules
+    # (test_every_worker_may_schedule_its_own_wake_ups_and_no_other_schedule)
     other = props(template, stack, stack.workers["send_email"].function)["Environment"]["Variables"]
-    assert ENV_SCHEDULER_ROLE_ARN not in other
+    assert ref_ids(other[ENV_SCHEDULER_ROLE_ARN]) == {logical_id(stack, stack.scheduler_role)}
+    assert not stack.specs["send_email"].enqueues
+
+
+def _actions(statement: dict) -> set[str]:
+    found = statement["Action"]
+    return {found} if isinstance(found, str) else set(found)
+
+
+def _schedule_patterns(statements: list[dict], group: str) -> list[str]:
+    """The schedule names (patterns) of the one-time group the statements let CreateSchedule create."""
+    found = []
+    for s in statements:
+        if "scheduler:CreateSchedule" not in _actions(s):
+            continue
+        *_, tail = s["Resource"]["Fn::Join"][1]
+        prefix = f":schedule/{group}/"
+        assert tail.startswith(prefix), tail  # in the one-time group, nowhere else
+        found.append(tail.removeprefix(prefix))
+    return found
+
+
+@pytest.mark.parametrize("job", sorted(spec.name for spec in load_jobs("handlers")))
+def test_every_worker_may_schedule_its_own_wake_ups_and_no_other_schedule(template, stack, job):
+    """Issue 28: any job may be durable (`ctx.sleep`, `ctx.wait_for_signal`): a wake-up more than 15
+    minutes away is a one-time schedule its worker creates (`durable.schedule_wake`), passing the
+    one-time schedule role. The IAM scenarios run it under each role (tests/iam/test_durable.py)."""
+    from fnmatch import fnmatchcase
+
+    from lambdajobs.runtime.durable import wake_schedule_name
+    from lambdajobs.runtime.producer import one_time_schedule_name
+    from lambdajobs.runtime.settings import ENV_SCHEDULER_ROLE_ARN
+
+    worker = stack.workers[job]
+    function = props(template, stack, worker.function)
+    statements = policy_statements(template, function["Role"]["Fn::GetAtt"][0])
+    patterns = _schedule_patterns(statements, stack.one_time_group.schedule_group_name)
+    wake_ups = {other: wake_schedule_name(other, "job-1", 1_900_000_000_000) for other in stack.workers}
+    run_at = {other: one_time_schedule_name(other, "job-1") for other in stack.workers}
+    # its own wake-ups, with the role they send with in its environment
+    assert any(fnmatchcase(wake_ups[job], p) for p in patterns), patterns
+    assert ref_ids(function["Environment"]["Variables"][ENV_SCHEDULER_ROLE_ARN]) == {
+        logical_id(stack, stack.scheduler_role)
+    }
+    if not worker.spec.enqueues:
+        # no other job's wake-up, and no run_at schedule (its own job's neither): CreateSchedule only
+        assert patterns == [f"{job[:36]}-w*"]
+        for other in stack.workers:
+            assert not any(fnmatchcase(run_at[other], p) for p in patterns), other
+            if other != job:
+                assert not any(fnmatchcase(wake_ups[other], p) for p in patterns), other
+        [creates] = [s for s in statements if "scheduler:CreateSchedule" in _actions(s)]
+        assert _actions(creates) == {"scheduler:CreateSchedule"}
+    else:  # enqueue(run_at=...) of the jobs it enqueues: any name of the group (schedules by job id)
+        assert patterns == ["*"]
+    # the one-time schedule role, passed to Scheduler only
+    [pass_role] = [s for s in statements if "iam:PassRole" in _actions(s)]
+    assert ref_ids(pass_role["Resource"]) == {logical_id(stack, stack.scheduler_role)}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_a_wake_up_pattern_reaches_no_run_at_schedule_and_only_its_own_jobs_wake_ups():
+    """The naming the worker's grant relies on (`durable.wake_schedule_name`: `<job>-w<hex>`, or for a
+    name above 36 characters `<job[:27]><hash of the name>-w<hex>`; `producer.one_time_schedule_name`,
+    `<job[:40]>-<hex>`): no run_at name of any job matches a job's wake-up pattern, nor does another
+    job's wake-up (job names are at most 48 of [a-z0-9_]: no '-'); every name fits Scheduler's 64."""
+    from fnmatch import fnmatchcase
+
+    from lambdajobs.runtime.durable import wake_schedule_name, wake_schedule_prefix
+    from lambdajobs.runtime.producer import one_time_schedule_name
+
+    long = "a" * 36
+    names = ["a", "ab", "a_w", "w", long[:35], long, long + "b", long + "c", "a" * 48, "b" + long]
+    for job in names:
+        pattern = f"{wake_schedule_prefix(job)}*"
+        for other in names:
+            for job_id in ("x", "-w", "job-1", "w" * 200):
+                assert not fnmatchcase(one_time_schedule_name(other, job_id), pattern), (job, other)
+                assert fnmatchcase(wake_schedule_name(other, job_id, 1), pattern) == (other == job), (
+                    job,
+                    other,
+                )
+                assert len(wake_schedule_name(other, job_id, 1)) <= 64
+
+
+@pytest.mark.parametrize("policy", ["producer_policy", "operator_policy"])
+def test_producers_and_operators_signal_job_records_only(template, stack, policy):
+    """`lambdajobs.signal()` (and `lambdajobs signal`): UpdateItem of the job's record (the signal,
+    then its wake-up), and SendMessage of its wake-up to the job's queue (every job queue: see
+    test_one_time_schedule_role_sends_to_job_queues_only for the pattern). Not lambdajobs' own items
+    (workflows, rate limiters), whose ids start with the reserved prefix."""
+    from lambdajobs.runtime.settings import RESERVED_ID_PREFIX, queue_name
+    from tests.infra.policies import allows
+
+    statements = props(template, stack, getattr(stack, policy))["PolicyDocument"]["Statement"]
+    table = {"Fn::GetAtt": [logical_id(stack, stack.table), "Arn"]}
+    [signals] = [s for s in statements if _actions(s) == {"dynamodb:UpdateItem"} and s["Resource"] == table]
+    assert signals["Condition"] == {
+        "ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": [f"{RESERVED_ID_PREFIX}*"]}
+    }
+    assert RESERVED_ID_PREFIX == "lambdajobs#"
+    for spec in load_jobs("handlers"):
+        for level in spec.levels:
+            assert allows(
+                statements, template, "sqs:SendMessage", queue_name(stack.stack_name, spec.name, level)
+            )
 
 
 def test_operators_query_the_job_index_only(template, stack):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lambdajobs.runtime.durable import wake_schedule_prefix
 from lambdajobs.runtime.settings import manifest_parameter, queue_name
 from lambdajobs.runtime.spec import get_spec, load_jobs
 
@@ -265,16 +266,17 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
         expected[table] = expected[table] | {"dynamodb:Query"}
     if "bucket" in spec.uses:
         expected[logical_id(stack, stack.bucket)] = {"s3:GetObject", "s3:PutObject"}
+    # every job passes the one-time schedule role to Scheduler (tests/infra/test_schedules.py: only to
+    # Scheduler): a durable job's wake-up, and enqueue(run_at=...) of the jobs it enqueues
+    expected[logical_id(stack, stack.scheduler_role)] = {"iam:PassRole"}
+    [schedules] = scheduling
+    group = stack.one_time_group.schedule_group_name
     if spec.enqueues:  # enqueue(run_at=...) of those jobs: one-time schedules in the stack's group
-        expected[logical_id(stack, stack.scheduler_role)] = {"iam:PassRole"}
-        [schedules] = scheduling
         assert sorted(schedules["Action"]) == ["scheduler:CreateSchedule", "scheduler:GetSchedule"]
-        assert (
-            schedules["Resource"]["Fn::Join"][1][-1]
-            == f":schedule/{stack.one_time_group.schedule_group_name}/*"
-        )
-    else:
-        assert scheduling == []
+        assert schedules["Resource"]["Fn::Join"][1][-1] == f":schedule/{group}/*"
+    else:  # its own durable wake-ups only
+        assert schedules["Action"] == "scheduler:CreateSchedule"
+        assert schedules["Resource"]["Fn::Join"][1][-1] == f":schedule/{group}/{wake_schedule_prefix(job)}*"
     assert granted == expected
 
 

@@ -399,9 +399,12 @@ def test_producers_may_create_workflow_items_only_and_read_member_records(templa
     statements = props(template, stack, stack.producer_policy)["PolicyDocument"]["Statement"]
     table = {"Fn::GetAtt": [logical_id(stack, stack.table), "Arn"]}
     # enqueue(workflow) creates the item, then marks its first stage sent: on workflow items only
-    [writes] = [s for s in statements if {"dynamodb:PutItem", "dynamodb:UpdateItem"} & actions_of(s)]
+    [writes] = [s for s in statements if "dynamodb:PutItem" in actions_of(s)]
     assert actions_of(writes) == {"dynamodb:PutItem", "dynamodb:UpdateItem"} and writes["Resource"] == table
     assert writes["Condition"] == WORKFLOW_ITEMS
+    # and lambdajobs.signal(): UpdateItem of job records only, no workflow item (test_schedules)
+    [signals] = [s for s in statements if actions_of(s) == {"dynamodb:UpdateItem"}]
+    assert signals["Resource"] == table and "dynamodb:LeadingKeys" in json.dumps(signals["Condition"])
     # get_workflow: a running stage's member records in one call (any record: no condition)
     [reads] = [s for s in statements if "dynamodb:BatchGetItem" in actions_of(s)]
     assert actions_of(reads) == {"dynamodb:GetItem", "dynamodb:BatchGetItem"} and reads["Resource"] == table
@@ -428,7 +431,11 @@ def test_operators_reach_the_workflow_queue_and_its_dlq_as_a_jobs(template, stac
     grants = managed_policy_grants(template, stack, stack.operator_policy)
     grants_on_table = grants[logical_id(stack, stack.table)]
     assert {"dynamodb:GetItem", "dynamodb:BatchGetItem"} <= set().union(*grants_on_table)
-    assert set().union(*grants_on_table) - {"dynamodb:GetItem", "dynamodb:BatchGetItem"} == {"dynamodb:Query"}
+    # besides, `lambdajobs signal`: UpdateItem of job records only (test_schedules)
+    assert set().union(*grants_on_table) - {"dynamodb:GetItem", "dynamodb:BatchGetItem"} == {
+        "dynamodb:Query",
+        "dynamodb:UpdateItem",
+    }
 
 
 def test_the_producer_policy_stays_under_the_managed_policy_limit(template, stack):

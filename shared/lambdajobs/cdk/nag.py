@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdk_nag import NagPackSuppression, NagSuppressions
 
+from lambdajobs.runtime.durable import wake_schedule_prefix
 from lambdajobs.runtime.settings import (
     MANIFEST_PREFIX,
     bucket_prefix,
@@ -26,7 +27,8 @@ BASIC_EXECUTION = "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWS
 def suppress(stack: LambdaJobs) -> None:
     """Add the suppressions to a `LambdaJobs` construct's resources (call before synthesis)."""
     stack_name = stack.stack_name
-    # The two run-time-named wildcards: a job's manifest entry, a job id's one-time schedule.
+    # The run-time-named wildcards: a job's manifest entry, a job id's one-time schedule (a job's own
+    # durable wake-ups: `wake_ups`).
     manifest_entries = (
         "Resource::arn:<AWS::Partition>:ssm:<AWS::Region>:<AWS::AccountId>:parameter/"
         + MANIFEST_PREFIX.format(stack=stack_name).strip("/")
@@ -36,6 +38,11 @@ def suppress(stack: LambdaJobs) -> None:
         "Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/"
         f"{stack.one_time_group.schedule_group_name}/*"
     )
+
+    def wake_ups(job: str) -> str:
+        """A job's own durable wake-ups: one-time schedules under its prefix (`stack._wake_up_statement`)."""
+        return f"{one_time_schedules.removesuffix('*')}{wake_schedule_prefix(job)}*"
+
     sqs_arn = "Resource::arn:<AWS::Partition>:sqs:<AWS::Region>:<AWS::AccountId>:"
     job_queues = sqs_arn + job_queue_pattern(stack_name)
     job_dlqs = sqs_arn + dead_letter_queue_pattern(stack_name)
@@ -88,9 +95,23 @@ def suppress(stack: LambdaJobs) -> None:
                     NagPackSuppression(
                         id="AwsSolutions-IAM5",
                         reason=f"job {job} enqueues other jobs and may schedule them for later "
-                        f"(enqueue(..., run_at=...)): one-time schedules are named per job id at run time, "
-                        f"in the stack's one-time group only.",
+                        f"(enqueue(..., run_at=...)), and schedules its own durable wake-ups: one-time "
+                        f"schedules are named per job id at run time, in the stack's one-time group only.",
                         applies_to=[one_time_schedules],
+                    )
+                ],
+                apply_to_children=True,
+            )
+        else:
+            NagSuppressions.add_resource_suppressions(
+                worker.function,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason=f"job {job} may sleep or wait for a signal beyond 15 minutes (a durable "
+                        f"job): its wake-up is a one-time schedule named per job id and wake-up at run "
+                        f"time, in the stack's one-time group, under its own job's name prefix only.",
+                        applies_to=[wake_ups(job)],
                     )
                 ],
                 apply_to_children=True,

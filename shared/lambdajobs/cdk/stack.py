@@ -33,6 +33,7 @@ from lambdajobs.cdk.quotas import (
     max_reserved_concurrency,
 )
 from lambdajobs.cdk.workflows import Workflows, send_to_job_queues, workflow_items_statement
+from lambdajobs.runtime.durable import wake_schedule_prefix
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -41,6 +42,7 @@ from lambdajobs.runtime.settings import (
     JOB_INDEX_KEY,
     JOB_INDEX_SORT_KEY,
     MANIFEST_PREFIX,
+    RESERVED_ID_PREFIX,
     bucket_prefix,
     dead_letter_queue_pattern,
     job_queue_pattern,
@@ -143,6 +145,18 @@ def _check_function(
             f"dependencies {dependency_bytes / 2**20:.0f} MB, the Powertools layer), over Lambda's 250 MB; "
             f"ship fewer or smaller libraries in [tool.lambdajobs] dependencies."
         )
+
+
+def signal_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
+    """What `lambdajobs.signal()` writes: UpdateItem of job records (the signal kept on the record,
+    created when the job has not run yet; then the record's wake-up), and of no item of lambdajobs'
+    own (workflows, rate limiters: ids under `settings.RESERVED_ID_PREFIX`, which no job id may take).
+    A job id is any string, so no condition narrows it further."""
+    return iam.PolicyStatement(
+        actions=["dynamodb:UpdateItem"],
+        resources=[table.table_arn],
+        conditions={"ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": [f"{RESERVED_ID_PREFIX}*"]}},
+    )
 
 
 def construct_id(job: str) -> str:
@@ -283,8 +297,9 @@ class LambdaJobs(Construct):
             schedule_group_name=once_group_name,
             removal_policy=RemovalPolicy.DESTROY,
         )
-        # The role one-time schedules (enqueue(run_at=...)) run with: only Scheduler acting for this
-        # account's one-time group may assume it; it may only send to the job queues.
+        # The role one-time schedules (enqueue(run_at=...), a durable job's wake-up beyond 15 minutes)
+        # run with: only Scheduler acting for this account's one-time group may assume it; it may only
+        # send to the job queues.
         self.scheduler_role = iam.Role(
             self,
             "OneTimeScheduleRole",
@@ -493,7 +508,7 @@ class LambdaJobs(Construct):
 
     def _wire(self, spec: JobSpec) -> None:
         """Give a job what it declared beyond its own queue: other jobs' queues (now or later, with
-        `run_at`), the bucket, stats."""
+        `run_at`), the bucket, stats; and what any job may do: its durable wake-ups."""
         fn = self.workers[spec.name].function
         # every level's queue of each target (the job may enqueue it at any of its priorities), by
         # name: no reference to a queue in another nested stack
@@ -513,9 +528,20 @@ class LambdaJobs(Construct):
             # A job that enqueues jobs may start a workflow of them: it creates the workflow's items (its
             # role has GetItem and UpdateItem on the table, no PutItem), and no other item.
             fn.add_to_role_policy(workflow_items_statement(self.table, "dynamodb:PutItem"))
-            # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group.
-            for statement in self._scheduling_statements():
-                fn.add_to_role_policy(statement)
+            # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group (its
+            # own wake-ups, below, are in the group too).
+            fn.add_to_role_policy(self._run_at_statement())
+        else:
+            # Any job may be durable (whether its code sleeps shows in no declaration): a sleep or a
+            # signal wait that wakes it more than 15 minutes on is a one-time schedule it creates, named
+            # `durable.wake_schedule_name`, in the one-time group: its own job's wake-ups only.
+            fn.add_to_role_policy(self._wake_up_statement(spec.name))
+        # Either way the worker passes the one-time schedule role (which sends to the job queues) to
+        # Scheduler, and only to Scheduler. A durable job's checkpoints and parking are UpdateItems of
+        # its own record (`JobWorker`'s table statement); the copy that wakes it within 15 minutes goes
+        # to its own queue (`JobWorker._consume`). `lambdajobs.signal()` from a job: the same
+        # UpdateItem, and SendMessage to the queue of a job it declares in `enqueues` (above), only.
+        fn.add_to_role_policy(self._pass_scheduler_role_statement())
         if "bucket" in spec.uses:
             # Each job reads and writes under its own prefix of the data bucket, nothing else.
             fn.add_to_role_policy(
@@ -557,6 +583,8 @@ class LambdaJobs(Construct):
                 # enqueue checks); on workflow items only
                 workflow_items_statement(self.table, "dynamodb:PutItem", "dynamodb:UpdateItem"),
                 *self._scheduling_statements(),
+                # lambdajobs.signal(): on job records only; its wake-up goes to the job's queue (above)
+                signal_statement(self.table),
             ],
         )
 
@@ -615,6 +643,8 @@ class LambdaJobs(Construct):
                 ),
                 # lambdajobs enqueue --run-at
                 *self._scheduling_statements(),
+                # lambdajobs signal: on job records only; its wake-up goes to the job's queue (above)
+                signal_statement(self.table),
                 # the board's pending one-time schedules (ListSchedules has no resource-level permission)
                 iam.PolicyStatement(actions=["scheduler:ListSchedules"], resources=["*"]),
             ],
@@ -647,24 +677,44 @@ class LambdaJobs(Construct):
     def _scheduling_statements(self) -> list[iam.PolicyStatement]:
         """What `enqueue(..., run_at=...)` calls: CreateSchedule, and GetSchedule when the job id is
         already scheduled (a producer's retry), in the one-time group only; PassRole of its role."""
-        stack = Stack.of(self)
-        return [
-            iam.PolicyStatement(
-                actions=["scheduler:CreateSchedule", "scheduler:GetSchedule"],
-                resources=[
-                    stack.format_arn(
-                        service="scheduler",
-                        resource="schedule",
-                        resource_name=f"{self.one_time_group.schedule_group_name}/*",
-                    )
-                ],
-            ),
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[self.scheduler_role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
-            ),
-        ]
+        return [self._run_at_statement(), self._pass_scheduler_role_statement()]
+
+    def _one_time_schedules_arn(self, names: str) -> str:
+        """The ARN of the one-time group's schedules named `names` (a name, or a pattern of names)."""
+        return Stack.of(self).format_arn(
+            service="scheduler",
+            resource="schedule",
+            resource_name=f"{self.one_time_group.schedule_group_name}/{names}",
+        )
+
+    def _run_at_statement(self) -> iam.PolicyStatement:
+        """CreateSchedule and GetSchedule of any schedule of the one-time group (`run_at` names a
+        schedule after the job id, at run time)."""
+        return iam.PolicyStatement(
+            actions=["scheduler:CreateSchedule", "scheduler:GetSchedule"],
+            resources=[self._one_time_schedules_arn("*")],
+        )
+
+    def _wake_up_statement(self, job: str) -> iam.PolicyStatement:
+        """CreateSchedule of `job`'s own wake-ups (`durable.schedule_wake`): in the one-time group,
+        named `<job[:36]>-w<hash>` (`durable.wake_schedule_prefix`). No `run_at` schedule has such a
+        name (theirs is `<job[:40]>-<hex>`, and a job name has no `-`), nor does another job's wake-up,
+        unless both job names are 36 characters or more and share their first 36. CreateSchedule
+        only: a wake-up scheduled twice (a retried park) meets a conflict, which the runtime takes as
+        done, without reading the schedule."""
+        return iam.PolicyStatement(
+            actions=["scheduler:CreateSchedule"],
+            resources=[self._one_time_schedules_arn(f"{wake_schedule_prefix(job)}*")],
+        )
+
+    def _pass_scheduler_role_statement(self) -> iam.PolicyStatement:
+        """PassRole of the one-time schedule role, to EventBridge Scheduler only (what CreateSchedule
+        of a schedule that names it as its execution role needs)."""
+        return iam.PolicyStatement(
+            actions=["iam:PassRole"],
+            resources=[self.scheduler_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+        )
 
     @property
     def stack_name(self) -> str:

@@ -355,15 +355,20 @@ class Durable:
 
 
 def wake_schedule_name(job: str, job_id: str, wake_ms: int) -> str:
-    """A wake-up's one-time schedule: `<job[:36]>-w<hash of the job id and wake-up>` (64 characters at
-    most, of Scheduler's alphabet). Never a producer's `run_at` schedule name (those have no `-w`: the
+    """A wake-up's one-time schedule: `<wake_schedule_prefix(job)><hash of the job id and wake-up>`
+    (64 characters at most, of Scheduler's alphabet). Never a producer's `run_at` schedule name (those have no `-w`: the
     hash is hex), so the worker's permission is its own job's `<job>-w*` schedules only."""
     digest = hashlib.sha256(f"{job_id}\n{wake_ms}".encode()).hexdigest()[:24]
     return f"{wake_schedule_prefix(job)}{digest}"
 
 
 def wake_schedule_prefix(job: str) -> str:
-    return f"{job[:36]}-w"
+    """The start of every wake-up schedule's name of `job` (the worker's permission names it): the
+    name itself, or for a name above 36 characters its first 27 and a hash of the whole name, so two
+    jobs never share a prefix."""
+    if len(job) <= 36:
+        return f"{job}-w"
+    return f"{job[:27]}{hashlib.sha256(job.encode()).hexdigest()[:8]}-w"
 
 
 def schedule_wake(
@@ -455,10 +460,29 @@ def signal(job_id: str, name: str, data: Any = None, *, config: StackConfig | No
     wake = lifecycle.wake(store.client, store.table, job_id, name)
     if wake is None:
         return SignalResult(job_id, name, woke=False)  # it woke meanwhile (its timeout): it finds the data
+
+    # If this send fails, the job still gets the signal at its wait's timeout (it is kept); sending it
+    # again (the same data) sends the wake-up again: a second copy of a wake-up is a duplicate, dropped.
+    try:
+        _send_wake_up(cfg, record, wake)
+    except Exception as exc:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "signal %s for job %s is kept, but its wake-up could not be sent (%s): the job gets it at "
+            "its wait's timeout, or send the signal again",
+            name,
+            job_id,
+            str(exc)[:300],
+        )
+        return SignalResult(job_id, name, woke=False)
+    return SignalResult(job_id, name, woke=True)
+
+
+def _send_wake_up(cfg: StackConfig, record: JobRecord, wake: int) -> None:
     from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_RESUME
 
-    # If this send fails, the job still gets the signal at its wait's timeout; sending it again (the
-    # same data) sends the wake-up again: a second copy of a wake-up is a duplicate, dropped.
+    assert record.resume_queue is not None and record.resume_body is not None
     cfg.client("sqs").send_message(
         QueueUrl=record.resume_queue,
         MessageBody=record.resume_body,
@@ -467,4 +491,3 @@ def signal(job_id: str, name: str, data: Any = None, *, config: StackConfig | No
             ATTR_RESUME: {"DataType": "Number", "StringValue": str(wake)},
         },
     )
-    return SignalResult(job_id, name, woke=True)
