@@ -4,6 +4,7 @@ would use for its own jobs, `lambdajobs.testing.TestStack`, on the example jobs 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,14 +12,35 @@ import pytest
 from handlers import video
 from lambdajobs.testing import TestStack
 from tests.example_fakes import RecordingSender, recording_sender
+from tests.examples.video_fakes import ClockedEncoder
 
 EXAMPLE_JOBS = "handlers"
+#: Where `clocked` stacks start their clock.
+START = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def stack() -> Iterator[TestStack]:
     with TestStack(EXAMPLE_JOBS, stack="examples") as test_stack:
         yield test_stack
+
+
+@pytest.fixture
+def clocked() -> Iterator[TestStack]:
+    """The example jobs on a stopped clock that the test moves (`clocked.clock`): durable jobs' waits,
+    continuations and retries come back when the test moves past them."""
+    with TestStack(EXAMPLE_JOBS, stack="examples", clock=START) as test_stack:
+        yield test_stack
+
+
+@pytest.fixture
+def clocked_encoder(clocked: TestStack) -> Iterator[ClockedEncoder]:
+    """transcode_video with an encoder whose encodes move `clocked`'s clock (an hour of video: 1, 2
+    and 4 minutes in 720p, 1080p and 4k)."""
+    encoder = ClockedEncoder(clocked.clock)
+    previous = video.set_encoder(encoder)
+    yield encoder
+    video.set_encoder(previous)
 
 
 @pytest.fixture
