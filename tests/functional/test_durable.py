@@ -198,3 +198,35 @@ def test_durable_jobs_as_chord_members_and_chain_step_park_and_the_workflow_goes
     assert all(ran(m) == {"before": 1, "after": 1} for m in members)
     last = stack.status(member_job_id(wid, 2, 0))
     assert last.result == {"decision": {"approved": False, "why": "timeout"}}
+
+
+@pytest.mark.parametrize("fail_first", [True, False])
+def test_steps_called_from_the_jobs_own_threads_are_checkpointed_and_never_run_again(stack, fail_first):
+    runner = stack.runner("pooled")
+    job_id = stack.enqueue("pooled", {"fail_first": fail_first})
+    runner.attempt()
+    if fail_first:
+        assert stack.status(job_id).state == "retrying"
+        assert {s.name for s in stack.status(job_id).steps} == {"720p", "1080p"}
+        stack.clock.advance_past_backoff()
+        runner.attempt()
+    status = stack.status(job_id)
+    assert status.state == "succeeded", status
+    assert ran(job_id) == {"720p": 1, "1080p": 1}
+    assert {s.name for s in status.steps} == {"720p", "1080p"}  # the success kept the checkpoints
+
+
+def test_a_budget_that_the_time_left_cannot_hold_waits_for_a_fresh_invocation_even_as_a_runs_first_step(
+    stack,
+):
+    # GIVEN a batch of two: the first record's step takes 20 s of a 30 s invocation, the second
+    # record's step declares 20 s
+    first = stack.enqueue("batched", {"work_seconds": 20})
+    second = stack.enqueue("batched", {"budget_seconds": 20})
+    stack.runner("batched").attempt()
+    # THEN the second did not start its step with 10 s left: it continues in a fresh invocation
+    assert stack.status(first).state == "succeeded"
+    assert stack.status(second).state == "sleeping" and ran(second) == {}
+    stack.clock.advance_past_wake()
+    stack.runner("batched").attempt()
+    assert stack.status(second).state == "succeeded" and ran(second) == {"only": 1}

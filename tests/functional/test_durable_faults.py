@@ -226,3 +226,28 @@ def test_an_unknown_signal_name_or_bad_data_is_refused_with_one_line(stack):
     with pytest.raises(StepError, match="not JSON"):
         signal("job-1", "go", object())
     assert stack.status("job-1").state == "pending"  # nothing was written
+
+
+def test_a_run_whose_lock_was_taken_over_stops_at_its_next_checkpoint_and_dead_letters_nothing(stack):
+    # GIVEN a run whose lock another delivery takes over (its invocation taken for dead) mid-run
+    runner = stack.runner("napper")
+    job_id = stack.enqueue("napper", {"seconds": 30})
+    client = runner.worker.stack_config.client("dynamodb")
+    table = runner.worker.store.table
+
+    def take_over(params: dict[str, Any], **_: Any) -> None:
+        if is_checkpoint(params):
+            client.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", take_over)
+            client.update_item(
+                TableName=table,
+                Key={"id": {"S": job_id}},
+                UpdateExpression="SET in_progress_expiration = :other",
+                ExpressionAttributeValues={":other": {"N": "1"}},
+            )
+
+    client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", take_over)
+    runner.attempt()
+    # THEN it stops without an outcome: not dead, nothing in the DLQ, its message handed back
+    assert stack.status(job_id).state == "running"
+    assert runner.depth(dlq=True) == 0 and runner.depth() == 1
+    assert ran(job_id) == {"before": 1}

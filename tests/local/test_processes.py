@@ -226,8 +226,9 @@ def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_
     local, tmp_path
 ):
     # GIVEN a job of 4 steps of 0.9 s whose function times out at 2 s: one step per invocation fits
+    # AND its process dies right after the second step's checkpoint (a crash between two steps)
     log = tmp_path / "steps.log"
-    job_id = enqueue("durable_steps", {"log": str(log)}, config=local.config)
+    job_id = enqueue("durable_steps", {"log": str(log), "crash_after": "s1"}, config=local.config)
     # WHEN it runs: steps, a sleep, then a wait for signal "go"
     status = None
 
@@ -242,10 +243,12 @@ def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_
 
     assert signal(job_id, "go", {"n": 7}, config=local.config).woke
     status = settled(job_id, local.config)
-    # THEN it succeeded with the signal's data; each step ran once, in invocations of their own
+    # THEN it succeeded with the signal's data; each step ran once, in invocations of their own,
+    # the crash's included (the run after it replayed s0 and s1 from their checkpoints)
     assert status.state == JobState.SUCCEEDED, status
     assert status.result == {"done": ["s0", "s1", "s2", "s3"], "data": {"n": 7}}
     lines = runs(log)
     assert [line["step"] for line in lines] == ["s0", "s1", "s2", "s3"]
-    assert status.suspensions >= 5  # 3 continuations, the sleep, the wait
-    assert status.attempts == 1
+    assert (tmp_path / "steps.log.crashed").exists()
+    assert status.suspensions >= 4  # continuations, the sleep, the wait
+    assert status.attempts == 2  # the crash used one; continuations, sleeps and waits none

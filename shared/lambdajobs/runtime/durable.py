@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,11 @@ MAX_SQS_DELAY_SECONDS = 900
 CONTINUE_DELAY_MS = 1000
 #: Names lambdajobs gives to sleeps and signal waits start with this (a step's name may not).
 RESERVED = "~"
+
+
+class LockLost(BaseException):
+    """A checkpoint was refused: this run no longer holds the job's lock (its invocation was taken for
+    dead, and another delivery took the job over). The run stops where it is, without an outcome."""
 
 
 class Suspend(BaseException):
@@ -136,7 +142,10 @@ class Durable:
     has run. One per run (`JobContext.durable`); its ports are the record store's.
 
     `acquired()` returns the record as the run's acquire wrote it (checkpoints included) and the run's
-    lock; `write(name, value)` checkpoints under that lock (False: the lock was lost).
+    lock, read on the run's own thread (`capture`, before the job function is called: a job may call
+    its steps from threads of its own); `write(name, value, lock)` checkpoints under that lock (False:
+    the lock was lost). `fresh_invocation`: the run is the first of its invocation, so a step that
+    does not fit the time left would fit no better in another.
     """
 
     job_id: str
@@ -146,7 +155,8 @@ class Durable:
     margin_ms: float
     remaining_ms: Callable[[], float]
     acquired: Callable[[], tuple[JobRecord | None, int | None]] = field(repr=False)
-    write: Callable[[str, dict[str, Any]], bool] = field(repr=False)
+    write: Callable[[str, dict[str, Any], int | None], bool] = field(repr=False)
+    fresh_invocation: bool = True
     clock: Callable[[], float] = time.time
     #: Names of steps, sleeps and waits met in this run (a name twice is an error).
     seen: set[str] = field(default_factory=set)
@@ -155,17 +165,24 @@ class Durable:
     last_ms: float = 0.0
     replayed: int = 0
     _record: JobRecord | None = None
+    _lock: int | None = None
     _loaded: bool = False
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: The step running now (`JobContext.step_key`).
     current: str | None = None
 
     # -- what the record holds ----------------------------------------------------------------------
 
+    def capture(self) -> None:
+        """Read the record and the lock this run's acquire took, on the run's own thread (the store
+        keeps them per thread): called before the job function runs."""
+        found, self._lock = self.acquired()
+        self._record = found or JobRecord(self.job_id)
+        self._loaded = True
+
     def record(self) -> JobRecord:
         if not self._loaded:
-            found, _ = self.acquired()
-            self._record = found or JobRecord(self.job_id)
-            self._loaded = True
+            self.capture()
         assert self._record is not None
         return self._record
 
@@ -173,21 +190,18 @@ class Durable:
         return (self.record().steps or {}).get(name)
 
     def _keep(self, name: str, value: dict[str, Any]) -> None:
-        record = self.record()
-        steps = dict(record.steps or {})
-        steps[name] = value
         from dataclasses import replace
 
-        self._record = replace(record, steps=steps)
+        with self._guard:  # steps may run on threads of the job's own
+            record = self.record()
+            self._record = replace(record, steps={**(record.steps or {}), name: value})
 
     def _checkpoint(self, name: str, value: dict[str, Any]) -> None:
-        if not self.write(name, value):
+        self.record()
+        if not self.write(name, value, self._lock):
             # another delivery took the job over (this invocation was taken for dead): stop here; the
             # run that holds the lock goes on from the checkpoints
-            raise StepError(
-                f"job '{self.job_id}': the checkpoint of '{name}' was refused: this run no longer holds "
-                "the job's lock (another delivery took it over)"
-            )
+            raise LockLost(f"the checkpoint of '{name}' was refused: another delivery holds the job now")
         self._keep(name, value)
 
     def _now_ms(self) -> int:
@@ -215,12 +229,13 @@ class Durable:
         return name
 
     def _once(self, key: str, shown: str) -> None:
-        if key in self.seen:
-            raise StepError(
-                f"job '{self.job_id}' used {shown} twice in one run; give each step, sleep and signal wait "
-                "its own name (a checkpoint is found by its name)."
-            )
-        self.seen.add(key)
+        with self._guard:
+            if key in self.seen:
+                raise StepError(
+                    f"job '{self.job_id}' used {shown} twice in one run; give each step, sleep and "
+                    "signal wait its own name (a checkpoint is found by its name)."
+                )
+            self.seen.add(key)
 
     # -- steps --------------------------------------------------------------------------------------
 
@@ -253,7 +268,10 @@ class Durable:
                     "would never fit any invocation; split the step, or raise timeout_seconds."
                 )
         needed_ms = budget * 1000 if budget is not None else self.last_ms
-        if self.ran_here and self.remaining_ms() - self.margin_ms < needed_ms:
+        # A step that does not fit the time left waits for a fresh invocation, unless this is one
+        # already and nothing ran in it yet: it would fit no better elsewhere.
+        first_here = self.fresh_invocation and not self.ran_here
+        if not first_here and self.remaining_ms() - self.margin_ms < needed_ms:
             raise Suspend(
                 JobState.SLEEPING,
                 self._now_ms() + CONTINUE_DELAY_MS,
@@ -356,8 +374,9 @@ class Durable:
 
 def wake_schedule_name(job: str, job_id: str, wake_ms: int) -> str:
     """A wake-up's one-time schedule: `<wake_schedule_prefix(job)><hash of the job id and wake-up>`
-    (64 characters at most, of Scheduler's alphabet). Never a producer's `run_at` schedule name (those have no `-w`: the
-    hash is hex), so the worker's permission is its own job's `<job>-w*` schedules only."""
+    (64 characters at most, of Scheduler's alphabet). Never a producer's `run_at` schedule name (those
+    have no `-w`: the hash is hex), so the worker's permission is its own job's `<job>-w*` schedules
+    only."""
     digest = hashlib.sha256(f"{job_id}\n{wake_ms}".encode()).hexdigest()[:24]
     return f"{wake_schedule_prefix(job)}{digest}"
 

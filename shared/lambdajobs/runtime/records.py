@@ -101,6 +101,8 @@ class JobRecordStore(BasePersistenceLayer):
         self._local = threading.local()
         #: A running job's last progress, by job id, until its success writes it into the record.
         self._progress: dict[str, tuple[float, str | None]] = {}
+        #: The running durable jobs that wrote a checkpoint (any thread of theirs), by job id.
+        self._checkpointed: set[str] = set()
 
     @property
     def table(self) -> str:
@@ -152,7 +154,6 @@ class JobRecordStore(BasePersistenceLayer):
         # this run's outcome land only while the record still carries it.
         self._local.lock = data_record.in_progress_expiry_timestamp
         self._local.created = self._local.acquired = None
-        self._local.checkpointed = False
         try:
             self._local.created, self._local.acquired = lifecycle.acquire(
                 self.client,
@@ -179,7 +180,8 @@ class JobRecordStore(BasePersistenceLayer):
         run = getattr(self._local, "run", None) or {}
         created, lock = getattr(self._local, "created", None), self.lock_token()
         progress = self._progress.pop(str(run.get("job_id")), None)
-        checkpointed = getattr(self._local, "checkpointed", False)
+        checkpointed = str(run.get("job_id")) in self._checkpointed  # (a rewrite would drop them)
+        self._checkpointed.discard(str(run.get("job_id")))
         if created is not None and lock is not None and run.get("workflow") is None and not checkpointed:
             # this run wrote the record: its success rewrites it whole, while the lock is still its own
             lifecycle.succeed_created(
@@ -208,6 +210,7 @@ class JobRecordStore(BasePersistenceLayer):
         # and release the lock by moving it to `retrying`, or to `dead` when the failure is final; a
         # run that never called the job (`RunNotStarted`) gives the lock back and uses no attempt.
         self._progress.pop(str(data["job_id"]), None)
+        self._checkpointed.discard(str(data["job_id"]))
         if isinstance(exception, lifecycle.RunNotStarted):
             lifecycle.unstart(
                 self.client,
@@ -252,11 +255,10 @@ class JobRecordStore(BasePersistenceLayer):
         item = getattr(self._local, "acquired", None)
         return (JobRecord.from_item(item) if item else None), self.lock_token()
 
-    def checkpoint(self, job_id: str, name: str, value: dict[str, Any]) -> bool:
-        """A durable job's checkpoint, under this thread's lock (`lifecycle.checkpoint`); tried again
-        on a throttle or a service error. Returns whether it landed (False: the lock was lost)."""
-        self._local.checkpointed = True  # the success then updates the record (a rewrite would drop it)
-        lock = self.lock_token()
+    def checkpoint(self, job_id: str, name: str, value: dict[str, Any], lock: int | None) -> bool:
+        """A durable job's checkpoint, under the run's `lock` (`lifecycle.checkpoint`); tried again on
+        a throttle or a service error. Returns whether it landed (False: the lock was lost)."""
+        self._checkpointed.add(job_id)  # from any thread: its success then updates the record
         return bool(
             aws.read_retrying(
                 lambda: lifecycle.checkpoint(
@@ -365,8 +367,10 @@ class JobRecordStore(BasePersistenceLayer):
         )
 
     def forget_progress(self, job_id: str) -> None:
-        """A run that parked: its progress is on the record, nothing is left to write with a success."""
+        """A run that parked: its progress and checkpoints are on the record, nothing is left to write
+        with a success."""
         self._progress.pop(job_id, None)
+        self._checkpointed.discard(job_id)
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
         """Persist a running job's progress (one UpdateItem); the last one stays on its success."""

@@ -41,7 +41,7 @@ from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.delivery import Delivery, attempt_of
-from lambdajobs.runtime.durable import Durable, Suspend
+from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
 from lambdajobs.runtime.gates import Decision, Done, HandBack, Park, RecordSuccess, Run
@@ -263,7 +263,7 @@ class Worker:
                 invocation.started += 1
                 started = time.perf_counter()
                 try:
-                    return self._run(d, decision, invocation.context)
+                    return self._run(d, decision, invocation.context, fresh=invocation.started == 1)
                 finally:
                     invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
             finally:
@@ -323,7 +323,7 @@ class Worker:
 
     # -- the run ------------------------------------------------------------------------------------
 
-    def _run(self, d: Delivery, go: Run, context: Any) -> Any:
+    def _run(self, d: Delivery, go: Run, context: Any, *, fresh: bool = True) -> Any:
         spec, job_id = d.spec, d.job_id
         assert job_id is not None and d.payload is not None
         run: dict[str, Any] = {
@@ -359,7 +359,8 @@ class Worker:
             margin_ms=deadline_margin_ms(spec),
             remaining_ms=lambda: ctx.remaining_seconds() * 1000,
             acquired=self.store.acquired,
-            write=lambda name, value: self.store.checkpoint(job_id, name, value),
+            write=lambda name, value, lock: self.store.checkpoint(job_id, name, value, lock),
+            fresh_invocation=fresh,
         )
         started = time.perf_counter()
         outcome = _Outcome(start_by_us=go.start_by_us)
@@ -367,6 +368,9 @@ class Worker:
         try:
             result = self._run_once(run=run, spec=spec, payload=d.payload, ctx=ctx)
             after: Decision = self._returned(outcome, result)
+        except LockLost as lost:  # another delivery took the job over: it records the outcome
+            logger.warning("the job's lock was taken over; this run stops", extra={"reason": str(lost)})
+            after = HandBack(spec.timeout_seconds, "its lock was taken over")
         except Suspend as parked:  # not an Exception: the job parks (a sleep, a signal, a continuation)
             logger.info(
                 "job parked", extra={"reason": parked.reason, "wake_at": durable.iso_ms(parked.wake_ms)}
@@ -438,6 +442,8 @@ def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobCon
         outcome.error = lifecycle.RunNotStarted("past its rate-limit slot's allowance")
         raise outcome.error
     outcome.started = True
+    if ctx.durable is not None:  # the record and lock this run took, read on its own thread
+        ctx.durable.capture()
     try:
         result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
         if isinstance(result, BaseModel):

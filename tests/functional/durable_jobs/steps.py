@@ -150,3 +150,34 @@ def urgent_nap(payload: Level, ctx: JobContext) -> dict:
     ctx.sleep(payload.seconds)
     ctx.step("two", WORK.run, ctx.job_id, "two", 0)
     return {"ok": True}
+
+
+class Pool(BaseModel):
+    fail_first: bool = True
+
+
+@job(timeout_seconds=60, max_attempts=3)
+def pooled(payload: Pool, ctx: JobContext) -> dict:
+    """Steps called from threads of the job's own: checkpointed under the run's lock all the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(ctx.step, fmt, WORK.run, ctx.job_id, fmt, 0) for fmt in ("720p", "1080p")]
+        results = sorted(f.result() for f in futures)
+    if payload.fail_first and ctx.attempt == 1:
+        raise RuntimeError("the attempt fails after its steps")
+    return {"results": results}
+
+
+class Batch(BaseModel):
+    work_seconds: float = 0
+    budget_seconds: float | None = None
+
+
+@job(timeout_seconds=30, batch_size=2)
+def batched(payload: Batch, ctx: JobContext) -> dict:
+    """A step that moves the clock by `work_seconds`, or declares a budget: two in one batch."""
+    ctx.step(
+        "only", WORK.run, ctx.job_id, "only", payload.work_seconds, budget_seconds=payload.budget_seconds
+    )
+    return {"ok": True}

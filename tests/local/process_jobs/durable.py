@@ -28,10 +28,13 @@ def _step(log: str, job_id: str, name: str, seconds: float) -> str:
 
 @job(timeout_seconds=2, max_attempts=2, batch_size=1)
 def durable_steps(payload: Steps, ctx: JobContext) -> dict:
-    done = [
-        ctx.step(f"s{n}", _step, payload.log, ctx.job_id, f"s{n}", payload.seconds)
-        for n in range(payload.steps)
-    ]
+    done = []
+    for n in range(payload.steps):
+        done.append(ctx.step(f"s{n}", _step, payload.log, ctx.job_id, f"s{n}", payload.seconds))
+        crashed = f"{payload.log}.crashed"
+        if payload.crash_after == f"s{n}" and not os.path.exists(crashed):
+            open(crashed, "w").close()  # noqa: SIM115 - a marker: crash once
+            os._exit(17)  # the invocation dies between two steps: no release, no reply
     ctx.progress(90, "steps done")
     ctx.sleep(1)
     data = ctx.wait_for_signal("go", timeout_seconds=60)
