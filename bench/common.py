@@ -225,21 +225,54 @@ def item_size(item: dict[str, Any] | None) -> int:
     return sum(len(name.encode()) + value_size(value) for name, value in (item or {}).items())
 
 
+def write_kind(name: str, params: dict[str, Any]) -> str:
+    """Which job record write a DynamoDB write is, from its request (`lambdajobs.runtime.lifecycle`):
+    `acquire` (a first attempt's PutItem, or the UpdateItem that takes a record again: a retry, a
+    continuation), `checkpoint:<step>`, `park` (a durable job's suspension), `complete`, `progress`;
+    else the operation's name."""
+    values = params.get("ExpressionAttributeValues") or {}
+    if name == "PutItem":
+        state = (params.get("Item") or {}).get("state", {}).get("S")
+        return {"running": "acquire", "succeeded": "complete"}.get(str(state), name)
+    if name == "UpdateItem":
+        names = params.get("ExpressionAttributeNames") or {}
+        if ":step" in values:
+            return "checkpoint:" + str(names.get("#step", "")).removeprefix("step:")
+        if ":wake" in values:
+            return "park"
+        if ":result" in values:
+            return "complete"
+        if "started_at = :now_iso" in str(params.get("UpdateExpression", "")):
+            return "acquire"
+        if ":p" in values:
+            return "progress"
+    return name
+
+
 class WriteUnits:
     """Counts the write units of every write a DynamoDB client makes, as DynamoDB bills them: the
     larger of the item's size before and after, 1 unit per KB rounded up (2 per KB in a transaction);
     per global secondary index of the table (as provisioned), 1 per index entry put or deleted, 2 when
     an entry's key changes (a delete and a put), 1 when a projected attribute changes. Reads the item
-    before and after each write with `reader` (another client, not counted)."""
+    before and after each write with `reader` (another client, not counted). `kinds`: the calls and
+    units of each kind of write (`write_kind`)."""
 
     def __init__(self, client: Any, reader: Any) -> None:
         self.reader = reader
         self.units = 0.0
         self.calls: dict[str, int] = {}
+        self.kinds: dict[str, dict[str, float]] = {}
+        self._kind = ""
         self._tables: dict[str, tuple[list[str], list[tuple[list[str], str, list[str]]]]] = {}
         self._before: list[tuple[str, dict[str, Any], dict[str, Any] | None, int]] = []
-        client.meta.events.register("before-parameter-build.dynamodb", self._before_call)
-        client.meta.events.register("after-call.dynamodb", self._after_call)
+        self._events = client.meta.events
+        self._events.register("before-parameter-build.dynamodb", self._before_call)
+        self._events.register("after-call.dynamodb", self._after_call)
+
+    def close(self) -> None:
+        """Stop counting (the client's later writes are not this meter's)."""
+        self._events.unregister("before-parameter-build.dynamodb", self._before_call)
+        self._events.unregister("after-call.dynamodb", self._after_call)
 
     def _schema(self, table: str) -> tuple[list[str], list[tuple[list[str], str, list[str]]]]:
         if table not in self._tables:
@@ -287,17 +320,23 @@ class WriteUnits:
         if model.name not in WRITES:
             return
         self.calls[model.name] = self.calls.get(model.name, 0) + 1
+        self._kind = write_kind(model.name, params)
         self._before = [(t, k, self._read(t, k), m) for t, k, m in self._targets(model.name, params)]
 
     def _after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
         if model.name not in WRITES:
             return
+        units = 0.0
         for table, key, old, multiplier in self._before:
             new = self._read(table, key)
             size = max(item_size(old), item_size(new))
-            self.units += multiplier * max(1, math.ceil(size / 1024))
+            units += multiplier * max(1, math.ceil(size / 1024))
             for keys, projection, extra in self._schema(table)[1]:
-                self.units += multiplier * _index_units(old, new, keys, projection, extra)
+                units += multiplier * _index_units(old, new, keys, projection, extra)
+        self.units += units
+        kind = self.kinds.setdefault(self._kind, {"calls": 0, "units": 0.0})
+        kind["calls"] += 1
+        kind["units"] += units
         self._before = []
 
 

@@ -93,6 +93,7 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         out.append(f"| {name} | {s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}] |")
     if figures.get("enqueue_many_speedup_vs_celery") is None:
         out += ["", f"Celery was not measured: {d.get('enqueue_many_speedup_vs_celery_missing')}"]
+    out += _durable(d.get("dynamodb_writes_durable"))
     a = figures["cost_assumptions"]
     out += [
         "",
@@ -142,6 +143,55 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _durable(durable: dict[str, Any] | None) -> list[str]:
+    """The durable job's writes (`bench.phases.durable`): per job by kind of write, in both modes."""
+    if not durable:
+        return []
+    inline, continuing = durable["inline"], durable["continuing"]
+    out = [
+        "",
+        "## Write units of a durable job",
+        "",
+        f"A job of {durable['steps']} checkpointed steps (`bench/durable_job.py`: a video encoded in 5 "
+        f"formats, each step returning an ~80-byte summary), {durable['jobs']} jobs per mode on the "
+        "default stack: its steps in one invocation, and one step per invocation (each step's budget "
+        "as long as an invocation holds, so the job continues in a fresh invocation before each step "
+        f"but its first: {continuing['continuations_per_job']:g} continuations). Write units per job, "
+        "by kind of write (calls, units):",
+        "",
+        "| write | steps in one invocation | one step per invocation |",
+        "|---|---|---|",
+    ]
+    order = [
+        "acquire",
+        *(f"checkpoint:encode-{s}" for s in durable["wru_per_step_by_step"]),
+        "park",
+        "complete",
+    ]
+    found = set(inline["by_kind_per_job"]) | set(continuing["by_kind_per_job"])
+    kinds = [k for k in order if k in found] + sorted(found - set(order))
+
+    def cell(mode: dict[str, Any], kind: str) -> str:
+        got = mode["by_kind_per_job"].get(kind)
+        if not got:
+            return ""
+        return f"{got['calls']:g} call{'' if got['calls'] == 1 else 's'}, {got['units']:g} WRU"
+
+    out += [f"| {kind} | {cell(inline, kind)} | {cell(continuing, kind)} |" for kind in kinds]
+    out += [
+        f"| **total** | **{inline['wru_per_job']:g} WRU** | **{continuing['wru_per_job']:g} WRU** |",
+        "",
+        f"Per step (its checkpoint, one UpdateItem on the job's record): {durable['wru_per_step']:g} WRU "
+        f"({', '.join(f'{k} {v:g}' for k, v in durable['wru_per_step_by_step'].items())}); a checkpoint "
+        "costs 1 unit per KB of the record as it grows. Per continuation (what the job writes more when "
+        f"its steps run one per invocation, per continuation): {durable['wru_per_continuation']:g} WRU "
+        f"({', '.join(f'{k} {v:g}' for k, v in durable['wru_per_continuation_parts'].items())}), and "
+        f"{continuing['sqs_sends_per_job'] / max(1.0, continuing['continuations_per_job']):g} SQS send "
+        "(the copy that continues it, delayed 1 s).",
+    ]
+    return out
 
 
 def analysis(figures: dict[str, Any]) -> str:

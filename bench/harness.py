@@ -32,6 +32,7 @@ FULL: dict[str, Any] = {
     "cpu": (9, 1000),
     "moto": (9, 300),
     "wru": 50,
+    "durable": 50,
     "enqueue": (9, 300),
     "synth_jobs": 200,
 }
@@ -40,6 +41,7 @@ QUICK: dict[str, Any] = {
     "cpu": (1, 20),
     "moto": (1, 20),
     "wru": 10,
+    "durable": 2,
     "enqueue": (1, 20),
     "synth_jobs": 12,
 }
@@ -185,12 +187,25 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
     details["moto_records_per_second"] = {k: summary(v, 1) for k, v in rps.items()}
     figures["moto_worker_speed_ratio_vs_powertools"] = ratio(rps["lambdajobs"], rps["powertools"])
 
-    say(f"DynamoDB write units: {sizes['wru']} plain jobs per table")
-    wru = _phase("wru", {"jobs": sizes["wru"]})
+    durable_jobs = sizes.get("durable", 0)
+    say(
+        f"DynamoDB write units: {sizes['wru']} plain jobs per table; {durable_jobs} durable jobs of 5 steps, "
+        "steps in one invocation and one per invocation"
+    )
+    wru = _phase("wru", {"jobs": sizes["wru"], "durable_jobs": durable_jobs})
+    durable = wru.pop("durable", None)
     figures["dynamodb_wru_per_job"] = round(wru["off"]["wru_per_job"], 3)
     figures["dynamodb_wru_per_job_job_index_finished"] = round(wru["finished"]["wru_per_job"], 3)
     figures["dynamodb_wru_per_job_powertools"] = round(wru["powertools"]["wru_per_job"], 3)
     details["dynamodb_writes"] = wru
+    if durable is not None:
+        figures["dynamodb_wru_per_durable_job_5_steps"] = round(durable["inline"]["wru_per_job"], 3)
+        figures["dynamodb_wru_per_durable_job_5_steps_continuing"] = round(
+            durable["continuing"]["wru_per_job"], 3
+        )
+        figures["dynamodb_wru_per_step"] = round(durable["wru_per_step"], 3)
+        figures["dynamodb_wru_per_continuation"] = round(durable["wru_per_continuation"], 3)
+        details["dynamodb_writes_durable"] = durable
 
     say(f"synth: a generated app of {sizes['synth_jobs']} jobs, and this project's beside it")
     synthesized = _phase("synth", {"jobs": sizes["synth_jobs"]})
@@ -307,6 +322,16 @@ ROWS = [
     ("DynamoDB WRU per job (default stack: no job index)", "dynamodb_wru_per_job"),
     ("DynamoDB WRU per job (job index 'finished')", "dynamodb_wru_per_job_job_index_finished"),
     ("DynamoDB WRU per job (hand-written worker)", "dynamodb_wru_per_job_powertools"),
+    (
+        "DynamoDB WRU per 5-step durable job (its steps in one invocation)",
+        "dynamodb_wru_per_durable_job_5_steps",
+    ),
+    (
+        "DynamoDB WRU per 5-step durable job (one step per invocation: 4 continuations)",
+        "dynamodb_wru_per_durable_job_5_steps_continuing",
+    ),
+    ("DynamoDB WRU per step of a durable job (its checkpoint)", "dynamodb_wru_per_step"),
+    ("DynamoDB WRU per continuation (its park and the next acquire)", "dynamodb_wru_per_continuation"),
     ("Lambda asset of send_email, KB", "lambda_asset_kb"),
     ("synth of the generated many-job app, seconds", "synth_seconds_many_jobs"),
     ("synth, many-job app / this project's six jobs", "synth_seconds_ratio_many_jobs_vs_project"),

@@ -6,7 +6,9 @@ a fresh interpreter per phase, its stdout (both workers' log and metric lines) s
 - `moto`: records per second through each handler on one moto backend, in-process (`TestStack`),
   delivered by the same event source emulator.
 - `wru`: DynamoDB write units per successful job (`common.WriteUnits`), job index off and `finished`,
-  and the hand-written worker's.
+  and the hand-written worker's; then (`durable_jobs`) those of a 5-step durable job
+  (`bench.durable_job`), its steps in one invocation and one per invocation: per job, by kind of
+  write, per step and per continuation (`durable`, also a phase of its own).
 - `enqueue`: jobs per second sent by `enqueue_many`, a `send_message` loop, a `send_message_batch`
   loop and Celery's `apply_async`, against one moto server.
 - `synth`: the synthesis of a generated app of many jobs (tests/big_app.py: of every 10 jobs, one cron
@@ -268,6 +270,111 @@ def wru(params: dict[str, Any]) -> dict[str, Any]:
                     "write_calls_per_job": sum(meter.calls.values()) / done,
                     "write_calls": meter.calls,
                 }
+    if params.get("durable_jobs"):  # in this process: a phase of its own would import everything again
+        out["durable"] = durable({"jobs": params["durable_jobs"]})
+    return out
+
+
+# -- write units of a durable job ------------------------------------------------------------------------
+
+
+def durable(params: dict[str, Any]) -> dict[str, Any]:
+    """A 5-step durable job (`bench.durable_job`): its write units per job, by kind of write, with its
+    5 steps in one invocation (`inline`) and one step per invocation (`continuing`: 4 continuations,
+    each a park and the next invocation's acquire); per step (its checkpoint's units) and per
+    continuation (what the continuing job writes more than the inline one, per continuation)."""
+    import boto3
+
+    from bench.durable_job import FORMATS, TIMEOUT_SECONDS, declare
+    from lambdajobs.local.emulator import poll_once
+    from lambdajobs.runtime.handler import make_handler
+    from lambdajobs.runtime.records import get_statuses
+    from lambdajobs.runtime.worker import Worker
+    from lambdajobs.testing import TestStack, isolated_registry
+
+    jobs = int(params["jobs"])
+    out: dict[str, Any] = {"jobs": jobs, "steps": len(FORMATS)}
+    with isolated_registry():
+        spec = declare()
+        with TestStack(specs=[spec], stack="wrudurable", job_index="off") as stack:
+            assert stack.provisioned is not None
+            sqs, ddb = stack.client("sqs"), stack.client("dynamodb")
+            reader = boto3.session.Session().client("dynamodb", region_name=REGION)
+            q = stack.provisioned.queues[spec.name]
+            handler = make_handler(Worker(spec.name, config=stack.config))
+            sent: list[str] = []
+            stack.config.client("sqs").meta.events.register(
+                "before-call.sqs.SendMessage", lambda **_: sent.append("SendMessage")
+            )
+            for mode in ("inline", "continuing"):
+                ids = [f"{mode}-{i:04d}" for i in range(jobs)]
+                for k in range(0, jobs, 10):
+                    entries = [
+                        {
+                            "Id": str(j),
+                            "MessageBody": envelope(
+                                spec.name, {"video_id": i, "one_per_invocation": mode == "continuing"}, i
+                            ),
+                        }
+                        for j, i in enumerate(ids[k : k + 10])
+                    ]
+                    sqs.send_message_batch(QueueUrl=q.queue_url, Entries=entries)
+                sent.clear()
+                meter = WriteUnits(ddb, reader)
+                invocations, deadline = 0, time.monotonic() + 120
+                while True:  # a continuation's copy is delayed 1 s: wait for it
+                    outcome = poll_once(
+                        queue_url=q.queue_url,
+                        queue_arn=q.queue_arn,
+                        handler=handler,
+                        function_name="bench-durable",
+                        timeout_seconds=TIMEOUT_SECONDS,
+                        batch_size=10,
+                        config=stack.config,
+                    )
+                    invocations += outcome is not None
+                    if outcome is None:
+                        statuses = get_statuses(ids, config=stack.config)
+                        if all(st.done for st in statuses.values()) or time.monotonic() > deadline:
+                            break
+                        time.sleep(0.2)
+                meter.close()
+                statuses = get_statuses(ids, config=stack.config)
+                wrong = [
+                    i
+                    for i, st in statuses.items()
+                    if st.state != "succeeded" or len(st.steps) != len(FORMATS)
+                ]
+                assert not wrong, (
+                    f"{mode}: {len(wrong)} jobs did not succeed with {len(FORMATS)} steps: {wrong[:3]}"
+                )
+                parks = sum(st.suspensions for st in statuses.values())
+                out[mode] = {
+                    "wru_per_job": meter.units / jobs,
+                    "write_calls_per_job": sum(meter.calls.values()) / jobs,
+                    "write_calls": meter.calls,
+                    "by_kind_per_job": {
+                        kind: {"calls": v["calls"] / jobs, "units": v["units"] / jobs}
+                        for kind, v in sorted(meter.kinds.items())
+                    },
+                    "continuations_per_job": parks / jobs,
+                    "invocations": invocations,
+                    "sqs_sends_per_job": len(sent) / jobs,
+                }
+    inline, continuing = out["inline"], out["continuing"]
+    checkpoints = {k: v for k, v in inline["by_kind_per_job"].items() if k.startswith("checkpoint:")}
+    out["wru_per_step"] = sum(v["units"] for v in checkpoints.values()) / len(FORMATS)
+    out["wru_per_step_by_step"] = {fmt: checkpoints[f"checkpoint:encode-{fmt}"]["units"] for fmt in FORMATS}
+    continuations = continuing["continuations_per_job"]
+    out["wru_per_continuation"] = (continuing["wru_per_job"] - inline["wru_per_job"]) / continuations
+    out["wru_per_continuation_parts"] = {
+        kind: (
+            continuing["by_kind_per_job"].get(kind, {}).get("units", 0.0)
+            - inline["by_kind_per_job"].get(kind, {}).get("units", 0.0)
+        )
+        / continuations
+        for kind in ("park", "acquire")
+    }
     return out
 
 
@@ -448,7 +555,7 @@ def synth(params: dict[str, Any]) -> dict[str, Any]:
     return {"jobs": params["jobs"], "many": many, "project": project}
 
 
-PHASES = {"cpu": cpu, "moto": moto, "wru": wru, "enqueue": enqueue, "synth": synth}
+PHASES = {"cpu": cpu, "moto": moto, "wru": wru, "durable": durable, "enqueue": enqueue, "synth": synth}
 
 if __name__ == "__main__":
     name, raw, out = sys.argv[1:4]

@@ -9,8 +9,13 @@ they run, scheduled slots delivered up to 3 times. Workflows run among them unde
 continuer on the workflow queue too: per seed a chord of 50 members (3 poison) and its callback, a chain
 of 3 steps and a chord of 5 whose callback dies; their own calls throttled and crashed around (a
 member's counted outcome and its notice, the continuer's claim and its next stage). Then the poison is
-fixed, the DLQs redriven and the queues drained again. The report (`build/reports/chaos.json`) counts
-what each fault did, and the run fails (non-zero exit) when a gate fails: see `chaos.report.combine`.
+fixed, the DLQs redriven and the queues drained again. Durable jobs run among them too (`chaos.steps`,
+`chaos.jobs.chaos_steps`: 40 per seed, 4 in the quick soak): jobs of checkpointed steps, half of them
+one step per invocation (parking between steps), with the invocation crashing just before and just
+after a step's checkpoint write and a park, and those writes failing past their tries; each step's
+runs are judged against the checkpoint writes before them (no step runs again once its checkpoint
+landed). The report (`build/reports/chaos.json`) counts what each fault did, and the run fails
+(non-zero exit) when a gate fails: see `chaos.report.combine`.
 
 Then the kill soak (`chaos.kills`, in a process of its own): the jobs of `chaos.kill_jobs` in worker
 processes of their own on the local stack's moto server (its process mode), their processes
@@ -23,6 +28,7 @@ mutation patches this process, which the worker processes do not see).
     python -m chaos --quick --no-kills   # the seeds alone
     python -m chaos --quick --mutation no_partial_batch --seeds 1
     python -m chaos --quick --no-workflows  # the job worker alone
+    python -m chaos --quick --jobs 0 --step-jobs 6 --no-workflows --no-kills  # durable jobs alone
 """
 
 from __future__ import annotations

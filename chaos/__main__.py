@@ -1,5 +1,5 @@
-"""python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--chord-members N] [--chain-steps N] [--no-workflows]
-[--processes N] [--mutation NAME] [--no-kills] [--out PATH] [--write-doc | --doc-only]"""
+"""python -m chaos [--quick] [--seeds 1,2] [--jobs N] [--step-jobs N] [--chord-members N] [--chain-steps N]
+[--no-workflows] [--processes N] [--mutation NAME] [--no-kills] [--out PATH] [--write-doc | --doc-only]"""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="2 seeds x 250 jobs (make test)")
     parser.add_argument("--seeds", help="comma-separated seeds, e.g. 1,2,3")
     parser.add_argument("--jobs", type=int, help="jobs per seed")
+    parser.add_argument("--step-jobs", type=int, help="durable jobs of checkpointed steps per seed (0: none)")
     parser.add_argument("--chord-members", type=int, help="members of each seed's chord (0: no chord)")
     parser.add_argument("--chain-steps", type=int, help="steps of each seed's chain (0: no chain)")
     parser.add_argument("--no-workflows", action="store_true", help="no chord, chain or dead-callback chord")
@@ -54,6 +55,17 @@ def summary(report: ChaosReport) -> str:
         f"{w.get('members', 0)} members; done {w.get('done', 0)}, states {w.get('states', {})}; "
         f"callback effects {w.get('callback_effects', 0)}, runs {w.get('callback_runs', 0)}",
     ]
+    s = report.steps
+    if s.get("jobs"):
+        lines += [
+            f"  steps: {s['jobs']} step jobs ({s['one_per_invocation']} one step per invocation), "
+            f"{s['steps']} steps, {s['executions']} runs, {s['checkpoints_landed']} checkpoints landed, "
+            f"{s['parks_landed']} parks; faults {s['fired_faults']} (planned {s['planned_faults']})",
+            f"  steps: run again after their checkpoint landed {s['run_again']} (+{s['landed_twice']} "
+            f"landed twice; {s['run_again_after_deadline']} after a deadline); re-runs before it "
+            f"{s['reruns']} {s['reruns_by_cause']}; records not true {s['record_mismatches']}; "
+            f"succeeded {s['succeeded']}/{s['jobs']}",
+        ]
     k = report.kills
     if k:
         kd = k["duplicate_effects"]
@@ -83,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         args.quick,
         seeds=tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None,
         jobs=args.jobs,
+        step_jobs=args.step_jobs,
         chord_members=0 if args.no_workflows else args.chord_members,
         chain_steps=0 if args.no_workflows else args.chain_steps,
         dead_callback_members=0 if args.no_workflows else None,

@@ -28,6 +28,7 @@ def render(report: dict[str, Any], source: Path) -> list[str]:
         + ("every gate passed." if not failed else f"**{len(failed)} gates failed** ({', '.join(failed)})."),
         "The reliability page explains the faults injected and what each gate guards.",
         "",
+        *_steps(report.get("steps") or {}),
         *_kills(report.get("kills") or {}),
         "| gate | figure | must be | passed |",
         "|---|---|---|---|",
@@ -38,6 +39,26 @@ def render(report: dict[str, Any], source: Path) -> list[str]:
             f"| `{name}` | {_cell(gate.get('value'))} | {_cell(gate.get('expected', ''))} | {mark} |"
         )
     return lines
+
+
+def _steps(steps: dict[str, Any]) -> list[str]:
+    """The step jobs' paragraph (none when the soak ran none)."""
+    if not steps.get("jobs"):
+        return []
+    causes = ", ".join(f"{n} after {cause}" for cause, n in sorted(steps.get("reruns_by_cause", {}).items()))
+    faults = ", ".join(f"{point} {n}" for point, n in steps.get("fired_faults", {}).items())
+    return [
+        f"Among them, {steps['jobs']} durable jobs of checkpointed steps ({steps['one_per_invocation']} "
+        f"running one step per invocation, parking between steps): {steps['steps']} steps, "
+        f"{steps['executions']} step runs, {steps['checkpoints_landed']} checkpoints landed, "
+        f"{steps['parks_landed']} parks; faults planned around their checkpoints and parks ({faults}) "
+        f"besides the soak's. Steps run again after their checkpoint landed: {steps['run_again']}"
+        f" ({steps.get('run_again_after_deadline', 0)} more after their invocation's deadline, which "
+        f"Lambda would have stopped); run again before it (at least once per step): {steps['reruns']}"
+        + (f" ({causes})" if causes else "")
+        + f"; records not true: {steps['record_mismatches']}. Their gates are the `step*` rows below.",
+        "",
+    ]
 
 
 def _kills(kills: dict[str, Any]) -> list[str]:

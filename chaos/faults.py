@@ -33,6 +33,23 @@ call answered, and only when it succeeded (the write landed):
   stage advanced: the notice comes back and sends the stage again, to be deduplicated by job id.
   Besides the random ones, always once for each workflow in `crash_after_sending` (its stage 0).
 
+Step jobs (`chaos.steps`: durable, `ctx.step`) have crash points of their own, planned per job
+(`PlannedJob.step_faults`, once each), around a step's checkpoint (an UpdateItem naming `step:<name>`)
+and around the park between two steps (the UpdateItem that parks the record, its continuing copy sent
+just before):
+
+- `before_checkpoint`: the invocation crashes as step k's checkpoint write starts (the step's effect
+  is done, its checkpoint not: the step runs again, once, as documented);
+- `after_checkpoint`: it crashes once step k's checkpoint landed (the step must never run again);
+- `checkpoint_fails`: step k's checkpoint write is throttled on every try the worker makes
+  (`lambdajobs.runtime.aws.TRIES`): the attempt fails, and the step runs again in the next;
+- `before_park`, `after_park`, `park_fails`: the same around the job's first park once k of its
+  steps are checkpointed (a job running one step per invocation parks after each step but its last).
+
+Every write of a checkpoint, and every park that landed, is told to the step ledger (`observer`) with
+its outcome (landed, crashed before or after, throttled, refused), whether faults are on or not: what
+the soak judges a step's runs against.
+
 Every injected fault is counted, and completion faults per job id, so a duplicate effect can be
 attributed to the fault that caused it.
 """
@@ -47,9 +64,11 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import ClientError
+
+from lambdajobs.runtime.aws import TRIES as AWS_TRIES
 
 CrashPoint = Literal["complete", "acquire"]
 CRASH_POINTS: tuple[CrashPoint, ...] = ("complete", "acquire")
@@ -65,6 +84,18 @@ WORKFLOW_CRASHES: dict[tuple[str, str], str] = {
 COMPLETE_KINDS = ("complete", "counted_complete")
 WORKFLOW_KEY_PREFIX = "lambdajobs#wf#"  # lambdajobs.runtime.settings.WORKFLOW_ID_PREFIX
 WORKFLOW_QUEUE_SUFFIX = "--workflows"  # lambdajobs.runtime.settings.workflow_queue_name
+STEP_PREFIX = "step:"  # lambdajobs.runtime.job_record.STEP_PREFIX
+#: A planned `checkpoint_fails` / `park_fails` throttles this many calls in a row: every try of the
+#: worker's (`lambdajobs.runtime.aws.TRIES`), so the write fails.
+STEP_WRITE_TRIES = AWS_TRIES
+
+
+class StepObserver(Protocol):
+    """What the injector tells of a step job's writes (`chaos.steps.StepLedger`)."""
+
+    def note_checkpoint(self, job_id: str, name: str, outcome: str) -> None: ...
+
+    def note_park(self, job_id: str) -> None: ...
 
 
 class ChaosCrash(BaseException):
@@ -96,6 +127,10 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
         values = request.get("ExpressionAttributeValues") or {}
         if _workflow_item(request):
             return "wf_claim" if ":token" in values else "wf_finish"
+        if ":step" in values:
+            return "checkpoint"  # a durable job's step done (lifecycle.checkpoint)
+        if ":wake" in values:
+            return "park"  # a durable job parks between invocations (lifecycle.suspend)
         if ":result" in values:
             return "complete"
         if ":until" in values:
@@ -116,6 +151,12 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
     if service == "sqs" and operation == "SendMessageBatch":
         return "stage_send"  # the continuer's next stage (the worker sends no batches)
     return operation
+
+
+def _step_of(request: dict[str, Any]) -> str:
+    """The step a checkpoint write is for (its attribute `step:<name>`)."""
+    names = request.get("ExpressionAttributeNames") or {}
+    return str(names.get("#step", "")).removeprefix(STEP_PREFIX)
 
 
 def _first_update(request: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +202,8 @@ class InvocationScope:
     token: str | None = None
     #: The call in flight on this thread (its kind, job id, request), for the after-call hook.
     call: tuple[str, str | None, dict[str, Any]] | None = None
+    #: Stop the invocation at its first call after its deadline, as Lambda would have (`ChaosCrash`).
+    deadline: bool = False
 
 
 @dataclass
@@ -195,6 +238,13 @@ class FaultCounts:
     continuer_invocations: int = 0
     #: The workflow crashes in order: "<point> <key>" (a job id, a stage, a notice's message id).
     workflow_crashes: list[str] = field(default_factory=list)
+    #: Step jobs: the planned faults that happened (`STEP_FAULTS`: crashes, and throttled writes each
+    #: counted once per planned fault), the throttles those made, and in order "<point> <job> <k>".
+    step_faults: Counter[str] = field(default_factory=Counter)
+    #: Invocations stopped at a call after their deadline (`InvocationScope.deadline`), by the call.
+    deadline_stops: Counter[str] = field(default_factory=Counter)
+    step_throttles: int = 0
+    step_fault_log: list[str] = field(default_factory=list)
 
 
 class FaultInjector:
@@ -217,6 +267,8 @@ class FaultInjector:
         workflow_crash_rate: float = 0.0,
         workflow_crash_max: int = 4,
         crash_after_sending: frozenset[str] = frozenset(),
+        step_faults: dict[str, tuple[tuple[str, int], ...]] | None = None,
+        observer: StepObserver | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.workflow_rng = random.Random(seed * 7919 + 1)  # the bulk's fault stream stays as it was
@@ -234,6 +286,14 @@ class FaultInjector:
         self._local = threading.local()
         self._installed: list[tuple[Any, str, Any]] = []
         self._last_forced: dict[CrashPoint, int] = {}
+        #: Step jobs: per job id, its planned faults still to happen ([point, k, throttles left]), the
+        #: steps whose checkpoint landed, and who is told of its writes.
+        self._step_plan: dict[str, list[list[Any]]] = {
+            job_id: [[point, k, STEP_WRITE_TRIES] for point, k in faults]
+            for job_id, faults in (step_faults or {}).items()
+        }
+        self._steps_landed: dict[str, set[str]] = {}
+        self.observer = observer
 
     # -- wiring -------------------------------------------------------------------------------------
 
@@ -263,15 +323,18 @@ class FaultInjector:
 
     @contextmanager
     def invocation(
-        self, records: int, context: Any, *, continuer: bool = False
+        self, records: int, context: Any, *, continuer: bool = False, deadline: bool = False
     ) -> Iterator[CrashPlan | None]:
         """One invocation of the handler on this thread: decides whether (and where) it crashes. The
-        continuer's invocations get no crash plan: only the workflow's own crash points hit them."""
+        continuer's invocations get no crash plan: only the workflow's own crash points hit them.
+        `deadline`: the invocation is stopped at its first worker call after its deadline (the step
+        jobs': Lambda would have stopped it there, the emulator cannot; a run going on past its lock's
+        expiry would meet the run that took its job over)."""
         if continuer:
             with self._lock:
                 self.counts.continuer_invocations += 1
         plan = self._plan(records) if self.enabled and not continuer else None
-        scope = InvocationScope(context, plan)
+        scope = InvocationScope(context, plan, deadline=deadline)
         self._local.scope = scope
         try:
             yield scope.plan
@@ -312,8 +375,13 @@ class FaultInjector:
             completion = kind in COMPLETE_KINDS
             if completion and job_id and scope and scope.context.get_remaining_time_in_millis() <= 0:
                 self.counts.completion_overruns[job_id] += 1  # noted even with the faults off
+            if scope is not None and scope.deadline and scope.context.get_remaining_time_in_millis() <= 0:
+                self.counts.deadline_stops[kind] += 1  # whether the faults are on or not: Lambda's timeout
+                raise ChaosCrash(f"past the invocation's deadline at the {kind} call of {job_id}: stopped")
             if not self.enabled:
                 return
+            if kind in ("checkpoint", "park") and job_id:
+                self._step_fault(kind, "before", job_id, request)
             point = "complete" if completion else kind
             if scope is not None and scope.plan is not None and scope.plan.point == point:
                 scope.plan.seen += 1
@@ -336,6 +404,8 @@ class FaultInjector:
                 return
             throttled[kind] += 1
             self.counts.throttles_forced += forced
+            if kind == "checkpoint" and job_id:
+                self._note_checkpoint(job_id, request, "throttled")
             if completion and job_id:
                 self.counts.completion_throttles[job_id] += 1
             conflict = first_conflict or (counted and self.rng.random() < 0.5)
@@ -368,17 +438,89 @@ class FaultInjector:
         )
 
     def _after_call(self, service: str, status: int) -> None:
-        """After a call answered: the workflow's crash points that follow a write that landed."""
+        """After a call answered: the workflow's and step jobs' crash points that follow a write that
+        landed; a step job's checkpoint and park writes told to the observer."""
         scope: InvocationScope | None = getattr(self._local, "scope", None)
         if scope is None or scope.call is None:
             return
         kind, job_id, request = scope.call
         scope.call = None
-        if status >= 300:  # the write did not land (a condition failed, say): nothing to crash after
-            return
         with self._lock:
+            if kind in ("checkpoint", "park") and job_id:
+                self._step_written(kind, job_id, request, landed=status < 300)
+            if status >= 300:  # the write did not land (a condition failed, say): nothing to crash after
+                return
             if self.enabled:
                 self._workflow_crash(kind, "after", job_id, request, scope)
+
+    # -- step jobs (under the lock) -----------------------------------------------------------------
+
+    def _note_checkpoint(self, job_id: str, request: dict[str, Any], outcome: str) -> None:
+        if self.observer is not None:
+            self.observer.note_checkpoint(job_id, _step_of(request), outcome)
+
+    def _step_written(self, kind: str, job_id: str, request: dict[str, Any], *, landed: bool) -> None:
+        """A checkpoint or park write answered: tell the observer, then crash if one is planned after it."""
+        if kind == "checkpoint":
+            if not landed:
+                self._note_checkpoint(job_id, request, "refused")
+                return
+            self._steps_landed.setdefault(job_id, set()).add(_step_of(request))
+            crash = self.enabled and self._step_fault(kind, "after", job_id, request, check_only=True)
+            self._note_checkpoint(job_id, request, "crashed_after" if crash else "landed")
+        elif landed and self.observer is not None:
+            self.observer.note_park(job_id)
+        if landed and self.enabled:
+            self._step_fault(kind, "after", job_id, request)
+
+    def _step_fault(
+        self, kind: str, when: str, job_id: str, request: dict[str, Any], *, check_only: bool = False
+    ) -> bool:
+        """The planned fault of a step job at this write, if any: a crash (`ChaosCrash`) before or
+        after it, or a throttle of it (`ClientError`, `STEP_WRITE_TRIES` calls in a row). With
+        `check_only`, whether one is due, without acting."""
+        if not self.enabled:
+            return False
+        for fault in self._step_plan.get(job_id, []):
+            point, k, left = fault
+            moment, _, target = point.partition("_")  # before_checkpoint, after_park ...
+            if point.endswith("_fails"):  # checkpoint_fails, park_fails: before the call
+                target, moment = point.removesuffix("_fails"), "before"
+            if target != kind or moment != when:
+                continue
+            if kind == "checkpoint" and _step_of(request) != f"step-{k}":
+                continue
+            if kind == "park" and len(self._steps_landed.get(job_id, ())) < k:
+                continue  # the first park once k steps are done (a crash may have moved the parks)
+            if check_only:
+                return not point.endswith("_fails")
+            if point.endswith("_fails"):
+                if left == STEP_WRITE_TRIES:
+                    self.counts.step_faults[point] += 1
+                    self.counts.step_fault_log.append(f"{point} {job_id} {k}")
+                fault[2] -= 1
+                if fault[2] <= 0:
+                    self._step_plan[job_id].remove(fault)
+                self.counts.step_throttles += 1
+                if kind == "checkpoint":
+                    self._note_checkpoint(job_id, request, "throttled")
+                raise ClientError(
+                    {
+                        "Error": {
+                            "Code": THROTTLE_CODES["dynamodb"],
+                            "Message": f"injected throttle ({point})",
+                        },
+                        "ResponseMetadata": {"HTTPStatusCode": 400},
+                    },
+                    "UpdateItem",
+                )
+            self._step_plan[job_id].remove(fault)
+            self.counts.step_faults[point] += 1
+            self.counts.step_fault_log.append(f"{point} {job_id} {k}")
+            if kind == "checkpoint" and when == "before":
+                self._note_checkpoint(job_id, request, "crashed_before")
+            raise ChaosCrash(f"injected crash {when} the {kind} write of {job_id} ({point}, step {k})")
+        return False
 
     def _workflow_crash(
         self, kind: str, when: str, job_id: str | None, request: dict[str, Any], scope: InvocationScope | None

@@ -1,4 +1,4 @@
-"""The chaos soak's jobs package: two jobs whose side effect is counted per job id.
+"""The chaos soak's jobs package: three jobs whose side effect is counted per job id.
 
 `chaos_work` is the bulk of the soak; `chaos_slow` runs on a queue of its own whose visibility timeout
 the soak shortens below the run time, so a second poller receives a message while its first run still
@@ -11,6 +11,9 @@ holds the job's lock. Both share one body (`Ledger.run`):
   runs twice counts two (duplicates are counted, not hidden); with its place in the order of all
   effects (`order`: a chain's steps must run one after the other) and, for a workflow's member of a
   later stage, the counts of the stage before it saw (`parents`: what a chord's callback was told).
+
+The third, `chaos_steps`, is a durable job of checkpointed steps: its steps' runs are noted in a
+ledger of their own (`chaos.steps`), and its own effect, once every step is done, in this one.
 
 The ledger is per process: each seed of the soak runs in a process of its own.
 """
@@ -26,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, model_validator
 
+from chaos.steps import STEPS_MAX_ATTEMPTS, STEPS_TIMEOUT_SECONDS, StepWork, step_name, steps_ledger
 from lambdajobs import Backoff, JobContext, job
 
 #: The chaos jobs' timeouts: short, so a crashed invocation's lock expires within seconds. The queue's
@@ -36,7 +40,7 @@ SLOW_TIMEOUT_SECONDS = 4
 CHAOS_BACKOFF = Backoff(base_seconds=1, max_seconds=2)
 MAX_ATTEMPTS = 5
 
-Kind = Literal["normal", "poison_raise", "poison_invalid", "slow"]
+Kind = Literal["normal", "poison_raise", "poison_invalid", "slow", "steps"]
 
 
 class TransientFault(Exception):
@@ -116,22 +120,26 @@ class Ledger:
                 raise PoisonFault("poison: fails on every attempt until fixed")
             if payload.sleep_ms:
                 time.sleep(payload.sleep_ms / 1000)
-            overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
-            parents = ctx.workflow.parents if ctx.workflow is not None else None
-            with self._lock:  # the side effect
-                self.effects[job_id] += 1
-                self.effects_done += 1
-                self.order.setdefault(job_id, []).append(self.effects_done)
-                if parents is not None:
-                    self.parents.setdefault(job_id, []).append(parents.model_dump())
-                self.overruns[job_id] += overran
-                if self.redrive_marked:
-                    self.effects_after_redrive[job_id] += 1
-                count = self.effects[job_id]
-            return {"effects": count}
+            return {"effects": self.effect(ctx)}
         finally:
             with self._lock:
                 self.running[job_id] -= 1
+
+    def effect(self, ctx: JobContext) -> int:
+        """The job's side effect: one more for its job id (returned: its count so far)."""
+        job_id = ctx.job_id
+        overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
+        parents = ctx.workflow.parents if ctx.workflow is not None else None
+        with self._lock:
+            self.effects[job_id] += 1
+            self.effects_done += 1
+            self.order.setdefault(job_id, []).append(self.effects_done)
+            if parents is not None:
+                self.parents.setdefault(job_id, []).append(parents.model_dump())
+            self.overruns[job_id] += overran
+            if self.redrive_marked:
+                self.effects_after_redrive[job_id] += 1
+            return self.effects[job_id]
 
 
 ledger = Ledger()
@@ -172,3 +180,29 @@ def chaos_work(payload: Work, ctx: JobContext) -> dict[str, Any]:
 )
 def chaos_slow(payload: Work, ctx: JobContext) -> dict[str, Any]:
     return ledger.run(payload, ctx)
+
+
+def _budget() -> float:
+    """The longest step budget an invocation of `chaos_steps` holds (its timeout less the worker's
+    margin): with it, a step starts only in an invocation that has run no step yet."""
+    from lambdajobs.runtime.worker import deadline_margin_ms
+
+    return (STEPS_TIMEOUT_SECONDS * 1000 - deadline_margin_ms(chaos_steps.spec)) / 1000
+
+
+@job(
+    timeout_seconds=STEPS_TIMEOUT_SECONDS,
+    max_attempts=STEPS_MAX_ATTEMPTS,
+    batch_size=2,
+    max_concurrency=2,
+    backoff=CHAOS_BACKOFF,
+)
+def chaos_steps(payload: StepWork, ctx: JobContext) -> dict[str, Any]:
+    """A durable job (`chaos.steps`): its steps, then its own effect, once every step is done."""
+    budget = _budget() if payload.one_per_invocation else None
+    results = [
+        ctx.step(step_name(n), steps_ledger.run_step, ctx, step_name(n), budget_seconds=budget)
+        for n in range(1, payload.steps + 1)
+    ]
+    ledger.effect(ctx)
+    return {"results": results}

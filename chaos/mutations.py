@@ -12,6 +12,12 @@
 - `no_workflow_tally`: a workflow member's outcome written without its count (the transactional
   count disabled). Seam: `lifecycle._apply`, called with `tally=None`. Must fail: `workflows_done`
   and `workflow_callbacks` (no stage completes: no callback, the chain stops at its first step).
+- `no_step_replay`: a durable job's run never finds its checkpoints (every step runs again in each
+  attempt and continuation). Seam: `Durable.checkpoint` returns None. Must fail:
+  `steps_run_after_checkpoint` > 0.
+- `success_drops_checkpoints`: a run that created the record writes its success as that record whole,
+  dropping the checkpoints it wrote since (the rewrite the store avoids once a run checkpointed). Seam:
+  `JobRecordStore.checkpoint` forgets that it checkpointed. Must fail: `step_records_true` > 0.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from pytest import MonkeyPatch
 
 from lambdajobs.runtime import lifecycle
+from lambdajobs.runtime.durable import Durable
 from lambdajobs.runtime.records import JobRecordStore
 from lambdajobs.runtime.worker import Worker
 
@@ -73,9 +80,32 @@ def no_workflow_tally(monkeypatch: MonkeyPatch) -> None:
     monkeypatch.setattr(lifecycle, "_apply", without_tally)
 
 
+def no_step_replay(monkeypatch: MonkeyPatch) -> None:
+    """A durable job's run never finds its checkpoints: every step runs again in every attempt and
+    continuation, also those whose checkpoint landed."""
+    monkeypatch.setattr(Durable, "checkpoint", lambda self, name: None)
+
+
+def success_drops_checkpoints(monkeypatch: MonkeyPatch) -> None:
+    """A run that created the job's record writes its success as the whole record it created, its
+    checkpoints written since forgotten (the store no longer notes that it checkpointed)."""
+    checkpoint = JobRecordStore.checkpoint
+
+    def forgetting(
+        self: JobRecordStore, job_id: str, name: str, value: dict[str, Any], lock: int | None
+    ) -> bool:
+        landed = checkpoint(self, job_id, name, value, lock)
+        self._checkpointed.discard(job_id)
+        return landed
+
+    monkeypatch.setattr(JobRecordStore, "checkpoint", forgetting)
+
+
 MUTATIONS: dict[str, Callable[[MonkeyPatch], None]] = {
     "no_partial_batch": no_partial_batch,
     "message_id_key": message_id_key,
     "no_lambda_context": no_lambda_context,
     "no_workflow_tally": no_workflow_tally,
+    "no_step_replay": no_step_replay,
+    "success_drops_checkpoints": success_drops_checkpoints,
 }

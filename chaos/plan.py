@@ -10,8 +10,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from chaos.jobs import SLOW_TIMEOUT_SECONDS, Kind
+from chaos.steps import STEPS, STEPS_TIMEOUT_SECONDS
 
 WORK, SLOW = "chaos_work", "chaos_slow"
+#: The faults planned around a step job's checkpoints (`chaos.faults`): the invocation crashes just
+#: before the checkpoint write of step k (its effect done: it runs again) or just after it landed (it
+#: must never run again), or the write fails past its retries (the attempt fails: it runs again).
+STEP_CHECKPOINT_FAULTS = ("before_checkpoint", "after_checkpoint", "checkpoint_fails")
+#: And around its parks between steps (a job running one step per invocation): the invocation crashes
+#: just before the park write after step k (its continuing copy already sent) or just after it landed,
+#: or the write fails past its retries (the record keeps the run's lock until its deadline).
+STEP_PARK_FAULTS = ("before_park", "after_park", "park_fails")
+STEP_FAULTS = STEP_CHECKPOINT_FAULTS + STEP_PARK_FAULTS
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,17 @@ class Settings:
     #: The workflow queue's visibility timeout, shortened (it is 6 x the continuer's 120 s timeout) so
     #: a crashed continuer's notice comes back within the soak.
     workflow_visibility_seconds: int = 4
+    #: Durable jobs of `step_count` checkpointed steps (`chaos.steps`), per seed: half run one step
+    #: per invocation (continuing in a fresh invocation between steps), half every step in one; each
+    #: is planned one or two faults (`STEP_FAULTS`) around a checkpoint or a park. One of them is sent
+    #: again by the producer (same job id) while it runs, one sent again after it succeeded.
+    step_jobs: int = 40
+    step_count: int = 3
+    #: Of a step's runs: a transient failure raised in the step (the attempt fails; the next replays).
+    step_transient_rate: float = 0.05
+    #: The step job's queue's visibility timeout, shortened (it is 6 x the job's timeout) so a crashed
+    #: invocation comes back within seconds; above the timeout, so a run is not received twice.
+    step_visibility_seconds: int = 4
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = json.loads(json.dumps(self.__dict__))
@@ -83,10 +104,12 @@ QUICK = Settings(
     slow_jobs=2,
     redelivery_timeout_seconds=40.0,
     settle_timeout_seconds=60.0,  # a bound: a chain's three steps may each crash a few times
+    step_jobs=4,  # each fault around a checkpoint and a park at least once over the two seeds
 )
 # The slow jobs must fit their function timeout (else Lambda would have killed them: a crash, not a
 # slow job) and outlast their visibility timeout.
 assert FULL.slow_visibility_seconds * 1000 < FULL.slow_sleep_ms < SLOW_TIMEOUT_SECONDS * 1000
+assert FULL.step_visibility_seconds > STEPS_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -103,6 +126,13 @@ class PlannedJob:
     workflow: str | None = None
     stage: int = 0
     index: int = 0
+    #: A step job's steps, whether each runs in an invocation of its own, and its planned faults:
+    #: (a point of `STEP_FAULTS`, the step k it follows or precedes).
+    steps: int = 0
+    one_per_invocation: bool = False
+    step_faults: tuple[tuple[str, int], ...] = ()
+    #: A step that raises on its first run (a transient failure, whatever the seeded rate draws).
+    step_raises: int | None = None
 
     @property
     def poison(self) -> bool:
@@ -151,6 +181,10 @@ def _count(rate: float, total: int, floor: int = 1) -> int:
 
 
 def make_plan(seed: int, settings: Settings) -> Plan:
+    if not settings.jobs:  # the step jobs alone (a soak of durable jobs: `--jobs 0 --no-workflows`)
+        steps = _step_jobs(seed, settings)
+        sends = _with_step_sends([], steps, settings.chunk, random.Random(f"step-sends:{seed}"))
+        return Plan(seed=seed, jobs=steps, sends=sends)
     rng = random.Random(seed)
     total = settings.jobs
     poison = _count(settings.poison_rate, total, floor=2)
@@ -184,7 +218,70 @@ def make_plan(seed: int, settings: Settings) -> Plan:
     sends = _sends(jobs, settings.chunk, rng)
     workflows = _workflows(seed, settings, len(sends), rng)
     jobs += [job for workflow in workflows for job in workflow.jobs]
+    steps = _step_jobs(seed, settings)
+    jobs += steps
+    sends = _with_step_sends(sends, steps, settings.chunk, random.Random(f"step-sends:{seed}"))
     return Plan(seed=seed, jobs=jobs, sends=sends, workflows=workflows)
+
+
+def _step_jobs(seed: int, settings: Settings) -> list[PlannedJob]:
+    """The seed's step jobs, on a random stream of their own (the rest of the plan stays as it was):
+    even ones one step per invocation, each planned a fault around a park and one around a
+    checkpoint; odd ones every step in one invocation, each planned a fault around a checkpoint but
+    every other one from the second (planned none: its first attempt runs every step and its success
+    is written onto a record that holds their checkpoints; the soak's random faults still reach it). The
+    faults go round `STEP_FAULTS` (from where the seed before stopped), so 6 step jobs, or 4 in each
+    of two seeds, see each at least once; the step k of each is seeded. The
+    second job is sent again by the producer while it runs; the third again after it succeeded; in the
+    fourth, a step raises on its first run (the soak's seeded transient failures may draw none)."""
+    if not settings.step_jobs:
+        return []
+    if settings.step_count < 2:
+        raise ValueError("step jobs need 2 steps or more (a park between steps)")
+    rng = random.Random(f"steps:{seed}")
+    count = settings.step_count
+    found: list[PlannedJob] = []
+    offset = (seed - 1) * math.ceil(settings.step_jobs / 2)  # the next seed goes on round the faults
+    for n in range(settings.step_jobs):
+        one, turn = n % 2 == 0, n // 2 + offset
+        faults: tuple[tuple[str, int], ...]
+        if one:
+            faults = (
+                (STEP_PARK_FAULTS[turn % 3], rng.randint(1, count - 1)),
+                (STEP_CHECKPOINT_FAULTS[(turn + 1) % 3], rng.randint(1, count)),
+            )
+        elif n % 4 == 1:
+            faults = ()  # a first attempt that checkpoints every step and succeeds
+        else:
+            faults = ((STEP_CHECKPOINT_FAULTS[turn % 3], rng.randint(1, count)),)
+        found.append(
+            PlannedJob(
+                f"s{seed}-steps-{n:03d}",
+                STEPS,
+                "steps",
+                resend=n == 1,
+                redeliver=n == 2,
+                steps=count,
+                one_per_invocation=one,
+                step_faults=faults,
+                step_raises=rng.randint(1, count) if n == 3 else None,
+            )
+        )
+    return found
+
+
+def _with_step_sends(
+    sends: list[Send], steps: list[PlannedJob], chunk: int, rng: random.Random
+) -> list[Send]:
+    """The step jobs' sends among the others: each first sent within the first half of the order, a
+    re-send a little later (within a chunk: while the job still runs, or parks between steps)."""
+    keyed: list[tuple[float, Send]] = [(float(n), send) for n, send in enumerate(sends)]
+    for planned in steps:
+        position = rng.uniform(0, max(1, len(sends) // 2))
+        keyed.append((position, Send(planned)))
+        if planned.resend:
+            keyed.append((position + rng.uniform(1, chunk), Send(planned, "resend")))
+    return [send for _, send in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def _member(

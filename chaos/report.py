@@ -78,6 +78,47 @@ class WorkflowCheck:
 
 
 @dataclass
+class StepsCheck:
+    """The step jobs of a seed (`chaos.step_jobs`): their steps' runs judged against the checkpoint
+    writes before each (`chaos.soak.Soak._judge_steps`), and their records against what happened.
+
+    `run_again`: runs of a step whose checkpoint had landed before it started (in the table, or seen
+    landing): must be 0, as must `landed_twice` (a step whose checkpoint landed twice ran again).
+    `run_again_after_deadline`: such runs that started after their invocation's deadline (Lambda
+    would have stopped that invocation first; the emulator cannot): reported, not a gate. `reruns`:
+    runs of a step before its checkpoint landed, after its first (at-least-once per step), by the
+    cause that ended the run before (`reruns_by_cause`: it raised, or its checkpoint write crashed
+    before, was throttled past its tries, or was refused); `reruns_unexplained` has none: must be 0.
+    `records`: step jobs whose record is not true (`record_mismatches` of them, before the redrive and
+    after)."""
+
+    jobs: int = 0
+    steps: int = 0
+    one_per_invocation: int = 0
+    max_attempts: int = 0
+    executions: int = 0
+    checkpoints_landed: int = 0
+    parks_landed: int = 0
+    transient: int = 0
+    planned_raises: int = 0
+    run_again: int = 0
+    landed_twice: int = 0
+    run_again_ids: list[dict[str, Any]] = field(default_factory=list)
+    run_again_after_deadline: int = 0
+    reruns: int = 0
+    reruns_by_cause: dict[str, int] = field(default_factory=dict)
+    reruns_unexplained: int = 0
+    reruns_unexplained_ids: list[str] = field(default_factory=list)
+    record_mismatches: int = 0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    planned_faults: dict[str, int] = field(default_factory=dict)
+    fired_faults: dict[str, int] = field(default_factory=dict)
+    #: The step jobs' states before the redrive, and how many succeeded in the end.
+    states: dict[str, int] = field(default_factory=dict)
+    succeeded: int = 0
+
+
+@dataclass
 class SeedReport:
     seed: int
     jobs: int
@@ -117,6 +158,7 @@ class SeedReport:
     faults: dict[str, Any] = field(default_factory=dict)
     emulator: dict[str, Any] = field(default_factory=dict)
     workflows: list[WorkflowCheck] = field(default_factory=list)
+    steps: StepsCheck = field(default_factory=StepsCheck)
 
     @property
     def dlq_with_reason_pct(self) -> float:
@@ -191,6 +233,8 @@ class ChaosReport:
     settled: bool = True
     #: Workflows: chords and chains run, done at the end, and what the gates judge.
     workflows: dict[str, Any] = field(default_factory=dict)
+    #: Step jobs: the seeds' `StepsCheck`s summed (their lists joined, `SHOWN` at most).
+    steps: dict[str, Any] = field(default_factory=dict)
     faults: dict[str, Any] = field(default_factory=dict)
     #: The kill soak's report (`KillReport.to_dict`; empty: not run); its gates are in `gates` as
     #: `kills.<name>`.
@@ -275,6 +319,7 @@ def combine(
         "count_mismatches": [f"{w.workflow_id} {m}" for w in workflows for m in w.count_mismatches][:SHOWN],
         "chain_problems": [f"{w.workflow_id} {p}" for w in chains for p in w.problems][:SHOWN],
     }
+    report.steps = _sum_steps([seed.steps for seed in seeds])
     report.dlq_with_reason_pct = (
         100.0 if not report.dlq_messages else round(100.0 * reasons / report.dlq_messages, 2)
     )
@@ -336,9 +381,56 @@ def combine(
             "0: every chain ran its steps in order, each once (effects less crashes before completion)",
         ),
     }
+    if report.steps["jobs"]:
+        s = report.steps
+        report.gates |= {
+            "steps_run_after_checkpoint": Gate(
+                s["run_again"] + s["landed_twice"] == 0,
+                s["run_again"] + s["landed_twice"],
+                "0: no step ran again once its checkpoint had landed (in the table when it started, or "
+                "seen landing before), and none landed twice",
+            ),
+            "step_reruns_explained": Gate(
+                s["reruns_unexplained"] == 0,
+                s["reruns_unexplained"],
+                f"0: each of the {s['reruns']} re-runs of a step before its checkpoint landed follows a run "
+                "that raised or a checkpoint write that crashed, failed or was refused",
+            ),
+            "step_records_true": Gate(
+                s["record_mismatches"] == 0,
+                s["record_mismatches"],
+                "0: every step job's record lists the steps checkpointed in its item, which are the "
+                "checkpoint writes seen landing, counts the parks that landed, and a success every step "
+                "and its result (before the redrive and after it)",
+            ),
+            "step_jobs_succeeded": Gate(
+                s["succeeded"] == s["jobs"],
+                s["succeeded"],
+                f"== step jobs ({s['jobs']}): every step job succeeded in the end",
+            ),
+        }
     report.passed = all(g.passed for g in report.gates.values())
     report.per_seed = [s.to_dict() for s in seeds]
     return report
+
+
+def _sum_steps(checks: list[StepsCheck]) -> dict[str, Any]:
+    """The seeds' step checks summed: counts added, dicts of counts merged, lists joined (`SHOWN`)."""
+    total: dict[str, Any] = {}
+    for check in checks:
+        for key, value in asdict(check).items():
+            if isinstance(value, list):
+                total[key] = (total.get(key, []) + value)[:SHOWN]
+            elif isinstance(value, dict):
+                merged = total.setdefault(key, {})
+                for name, n in value.items():
+                    merged[name] = merged.get(name, 0) + n
+            elif key == "max_attempts":
+                total[key] = value
+            else:
+                total[key] = total.get(key, 0) + value
+    total.setdefault("jobs", 0)
+    return total
 
 
 # -- the kill soak (chaos.kills) --------------------------------------------------------------------

@@ -14,7 +14,9 @@
     redrive    the poison fixed and the faults off: the DLQs redriven with `lambdajobs.ops.redrive`
                (what `lambdajobs dlq redrive` runs), then settle again
     final      lost jobs, stuck records, record states, duplicate effects, redriven jobs; the workflows:
-               done, stage counts against the members' records, callbacks run once, chains in order
+               done, stage counts against the members' records, callbacks run once, chains in order;
+               the step jobs: no step ran again once its checkpoint landed, every re-run of a step
+               has a cause the soak saw, every record lists the steps checkpointed (`_check_steps`)
 
 The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real event source emulator
 (`lambdajobs.local.emulator.EventSourceMapping`, which applies the partial batch response rules).
@@ -34,8 +36,25 @@ from typing import Any
 
 from chaos.faults import ChaosCrash, FaultInjector, InvocationCrashed
 from chaos.jobs import MAX_ATTEMPTS, ledger
-from chaos.plan import SLOW, WORK, Plan, PlannedJob, PlannedWorkflow, Send, Settings, make_plan
-from chaos.report import SHOWN, DuplicateEffects, Mismatch, SeedReport, WorkflowCheck, non_poison_bound
+from chaos.plan import SLOW, STEP_FAULTS, WORK, Plan, PlannedJob, PlannedWorkflow, Send, Settings, make_plan
+from chaos.report import (
+    SHOWN,
+    DuplicateEffects,
+    Mismatch,
+    SeedReport,
+    StepsCheck,
+    WorkflowCheck,
+    non_poison_bound,
+)
+from chaos.steps import (
+    LANDED,
+    STEP_ATTRIBUTE,
+    STEPS,
+    STEPS_MAX_ATTEMPTS,
+    step_name,
+    step_result,
+    steps_ledger,
+)
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.ops import peek_dead_letters, redrive
 from lambdajobs.runtime.config import StackConfig
@@ -66,8 +85,17 @@ IDLE_SECONDS = 0.25  # a poller's rest after an empty receive
 TICK_SECONDS = 0.25  # the settle loop's period
 #: The producer waits at most this long for the queue to drain below `max_depth`.
 PACE_TIMEOUT_SECONDS = 120.0
-UNSETTLED_STATES = (JobState.RUNNING, JobState.RETRYING, JobState.WAITING, JobState.PENDING)
+UNSETTLED_STATES = (
+    JobState.RUNNING,
+    JobState.RETRYING,
+    JobState.WAITING,
+    JobState.PENDING,
+    JobState.SLEEPING,  # a durable job parked, with no copy left to continue it
+    JobState.WAITING_SIGNAL,
+)
 CONTINUER = "(workflows)"  # the continuer's key among the handlers and pollers
+#: The jobs' queues (each with its DLQ).
+JOB_QUEUES = (WORK, SLOW, STEPS)
 
 
 def _spec(name: str) -> Any:
@@ -103,9 +131,14 @@ class ChaosHandler:
     an exception the emulator sees, so the whole batch fails, as it does when a Lambda runtime crashes."""
 
     def __init__(
-        self, worker: Worker | Continuer, injector: FaultInjector, *, continuer: bool = False
+        self,
+        worker: Worker | Continuer,
+        injector: FaultInjector,
+        *,
+        continuer: bool = False,
+        deadline: bool = False,
     ) -> None:
-        self.worker, self.injector, self.continuer = worker, injector, continuer
+        self.worker, self.injector, self.continuer, self.deadline = worker, injector, continuer, deadline
         self.received_while_running = 0
         self.durations: list[float] = []
         self._lock = threading.Lock()
@@ -118,7 +151,9 @@ class ChaosHandler:
                 self.received_while_running += held
         started = time.monotonic()
         try:
-            with self.injector.invocation(len(records), context, continuer=self.continuer):
+            with self.injector.invocation(
+                len(records), context, continuer=self.continuer, deadline=self.deadline
+            ):
                 try:
                     return self.worker.handle(event, context)
                 except ChaosCrash as crash:
@@ -189,10 +224,15 @@ class Soak:
             crash_after_sending=frozenset(
                 w.workflow_id for w in self.plan.workflows if w.crash_after_sending
             ),
+            step_faults={j.job_id: j.step_faults for j in self.plan.jobs if j.step_faults},
+            observer=steps_ledger,
         )
+        self.step_jobs = [j for j in self.plan.jobs if j.job == STEPS]
         self.sent: Counter[str] = Counter()
         #: Still to re-send once the job completed: its body (None: a workflow member's, built then).
         self.redeliveries: dict[str, str | None] = {}
+        #: Step jobs: what `_check_steps` found before the redrive (the final check adds to it).
+        self.steps_before: list[dict[str, Any]] = []
         self.workflows_before: dict[str, WorkflowStatus] = {}
         #: Members of stages a workflow never sent (it stopped before them): not expected to run.
         self.unsent: set[str] = set()
@@ -234,10 +274,20 @@ class Soak:
         #: The producer, status readers and operator tools; and the event source's receive and delete.
         self.harness = separate_config(worker_config, 1)
         self.source = separate_config(worker_config, 2)
-        self.queues = {job: stack.provisioned.queues[job] for job in (WORK, SLOW)}
-        self.harness.client("sqs").set_queue_attributes(
-            QueueUrl=self.queues[SLOW].queue_url,
-            Attributes={"VisibilityTimeout": str(self.settings.slow_visibility_seconds)},
+        self.queues = {job: stack.provisioned.queues[job] for job in JOB_QUEUES}
+        for job, seconds in (
+            (SLOW, self.settings.slow_visibility_seconds),
+            (STEPS, self.settings.step_visibility_seconds),
+        ):
+            self.harness.client("sqs").set_queue_attributes(
+                QueueUrl=self.queues[job].queue_url, Attributes={"VisibilityTimeout": str(seconds)}
+            )
+        steps_ledger.configure(
+            seed=self.seed,
+            transient_rate=self.settings.step_transient_rate,
+            reader=self.harness.client("dynamodb"),
+            table=self.harness.table_name(),
+            raise_first={(j.job_id, step_name(j.step_raises)) for j in self.step_jobs if j.step_raises},
         )
         self.workflow_queue = stack.provisioned.workflow_queue_url
         self.harness.client("sqs").set_queue_attributes(
@@ -247,9 +297,14 @@ class Soak:
         self.injector.install(
             {"dynamodb": worker_config.client("dynamodb"), "sqs": worker_config.client("sqs")}
         )
-        for job in (WORK, SLOW):
+        for job in JOB_QUEUES:
+            if job == STEPS and not self.step_jobs:
+                continue  # no step jobs in this soak: no poller costing moto's CPU
             spec = _spec(job)
-            handler = ChaosHandler(Worker(job, config=worker_config, emit_metrics=False), self.injector)
+            # The step jobs' invocations stop at their first call past their deadline, as on Lambda:
+            # a run that went on would meet the run that took its job over (a checkpoint refused).
+            worker = Worker(job, config=worker_config, emit_metrics=False)
+            handler = ChaosHandler(worker, self.injector, deadline=job == STEPS)
             poller = Poller(
                 queue_url=self.queues[job].queue_url,
                 queue_arn=self.queues[job].queue_arn,
@@ -355,7 +410,9 @@ class Soak:
 
     def _send(self, send: Send) -> None:
         planned = send.job
-        if planned.scheduled_at is not None:  # the envelope Scheduler sends for a slot, every time
+        if planned.job == STEPS:
+            self._send_steps(send)
+        elif planned.scheduled_at is not None:  # the envelope Scheduler sends for a slot, every time
             envelope = _spec(WORK).scheduled_envelope(planned.scheduled_at)
             self._send_body(WORK, json.dumps(envelope))
         elif send.copy == "resend":  # the producer sends the same job again, same job id
@@ -372,6 +429,18 @@ class Soak:
         else:
             enqueue(planned.job, {"kind": planned.kind}, job_id=planned.job_id, config=self.harness)
         self.sent[send.copy] += 1
+
+    def _send_steps(self, send: Send) -> None:
+        """A step job: enqueued (again by the producer with the same id, for a `resend`), its body
+        kept to send again after it succeeded (`redeliver`)."""
+        planned = send.job
+        payload = {"steps": planned.steps, "one_per_invocation": planned.one_per_invocation}
+        if planned.redeliver and send.copy == "first":
+            body = encode(STEPS, _spec(STEPS).payload_data(payload), planned.job_id)
+            self.redeliveries[planned.job_id] = body
+            self._send_body(STEPS, body)
+        else:
+            enqueue(STEPS, payload, job_id=planned.job_id, config=self.harness)
 
     def _send_body(self, job: str, body: str) -> None:
         self.harness.client("sqs").send_message(QueueUrl=self.queues[job].queue_url, MessageBody=body)
@@ -404,7 +473,7 @@ class Soak:
             # The workflow queue first: a notice is deleted only after its stage was sent to a job
             # queue, and a member's message only after its notice was sent.
             depths = {CONTINUER: self._depth(CONTINUER)}
-            depths |= {job: self._depth(job) for job in (WORK, SLOW)}
+            depths |= {job: self._depth(job) for job in JOB_QUEUES}
             busy: dict[str, Any] = {job: d for job, d in depths.items() if sum(d.values())}
             live = self._live_locks() if not busy else []
             running = self._workflows_running() if not busy and not live else []
@@ -431,16 +500,17 @@ class Soak:
         for job_id, status in statuses.items():
             if status.state is JobState.SUCCEEDED:
                 body = self.redeliveries.pop(job_id)
-                self._send_body(WORK, body if body is not None else self._member_body(job_id))
+                job = self.jobs[job_id].job
+                self._send_body(job, body if body is not None else self._member_body(job_id))
                 self.sent["redelivery" if body is not None else "member_redelivery"] += 1
             elif status.state is JobState.DEAD:
                 self.redeliveries.pop(job_id)
                 self.sent["redelivery_dropped"] += 1
 
-    def _raw_records(self) -> dict[str, dict[str, Any]]:
+    def _raw_records(self, ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
         client, table = self.harness.client("dynamodb"), self.harness.table_name()
         found: dict[str, dict[str, Any]] = {}
-        ids = list(self.jobs)
+        ids = list(self.jobs) if ids is None else ids
         for start in range(0, len(ids), 100):
             request: dict[str, Any] = {
                 table: {"Keys": [{"id": {"S": i}} for i in ids[start : start + 100]], "ConsistentRead": True}
@@ -474,7 +544,7 @@ class Soak:
         """(job ids in the DLQs, messages with the worker's reason attributes, ids of those without)."""
         ids: Counter[str] = Counter()
         with_reason, without = 0, []
-        for job in (WORK, SLOW):
+        for job in JOB_QUEUES:
             for letter in peek_dead_letters(self.queues[job].dlq_url, limit=100_000, config=self.harness):
                 job_id = letter.job_id or f"(no id: {letter.message_id})"
                 ids[job_id] += 1
@@ -525,6 +595,7 @@ class Soak:
             max_attempts=MAX_ATTEMPTS,
         )
         self._check_records("before_redrive", self.statuses_before, dlq)
+        self.steps_before = self._check_steps("before_redrive", self.statuses_before, dlq)
         self.workflows_before = self._workflows()
         # A job that died is run again only by a redrive: before it, at most max_attempts runs each.
         again = [
@@ -539,11 +610,11 @@ class Soak:
     def redrive(self) -> None:
         """The operator's fix: the poison cause fixed, the faults stopped, every DLQ redriven."""
         ledger.fix_poison()
-        ledger.faults_on = False
+        ledger.faults_on = steps_ledger.faults_on = False
         self.injector.enabled = False
         ledger.mark_redrive()
         moved = 0
-        for job in (WORK, SLOW):
+        for job in JOB_QUEUES:
             result = redrive(self.queues[job].dlq_url, self.queues[job].queue_url, config=self.harness)
             moved += result.moved
         self.report.redriven = len(self.dlq_before)
@@ -584,8 +655,124 @@ class Soak:
             self._check_workflow(w, workflows[w.workflow_id], statuses) for w in self.plan.workflows
         ]
         self._check_redriven(statuses)
+        report.steps = self._judge_steps(self._check_steps("final", statuses, dlq), statuses)
         report.settled = not report.unsettled
         report.faults = self._faults()
+
+    # -- step jobs ----------------------------------------------------------------------------------
+
+    def _check_steps(
+        self, phase: str, statuses: dict[str, JobStatus], dlq: Counter[str]
+    ) -> list[dict[str, Any]]:
+        """Each step job's record against what happened: the steps it lists are the checkpoints in its
+        item, which are the checkpoint writes the soak saw land; its `suspensions` are the park writes
+        that landed; a success lists every step, in order, each with its duration, and returns every
+        step's result. A job in the DLQ reads dead (`_check_records`); after the redrive every step
+        job must have succeeded."""
+        items = self._raw_records([j.job_id for j in self.step_jobs])
+        found: list[dict[str, Any]] = []
+        for planned in self.step_jobs:
+            job_id, status = planned.job_id, statuses[planned.job_id]
+            item = items.get(job_id, {})
+            in_table = sorted(
+                attribute.removeprefix(STEP_ATTRIBUTE.format(""))
+                for attribute, value in item.items()
+                if attribute.startswith(STEP_ATTRIBUTE.format("")) and "r" in value.get("M", {})
+            )
+            landed = sorted(
+                name
+                for (j, name), writes in steps_ledger.writes.items()
+                if j == job_id and any(outcome in LANDED for _, outcome in writes)
+            )
+            listed = [s.name for s in status.steps]
+            problems = []
+            if sorted(listed) != in_table:
+                problems.append(f"lists steps {listed}, its item holds checkpoints {in_table}")
+            if in_table != landed:
+                problems.append(f"its item holds checkpoints {in_table}, the soak saw {landed} land")
+            if status.suspensions != steps_ledger.parks[job_id]:
+                problems.append(
+                    f"suspensions {status.suspensions}, park writes landed {steps_ledger.parks[job_id]}"
+                )
+            names = [step_name(n) for n in range(1, planned.steps + 1)]
+            if status.state is JobState.SUCCEEDED:
+                if listed != names:
+                    problems.append(f"succeeded listing steps {listed}, not {names}")
+                if any(s.duration_ms is None or s.finished_at is None for s in status.steps):
+                    problems.append("a step listed without its duration or end")
+                expected = {"results": [step_result(job_id, name) for name in names]}
+                if status.result != expected:
+                    problems.append(f"result {status.result}, expected {expected}")
+            elif status.state is not JobState.DEAD or job_id not in dlq or phase == "final":
+                problems.append(f"{status.state.value} (in the DLQ: {job_id in dlq})")
+            if problems:
+                found.append(
+                    {"phase": phase, "job_id": job_id, "state": status.state.value, "problems": problems}
+                )
+        return found
+
+    def _judge_steps(self, final: list[dict[str, Any]], statuses: dict[str, JobStatus]) -> StepsCheck:
+        """Every run of every step against the checkpoint writes before it (`chaos.steps`): a run
+        after its checkpoint landed (in the table, or seen to land) is a step run again, the gate;
+        every other run but a step's first must follow an earlier run that raised, or a write of its
+        checkpoint that did not land (crashed before, throttled past its tries, refused)."""
+        check = StepsCheck(jobs=len(self.step_jobs), steps=sum(j.steps for j in self.step_jobs))
+        check.one_per_invocation = sum(1 for j in self.step_jobs if j.one_per_invocation)
+        check.records = self.steps_before + final
+        check.record_mismatches = len(check.records)
+        check.records = check.records[:SHOWN]
+        causes: Counter[str] = Counter()
+        again: list[dict[str, Any]] = []
+        for (job_id, name), runs in sorted(steps_ledger.executions.items()):
+            writes = steps_ledger.writes.get((job_id, name), [])
+            check.executions += len(runs)
+            landings = [seq for seq, outcome in writes if outcome in LANDED]
+            check.checkpoints_landed += len(landings)
+            if len(landings) > 1:
+                check.landed_twice += 1
+                again.append(
+                    {"job_id": job_id, "step": name, "why": f"its checkpoint landed {len(landings)} times"}
+                )
+            for n, run in enumerate(runs):
+                after = run.in_table or run.landed_before or any(seq < run.seq for seq in landings)
+                if after:
+                    if run.overran:
+                        check.run_again_after_deadline += 1
+                    else:
+                        again.append(
+                            {
+                                "job_id": job_id,
+                                "step": name,
+                                "run": n + 1,
+                                "attempt": run.attempt,
+                                "in_table": run.in_table,
+                                "seen_landed": run.landed_before,
+                            }
+                        )
+                    continue
+                if n == 0:
+                    continue
+                check.reruns += 1
+                before = runs[n - 1]
+                between = [o for seq, o in writes if before.seq < seq < run.seq and o not in LANDED]
+                cause = "raised" if before.raised else (between[-1] if between else "other")
+                causes[cause] += 1
+                if cause == "other":
+                    check.reruns_unexplained_ids.append(f"{job_id} {name} run {n + 1}")
+        check.run_again = len(again) - check.landed_twice
+        check.run_again_ids = again[:SHOWN]
+        check.reruns_by_cause = dict(causes)
+        check.reruns_unexplained = causes["other"]
+        check.reruns_unexplained_ids = check.reruns_unexplained_ids[:SHOWN]
+        check.transient = steps_ledger.transient
+        check.planned_raises = steps_ledger.planned_raises
+        check.parks_landed = sum(steps_ledger.parks.values())
+        check.planned_faults = dict(Counter(point for j in self.step_jobs for point, _ in j.step_faults))
+        check.fired_faults = {point: self.injector.counts.step_faults[point] for point in STEP_FAULTS}
+        check.states = dict(Counter(self.statuses_before[j.job_id].state.value for j in self.step_jobs))
+        check.succeeded = sum(1 for j in self.step_jobs if statuses[j.job_id].state is JobState.SUCCEEDED)
+        check.max_attempts = STEPS_MAX_ATTEMPTS
+        return check
 
     def _runs(self, job_id: str) -> int:
         """A job id's effects, less those a crash before its completion explains (`_duplicates`)."""
@@ -749,4 +936,13 @@ class Soak:
             "effects_after_deadline": sum(ledger.overruns.values()),
             "completions_after_deadline": sum(counts.completion_overruns.values()),
             "redriven_messages": self.sent["redriven_messages"],
+            "steps": {
+                **{point: self.injector.counts.step_faults[point] for point in STEP_FAULTS},
+                "write_throttles": self.injector.counts.step_throttles,
+                "transient": steps_ledger.transient,
+                "planned_raises": steps_ledger.planned_raises,
+                "parks_landed": sum(steps_ledger.parks.values()),
+                "stopped_at_deadline": dict(self.injector.counts.deadline_stops),
+                "producer_resends": sum(1 for j in self.step_jobs if j.resend),
+            },
         }

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import WriteUnits, alternate, item_size, summary
+from bench.common import WriteUnits, alternate, item_size, summary, write_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +28,10 @@ RATIOS = (
     "dynamodb_wru_per_job",
     "dynamodb_wru_per_job_job_index_finished",
     "dynamodb_wru_per_job_powertools",
+    "dynamodb_wru_per_durable_job_5_steps",
+    "dynamodb_wru_per_durable_job_5_steps_continuing",
+    "dynamodb_wru_per_step",
+    "dynamodb_wru_per_continuation",
     "lambda_asset_kb",
     "synth_seconds_many_jobs",
     "synth_seconds_ratio_many_jobs_vs_project",
@@ -71,6 +75,49 @@ def test_the_quick_bench_writes_every_key_with_positive_figures(tmp_path: Path) 
     # the staged asset ships source only, and the table is printed
     assert figures["details"]["lambda_asset"]["pyc_files"] == 0
     assert "cold start" in done.stdout
+    # the durable job wrote 5 checkpoints either way, and parked 4 times between its steps one at a time
+    durable = figures["details"]["dynamodb_writes_durable"]
+    for mode in ("inline", "continuing"):
+        kinds = durable[mode]["by_kind_per_job"]
+        assert sum(v["calls"] for k, v in kinds.items() if k.startswith("checkpoint:")) == 5, kinds
+    assert durable["continuing"]["continuations_per_job"] == 4
+    assert durable["continuing"]["by_kind_per_job"]["park"]["calls"] == 4
+    assert "park" not in durable["inline"]["by_kind_per_job"]
+    assert (
+        figures["dynamodb_wru_per_durable_job_5_steps_continuing"]
+        > figures["dynamodb_wru_per_durable_job_5_steps"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "kind"),
+    [
+        ("PutItem", {"Item": {"id": {"S": "j"}, "state": {"S": "running"}}}, "acquire"),
+        ("PutItem", {"Item": {"id": {"S": "j"}, "state": {"S": "succeeded"}}}, "complete"),
+        (
+            "UpdateItem",
+            {"UpdateExpression": "SET job = :job, #state = :running, started_at = :now_iso"},
+            "acquire",
+        ),
+        (
+            "UpdateItem",
+            {
+                "ExpressionAttributeValues": {":step": {"M": {}}, ":lock": {"N": "1"}},
+                "ExpressionAttributeNames": {"#step": "step:encode-4k"},
+            },
+            "checkpoint:encode-4k",
+        ),
+        (
+            "UpdateItem",
+            {"ExpressionAttributeValues": {":wake": {"N": "1"}, ":state": {"S": "sleeping"}}},
+            "park",
+        ),
+        ("UpdateItem", {"ExpressionAttributeValues": {":result": {"S": "{}"}}}, "complete"),
+        ("DeleteItem", {}, "DeleteItem"),
+    ],
+)
+def test_writes_are_told_apart_by_kind(name: str, params: dict[str, object], kind: str) -> None:
+    assert write_kind(name, params) == kind
 
 
 def test_sides_alternate_and_medians_come_with_their_spread() -> None:
@@ -147,3 +194,4 @@ def test_write_units_count_item_size_and_index_entries(
     events.handlers["before-parameter-build.dynamodb"](model=_Model("UpdateItem"), params=params)  # type: ignore[operator]
     events.handlers["after-call.dynamodb"](model=_Model("UpdateItem"), parsed={})  # type: ignore[operator]
     assert meter.units == units
+    assert meter.kinds == {"UpdateItem": {"calls": 1, "units": units}}

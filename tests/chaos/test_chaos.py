@@ -1,13 +1,16 @@
 """The chaos soak at quick size (`python -m chaos --quick`: 2 seeds x 250 jobs, and per seed a chord
-of 50 members, a chain of 3 steps and a chord of 5 whose callback dies) passes every gate with every
-fault injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100 jobs
-each): ReportBatchItemFailures off loses jobs, idempotency keyed on the SQS message id runs jobs
-twice, an unregistered Lambda context leaves locks that never expire, and workflow members not
-counted leave every workflow unfinished. The quick soak then runs the kill soak (`chaos.kills`: 60
+of 50 members, a chain of 3 steps, a chord of 5 whose callback dies and 4 durable jobs of 3
+checkpointed steps, crashed around their checkpoints and parks) passes every gate with every fault
+injected, and the same soak catches each regression of `chaos.mutations` (one seed of 100 jobs each,
+or of durable jobs alone for the durable jobs' regressions): ReportBatchItemFailures off loses jobs,
+idempotency keyed on the SQS message id runs jobs twice, an unregistered Lambda context leaves locks
+that never expire, workflow members not counted leave every workflow unfinished, a run that does not
+replay its checkpoints runs steps again after their checkpoint landed, and a success that rewrites
+the record whole drops its checkpoints. The quick soak then runs the kill soak (`chaos.kills`: 60
 jobs in worker processes of their own on the local stack's moto server, 10 SIGKILLs of running
 environments, attempts sleeping past their timeout): its `kills.*` gates pass and its faults happened.
 
-The five soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
+The seven soaks run at once, each in processes of its own (a soak patches moto and the worker, and a
 mutation must not leak into another run), and write their reports to build/reports/.
 """
 
@@ -29,11 +32,19 @@ from tests.conftest import FAKE_AWS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "build" / "reports"
-MUTATION_ARGS = ["--seeds", "1", "--jobs", "100", "--processes", "1", "--settle-timeout", "15"]
-#: The mutations of the job worker run without workflows (as before workflows); the workflow's with a
-#: small chord and the chain only.
+MUTATION_ARGS = ["--seeds", "1", "--processes", "1"]
+#: The mutations of the job worker run 100 jobs without workflows (as before workflows) and without
+#: durable jobs; the workflow's with a small chord and the chain only; the durable jobs' with durable
+#: jobs alone (`--jobs 0`): two for a run that does not replay (its job of one step per invocation
+#: continues for ever: a short settle), six for a success that drops checkpoints (its two jobs planned
+#: no fault succeed in their first attempt, where the rewrite happens).
 NO_WORKFLOWS = ["--no-workflows"]
-WORKFLOW_MUTATIONS = {"no_workflow_tally": ["--chord-members", "10"]}
+PLAIN = ["--jobs", "100", "--step-jobs", "0", "--settle-timeout", "15"]
+MUTATION_SIZES = {
+    "no_workflow_tally": [*PLAIN, "--chord-members", "10"],
+    "no_step_replay": ["--jobs", "0", "--step-jobs", "2", "--settle-timeout", "5", *NO_WORKFLOWS],
+    "success_drops_checkpoints": ["--jobs", "0", "--step-jobs", "6", "--settle-timeout", "20", *NO_WORKFLOWS],
+}
 TIMEOUT_SECONDS = 300
 #: Every fault the soak injects, as the report counts it: each must have happened at least once.
 FAULTS = (
@@ -56,6 +67,23 @@ FAULTS = (
     "crashes.continuer_after_claim",
     "crashes.continuer_before_advanced",
     "transaction_conflicts",
+    # step jobs: crashes just before and just after a checkpoint and a park, those writes failing
+    # past their tries, a step raising, parks between steps (continuations)
+    "steps.before_checkpoint",
+    "steps.after_checkpoint",
+    "steps.checkpoint_fails",
+    "steps.before_park",
+    "steps.after_park",
+    "steps.park_fails",
+    "steps.planned_raises",
+    "steps.parks_landed",
+    "steps.producer_resends",
+)
+STEP_GATES = (
+    "steps_run_after_checkpoint",
+    "step_reruns_explained",
+    "step_records_true",
+    "step_jobs_succeeded",
 )
 #: The workflow's calls on the faulted clients (`chaos.faults.classify`): the members' counted writes,
 #: reads of the workflow's item and notices; the continuer's reads, claim, next stage and stage mark.
@@ -114,7 +142,7 @@ def reports() -> Iterator[dict[str, dict[str, Any]]]:
     runs |= {
         name: _soak(
             f"mutation-{name}",
-            ["--mutation", name, *MUTATION_ARGS, *WORKFLOW_MUTATIONS.get(name, NO_WORKFLOWS)],
+            ["--mutation", name, *MUTATION_ARGS, *MUTATION_SIZES.get(name, [*PLAIN, *NO_WORKFLOWS])],
         )
         for name in MUTATIONS
     }
@@ -160,6 +188,25 @@ def test_the_quick_soak_runs_its_workflows(reports):
     assert workflows["callback_runs"] == 2 * seeds, json.dumps(workflows, indent=1)
     gates = reports["quick"]["gates"]
     assert {name: gates[name] for name in WORKFLOW_GATES if not gates[name]["passed"]} == {}
+
+
+def test_the_quick_soak_runs_step_jobs_through_crashes_around_their_checkpoints(reports):
+    # per seed: 4 durable jobs of 3 steps, 2 of them one step per invocation (parking between steps)
+    steps = reports["quick"]["steps"]
+    seeds = len(reports["quick"]["seeds"])
+    shown = json.dumps({k: v for k, v in steps.items() if k != "records"}, indent=1)
+    assert (steps["jobs"], steps["steps"], steps["one_per_invocation"]) == (4 * seeds, 12 * seeds, 2 * seeds)
+    # every planned fault happened, on the worker's own checkpoint and park writes
+    assert all(steps["fired_faults"][point] >= 1 for point in steps["planned_faults"]), shown
+    calls = reports["quick"]["faults"]["worker_calls"]
+    assert calls.get("dynamodb.checkpoint", 0) >= steps["steps"] and calls.get("dynamodb.park", 0) > 0
+    # each step checkpointed once, none ran again after that; the re-runs before it have their causes
+    assert steps["checkpoints_landed"] == steps["steps"] and steps["succeeded"] == steps["jobs"], shown
+    assert (steps["run_again"], steps["landed_twice"], steps["reruns_unexplained"]) == (0, 0, 0), shown
+    assert {"crashed_before", "throttled", "raised"} <= set(steps["reruns_by_cause"]), shown
+    assert steps["executions"] == steps["steps"] + steps["reruns"] + steps["run_again_after_deadline"]
+    gates = reports["quick"]["gates"]
+    assert {name: gates[name] for name in STEP_GATES if not gates[name]["passed"]} == {}
 
 
 def test_the_quick_soak_injects_every_fault(reports):
@@ -215,3 +262,19 @@ def test_workflow_members_not_counted_leave_workflows_unfinished(reports):
     failed = {name for name, gate in report["gates"].items() if not gate["passed"]}
     assert {"workflows_done", "workflow_callbacks"} <= failed, json.dumps(report["gates"], indent=1)
     assert report["workflows"]["callback_effects"] == 0
+
+
+def test_a_run_that_does_not_replay_its_checkpoints_runs_steps_again(reports):
+    report = reports["no_step_replay"]
+    assert report["steps"]["run_again"] > 0
+    assert not report["gates"]["steps_run_after_checkpoint"]["passed"]
+
+
+def test_a_success_that_rewrites_the_record_drops_its_checkpoints(reports):
+    report = reports["success_drops_checkpoints"]
+    gates = report["gates"]
+    assert not gates["step_records_true"]["passed"], json.dumps(report["steps"]["records"], indent=1)
+    # the steps themselves ran once each: only the record lies
+    assert gates["steps_run_after_checkpoint"]["passed"]
+    problems = [p for r in report["steps"]["records"] for p in r["problems"]]
+    assert any("the soak saw" in p for p in problems), problems
