@@ -50,6 +50,8 @@ finally:
             _gc.enable()
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.durable import SignalResult as SignalResult
+    from lambdajobs.runtime.durable import signal as signal
     from lambdajobs.runtime.producer import enqueue as enqueue
     from lambdajobs.runtime.producer import enqueue_many as enqueue_many
     from lambdajobs.runtime.ratelimit import RateLimit as RateLimit
@@ -64,8 +66,6 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.workflow import get_workflow as get_workflow
     from lambdajobs.runtime.workflow import group as group
     from lambdajobs.runtime.workflow import sig as sig
-    from lambdajobs.runtime.durable import SignalResult as SignalResult
-    from lambdajobs.runtime.durable import signal as signal
 
 #: The public API. Declaring jobs: job, cron, JobContext, PermanentError, Backoff, Alarms, RateLimit,
 #: bucket_prefix. Sending them: enqueue, enqueue_many. Their status: get_status, get_statuses, wait_for,
