@@ -187,6 +187,38 @@ def test_a_job_killed_at_its_timeout_on_its_last_attempt_ends_dead_with_its_reas
     assert [r["event"] for r in runs(log)] == ["start"]
 
 
+def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_own_processes(
+    local, tmp_path
+):
+    # GIVEN a job of 4 steps of 0.9 s whose function times out at 2 s: one step per invocation fits
+    # AND its process dies right after the second step's checkpoint (a crash between two steps)
+    log = tmp_path / "steps.log"
+    job_id = enqueue("durable_steps", {"log": str(log), "crash_after": "s1"}, config=local.config)
+    # WHEN it runs: steps, a sleep, then a wait for signal "go"
+    status = None
+
+    def waiting() -> bool:
+        nonlocal status
+        status = get_status(job_id, config=local.config)
+        return status.state == JobState.WAITING_SIGNAL
+
+    assert wait_until(waiting, SETTLE_SECONDS), f"job {job_id} did not wait for its signal: {status}"
+    assert status.waiting_for == "go" and status.progress == 90.0
+    from lambdajobs import signal
+
+    assert signal(job_id, "go", {"n": 7}, config=local.config).woke
+    status = settled(job_id, local.config)
+    # THEN it succeeded with the signal's data; each step ran once, in invocations of their own,
+    # the crash's included (the run after it replayed s0 and s1 from their checkpoints)
+    assert status.state == JobState.SUCCEEDED, status
+    assert status.result == {"done": ["s0", "s1", "s2", "s3"], "data": {"n": 7}}
+    lines = runs(log)
+    assert [line["step"] for line in lines] == ["s0", "s1", "s2", "s3"]
+    assert (tmp_path / "steps.log.crashed").exists()
+    assert status.suspensions >= 4  # continuations, the sleep, the wait
+    assert status.attempts == 2  # the crash used one; continuations, sleeps and waits none
+
+
 def test_a_test_stack_in_process_mode_runs_a_job_from_its_asset_in_its_own_process(tmp_path):
     from lambdajobs.testing import TestStack
 
@@ -220,35 +252,3 @@ def test_a_stack_whose_folders_are_relative_runs_its_functions(tmp_path, monkeyp
         status = settled(enqueue("probe", {}, config=stack.config), stack.config)
         assert status.state == JobState.SUCCEEDED, status
         assert Path(status.result["path"][0]).is_absolute()
-
-
-def test_a_durable_job_crosses_invocations_sleeps_and_waits_for_a_signal_in_its_own_processes(
-    local, tmp_path
-):
-    # GIVEN a job of 4 steps of 0.9 s whose function times out at 2 s: one step per invocation fits
-    # AND its process dies right after the second step's checkpoint (a crash between two steps)
-    log = tmp_path / "steps.log"
-    job_id = enqueue("durable_steps", {"log": str(log), "crash_after": "s1"}, config=local.config)
-    # WHEN it runs: steps, a sleep, then a wait for signal "go"
-    status = None
-
-    def waiting() -> bool:
-        nonlocal status
-        status = get_status(job_id, config=local.config)
-        return status.state == JobState.WAITING_SIGNAL
-
-    assert wait_until(waiting, SETTLE_SECONDS), f"job {job_id} did not wait for its signal: {status}"
-    assert status.waiting_for == "go" and status.progress == 90.0
-    from lambdajobs import signal
-
-    assert signal(job_id, "go", {"n": 7}, config=local.config).woke
-    status = settled(job_id, local.config)
-    # THEN it succeeded with the signal's data; each step ran once, in invocations of their own,
-    # the crash's included (the run after it replayed s0 and s1 from their checkpoints)
-    assert status.state == JobState.SUCCEEDED, status
-    assert status.result == {"done": ["s0", "s1", "s2", "s3"], "data": {"n": 7}}
-    lines = runs(log)
-    assert [line["step"] for line in lines] == ["s0", "s1", "s2", "s3"]
-    assert (tmp_path / "steps.log.crashed").exists()
-    assert status.suspensions >= 4  # continuations, the sleep, the wait
-    assert status.attempts == 2  # the crash used one; continuations, sleeps and waits none

@@ -17,6 +17,8 @@ class Steps(BaseModel):
     log: str
     steps: int = 4
     seconds: float = 0.9
+    #: The process dies (as an invocation that crashed) right after this step's checkpoint, once.
+    crash_after: str | None = None
 
 
 def _step(log: str, job_id: str, name: str, seconds: float) -> str:
