@@ -329,7 +329,7 @@ def durable(params: dict[str, Any]) -> dict[str, Any]:
                         handler=handler,
                         function_name="bench-durable",
                         timeout_seconds=TIMEOUT_SECONDS,
-                        batch_size=10,
+                        batch_size=spec.batch_size,  # as its event source would: one job per invocation
                         config=stack.config,
                     )
                     invocations += outcome is not None
