@@ -723,7 +723,7 @@ def status(
     """
     from lambdajobs.ops import until_text
     from lambdajobs.runtime.errors import WaitTimeoutError
-    from lambdajobs.runtime.records import NO_RECORD, get_status, wait_for
+    from lambdajobs.runtime.records import get_status, wait_for
 
     cfg = _config
     timed_out = False
@@ -765,7 +765,7 @@ def status(
         _fail(f"job '{job_id}' is still {info.described_state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
     if info.state == "dead":
         raise typer.Exit(STATUS_DEAD)
-    if info.note == NO_RECORD:
+    if not info.has_record:  # no record, or only signals kept for a job that has not run
         raise typer.Exit(STATUS_NO_RECORD)
 
 

@@ -274,6 +274,9 @@ def test_a_signal_for_a_job_not_waiting_yet_is_kept_for_its_wait(durable):
     # THEN the command says it is kept, and why the job was not woken
     assert kept.exit_code == 0, kept.output
     assert kept.output.startswith("kept signal approval for job early-1: it has not started")
+    # AND its status reads as no run's record yet (exit 3), saying a signal waits for it
+    status = durable_cli(durable, "status", "early-1")
+    assert status.exit_code == 3 and "signals" in status.output, status.output
     # AND the job, once it runs, gets the data at its wait
     durable.enqueue("approver", {}, job_id="early-1")
     durable.runner("approver").attempt()
