@@ -87,8 +87,14 @@ def test_send_email_moves_an_invalid_address_to_its_dlq(deployment, sender):
         "send_email", SendEmail(to="not-an-address", subject="Hi", body="Hello")
     )
     runner = deployment.runner("send_email")
-    # WHEN send_email's function takes it
+    # WHEN send_email's function takes it (a run that misses its rate-limit slot on a busy machine is
+    # handed back for a second, using no attempt: drain until that copy is taken too)
     runner.drain()
+    for _ in range(20):
+        if runner.depth() == 0:
+            break
+        time.sleep(0.25)
+        runner.drain()
     # THEN it is in the DLQ at once (SendMessage to the DLQ, with the function's role), with its reason
     assert runner.depth() == 0 and runner.depth(dlq=True) == 1
     [letter] = runner.dlq_messages()
