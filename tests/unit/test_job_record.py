@@ -57,12 +57,13 @@ RECORDS: dict[str, JobRecord] = {
     "dead, counted, attempts below": record(JobState.DEAD, ATTEMPT - 1, wf_counted="dead"),
     "dead, counted, attempts equal": record(JobState.DEAD, ATTEMPT, wf_counted="dead"),
     "succeeded, counted": record(JobState.SUCCEEDED, 1, wf_counted="succeeded"),
+    # parked: the whole matrix for `sleeping`; `waiting_signal` shares its rule (one state list)
     **{
-        f"{state.value}, wake {when}, attempts {label}": record(state, n, wake_at=wake)
-        for state in (JobState.SLEEPING, JobState.WAITING_SIGNAL)
+        f"sleeping, wake {when}, attempts {label}": record(JobState.SLEEPING, n, wake_at=wake)
         for when, wake in (("due", NOW_MS), ("ahead", NOW_MS + 1))
         for label, n in (("below", ATTEMPT - 1), ("equal", ATTEMPT), ("above", ATTEMPT + 1))
     },
+    "waiting_signal, wake due, attempts equal": record(JobState.WAITING_SIGNAL, ATTEMPT, wake_at=NOW_MS),
     "sleeping, no wake-up": record(JobState.SLEEPING, ATTEMPT),
     "waiting for go": record(JobState.WAITING_SIGNAL, 1, wake_at=NOW_MS + 1, waiting_for="go"),
     "waiting for other": record(JobState.WAITING_SIGNAL, 1, wake_at=NOW_MS + 1, waiting_for="other"),
@@ -133,12 +134,13 @@ def check_parked(answers: dict[str, bool], attempt: int | None, redriven: bool) 
     """A parked durable job starts again only once its wake-up is due, and never by an earlier
     attempt's copy (the copy that carries it has the attempt it was parked in)."""
     fenced = attempt is not None and not redriven
+    for label in ("below", "equal", "above"):
+        assert not answers[f"sleeping, wake ahead, attempts {label}"]  # a duplicate, early
+    assert not answers["waiting for go"]  # (its wake-up, the wait's timeout, is ahead)
+    assert answers["sleeping, wake due, attempts below"] is (not fenced or attempt >= ATTEMPT - 1)
     for state in ("sleeping", "waiting_signal"):
-        for label in ("below", "equal", "above"):
-            assert not answers[f"{state}, wake ahead, attempts {label}"]  # a duplicate, early
-        assert answers[f"{state}, wake due, attempts below"] is (not fenced or attempt >= ATTEMPT - 1)
         assert answers[f"{state}, wake due, attempts equal"] is (not fenced or attempt >= ATTEMPT)
-        assert answers[f"{state}, wake due, attempts above"] is not fenced
+    assert answers["sleeping, wake due, attempts above"] is not fenced
     assert not answers["sleeping, no wake-up"]
 
 
