@@ -154,7 +154,7 @@ class Durable:
     max_duration_seconds: int
     margin_ms: float
     remaining_ms: Callable[[], float]
-    acquired: Callable[[], tuple[JobRecord | None, int | None]] = field(repr=False)
+    acquired: Callable[[], tuple[dict[str, Any] | None, int | None]] = field(repr=False)
     write: Callable[[str, dict[str, Any], int | None], bool] = field(repr=False)
     fresh_invocation: bool = True
     clock: Callable[[], float] = time.time
@@ -165,7 +165,9 @@ class Durable:
     last_ms: float = 0.0
     replayed: int = 0
     _record: JobRecord | None = None
+    _item: dict[str, Any] | None = None
     _lock: int | None = None
+    _captured: bool = False
     _loaded: bool = False
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     #: The step running now (`JobContext.step_key`).
@@ -174,15 +176,18 @@ class Durable:
     # -- what the record holds ----------------------------------------------------------------------
 
     def capture(self) -> None:
-        """Read the record and the lock this run's acquire took, on the run's own thread (the store
-        keeps them per thread): called before the job function runs."""
-        found, self._lock = self.acquired()
-        self._record = found or JobRecord(self.job_id)
-        self._loaded = True
+        """Take the item and the lock this run's acquire took, on the run's own thread (the store
+        keeps them per thread): called before the job function runs. The item is decoded only when a
+        step, sleep or wait needs it (a job that uses none pays nothing)."""
+        self._item, self._lock = self.acquired()
+        self._captured = True
 
     def record(self) -> JobRecord:
         if not self._loaded:
-            self.capture()
+            if not self._captured:
+                self.capture()
+            self._record = JobRecord.from_item(self._item) if self._item else JobRecord(self.job_id)
+            self._loaded = True
         assert self._record is not None
         return self._record
 

@@ -249,11 +249,10 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- lambdajobs ---------------------------------------------------------------------------------
 
-    def acquired(self) -> tuple[JobRecord | None, int | None]:
-        """The record as this thread's last acquire wrote it (with a durable job's checkpoints), and
-        the lock it took."""
-        item = getattr(self._local, "acquired", None)
-        return (JobRecord.from_item(item) if item else None), self.lock_token()
+    def acquired(self) -> tuple[dict[str, Any] | None, int | None]:
+        """The item as this thread's last acquire wrote it (with a durable job's checkpoints; not
+        decoded: most runs never read it), and the lock it took."""
+        return getattr(self._local, "acquired", None), self.lock_token()
 
     def checkpoint(self, job_id: str, name: str, value: dict[str, Any], lock: int | None) -> bool:
         """A durable job's checkpoint, under the run's `lock` (`lifecycle.checkpoint`); tried again on
