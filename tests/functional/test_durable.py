@@ -4,9 +4,7 @@ Time is the harness's clock (`TestStack(..., clock=True)`): a step of 4 minutes 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,18 +12,13 @@ import pytest
 from lambdajobs import signal
 from lambdajobs.errors import SignalRefusedError
 from lambdajobs.testing import TestStack
-from tests.functional.durable_jobs.steps import WORK, Crash
-
-JOBS = "tests.functional.durable_jobs"
-START = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+from tests.functional.durable_jobs.steps import WORK, Crash, clocked_stack, ran
 
 
 @pytest.fixture
 def stack() -> Iterator[TestStack]:
-    with TestStack(JOBS, stack="durable", clock=START) as clocked:
-        WORK.clock, WORK.ran, WORK.crash_after = clocked.clock, [], set()
+    with clocked_stack("durable") as clocked:
         yield clocked
-    WORK.clock = None
 
 
 def crashing(handle: Any) -> Any:
@@ -38,10 +31,6 @@ def crashing(handle: Any) -> Any:
             raise RuntimeError(f"the invocation crashed after {crash}") from None
 
     return handler
-
-
-def ran(job_id: str) -> Counter[str]:
-    return Counter(step for j, step in WORK.ran if j == job_id)
 
 
 def test_six_four_minute_steps_in_five_minute_invocations_run_once_each_through_a_crash(stack):

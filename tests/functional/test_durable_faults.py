@@ -5,9 +5,7 @@ duplicate is dropped. Faults are injected on the worker's own clients (tests/fau
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,22 +14,13 @@ from lambdajobs import signal
 from lambdajobs.runtime.settings import ATTR_PRIOR_ATTEMPTS, ATTR_RESUME
 from lambdajobs.testing import JobRunner, TestStack
 from tests.faults import Faults, carries_resume, is_checkpoint, is_park
-from tests.functional.durable_jobs.steps import WORK
-
-JOBS = "tests.functional.durable_jobs"
-START = datetime(2030, 1, 1, 9, 0, tzinfo=UTC)
+from tests.functional.durable_jobs.steps import clocked_stack, ran
 
 
 @pytest.fixture
 def stack() -> Iterator[TestStack]:
-    with TestStack(JOBS, stack="durablef", clock=START) as clocked:
-        WORK.clock, WORK.ran, WORK.crash_after = clocked.clock, [], set()
+    with clocked_stack("durablef") as clocked:
         yield clocked
-    WORK.clock = None
-
-
-def ran(job_id: str) -> Counter[str]:
-    return Counter(step for j, step in WORK.ran if j == job_id)
 
 
 def settle(stack: TestStack, runner: JobRunner, job_id: str, rounds: int = 20) -> Any:

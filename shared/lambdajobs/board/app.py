@@ -45,7 +45,7 @@ from lambdajobs.runtime.errors import (
     StackNotFoundError,
     UnknownJobError,
 )
-from lambdajobs.runtime.job_record import PARKED_STATES, JobState
+from lambdajobs.runtime.job_record import LISTED_STATES, PARKED_STATES, JobState
 from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in
 
 HERE = Path(__file__).parent
@@ -55,16 +55,8 @@ POLL_SECONDS = 5
 JOB_POLL_SECONDS = 2
 #: A redriven job's page keeps polling until its record changes, for this long at most.
 WATCH_SECONDS = 15 * 60
-#: The states the jobs page lists, in this order (the job index holds them; see `records.list_jobs`):
-#: a durable job's `sleeping` and `waiting_signal` too, as the index holds them in its mode "all".
-LISTED = (
-    JobState.RUNNING,
-    JobState.RETRYING,
-    JobState.SLEEPING,
-    JobState.WAITING_SIGNAL,
-    JobState.SUCCEEDED,
-    JobState.DEAD,
-)
+#: The states the jobs page lists, in this order: every state the job index can hold.
+LISTED = LISTED_STATES
 MAX_FORM_BYTES = 256 * 1024
 logger = logging.getLogger("lambdajobs.board")
 

@@ -80,20 +80,21 @@ class JobIndex(StrEnum):
     ALL = "all"
 
 
+#: Every state the job index can hold (in its mode "all"), in the order lists show them.
+LISTED_STATES: tuple[JobState, ...] = (
+    JobState.RUNNING,
+    JobState.RETRYING,
+    JobState.SLEEPING,
+    JobState.WAITING_SIGNAL,
+    JobState.SUCCEEDED,
+    JobState.DEAD,
+)
+
 #: The states each mode of the job index holds.
 INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
     JobIndex.OFF: frozenset(),
     JobIndex.FINISHED: frozenset({JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
-    JobIndex.ALL: frozenset(
-        {
-            JobState.RUNNING,
-            JobState.RETRYING,
-            JobState.SLEEPING,
-            JobState.WAITING_SIGNAL,
-            JobState.SUCCEEDED,
-            JobState.DEAD,
-        }
-    ),
+    JobIndex.ALL: frozenset(LISTED_STATES),
 }
 
 

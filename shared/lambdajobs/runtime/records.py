@@ -44,6 +44,7 @@ from lambdajobs.runtime.errors import (
 from lambdajobs.runtime.job_record import (
     FINAL_STATES,
     INDEXED_STATES,
+    LISTED_STATES,
     PARKED_STATES,
     JobIndex,
     JobRecord,
@@ -625,15 +626,7 @@ def listed_states(
 ) -> list[JobState]:
     """The states whose records `list_jobs` can list in this stack (none with the job index off)."""
     held = INDEXED_STATES[_index_mode(_store(config, store))]
-    order = (
-        JobState.RUNNING,
-        JobState.RETRYING,
-        JobState.SLEEPING,
-        JobState.WAITING_SIGNAL,
-        JobState.SUCCEEDED,
-        JobState.DEAD,
-    )
-    return [s for s in order if s in held]
+    return [s for s in LISTED_STATES if s in held]
 
 
 def index_off_message(stack: str, mode: str, wanted: str) -> str:

@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from lambdajobs import JobContext, job
 from lambdajobs.errors import SignalTimeoutError
+
+if TYPE_CHECKING:  # the harness is the test's, never a job module's import (it brings moto)
+    from lambdajobs.testing import TestStack
 
 
 @dataclass
@@ -29,6 +36,24 @@ class Work:
 
 
 WORK = Work()
+
+
+def ran(job_id: str) -> Counter[str]:
+    """How many times each step of `job_id` ran."""
+    return Counter(step for j, step in WORK.ran if j == job_id)
+
+
+@contextmanager
+def clocked_stack(stack: str) -> Iterator[TestStack]:
+    """A TestStack of these jobs on a stopped clock (2030-01-01 09:00 UTC), whose steps move it."""
+    from lambdajobs.testing import TestStack
+
+    with TestStack(__package__, stack=stack, clock=datetime(2030, 1, 1, 9, 0, tzinfo=UTC)) as clocked:
+        WORK.clock, WORK.ran, WORK.crash_after = clocked.clock, [], set()
+        try:
+            yield clocked
+        finally:
+            WORK.clock = None
 
 
 class Crash(BaseException):
