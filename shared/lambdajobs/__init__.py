@@ -34,6 +34,7 @@ try:
     from lambdajobs.runtime import (
         Alarms,
         Backoff,
+        JobCancelled,
         JobContext,
         JobState,
         PermanentError,
@@ -50,8 +51,13 @@ finally:
             _gc.enable()
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.cancellation import CancelResult as CancelResult
+    from lambdajobs.runtime.cancellation import cancel as cancel
+    from lambdajobs.runtime.cancellation import cancel_workflow as cancel_workflow
+    from lambdajobs.runtime.debounce import Debounce as Debounce
     from lambdajobs.runtime.durable import SignalResult as SignalResult
     from lambdajobs.runtime.durable import signal as signal
+    from lambdajobs.runtime.keyslots import ConcurrencyKey as ConcurrencyKey
     from lambdajobs.runtime.producer import enqueue as enqueue
     from lambdajobs.runtime.producer import enqueue_many as enqueue_many
     from lambdajobs.runtime.ratelimit import RateLimit as RateLimit
@@ -70,10 +76,15 @@ if TYPE_CHECKING:
 #: The public API. Declaring jobs: job, cron, JobContext, PermanentError, Backoff, Alarms, RateLimit,
 #: bucket_prefix. Sending them: enqueue, enqueue_many. Their status: get_status, get_statuses, wait_for,
 #: count_finished, JobStatus, JobState. Workflows: sig, chain, group, chord, get_workflow,
-#: WorkflowStatus. Durable jobs: signal, SignalResult. Which stack: StackConfig, using.
+#: WorkflowStatus. Durable jobs: signal, SignalResult. Flow control: cancel, cancel_workflow,
+#: CancelResult, JobCancelled, ConcurrencyKey, Debounce. Which stack: StackConfig, using.
 __all__ = [
     "Alarms",
     "Backoff",
+    "CancelResult",
+    "ConcurrencyKey",
+    "Debounce",
+    "JobCancelled",
     "JobContext",
     "JobState",
     "JobStatus",
@@ -83,6 +94,8 @@ __all__ = [
     "StackConfig",
     "WorkflowStatus",
     "bucket_prefix",
+    "cancel",
+    "cancel_workflow",
     "chain",
     "chord",
     "count_finished",

@@ -102,6 +102,7 @@ def test_decode_ignores_unknown_fields():
         "priority",
         "workflow",
         "resume",
+        "debounce",
     }
 
 

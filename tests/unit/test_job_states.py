@@ -33,9 +33,16 @@ def test_states_are_one_enum_whose_values_are_what_the_records_hold():
         "waiting_signal",
         "succeeded",
         "dead",
+        "cancelled",
+        "superseded",
     ]
     assert JobState("dead") is JobState.DEAD and JobState.DEAD == "dead"
-    assert {s for s in JobState if s.is_final} == {JobState.SUCCEEDED, JobState.DEAD}
+    assert {s for s in JobState if s.is_final} == {
+        JobState.SUCCEEDED,
+        JobState.DEAD,
+        JobState.CANCELLED,
+        JobState.SUPERSEDED,
+    }
 
 
 @pytest.mark.parametrize("state", [JobState.PENDING, JobState.RUNNING, JobState.SUCCEEDED])

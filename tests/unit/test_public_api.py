@@ -46,6 +46,13 @@ PUBLIC_API = {
     # durable jobs
     "signal",
     "SignalResult",
+    # flow control
+    "cancel",
+    "cancel_workflow",
+    "CancelResult",
+    "JobCancelled",
+    "ConcurrencyKey",
+    "Debounce",
     # which stack
     "StackConfig",
     "using",

@@ -12,7 +12,7 @@ the part `lambdajobs` re-exports (`lambdajobs.__all__`), and `lambdajobs.errors`
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.config import StackConfig, current, using
-from lambdajobs.runtime.context import JobContext
+from lambdajobs.runtime.context import JobCancelled, JobContext
 from lambdajobs.runtime.errors import (
     ClockError,
     ConfigurationError,
@@ -59,6 +59,7 @@ __all__ = [
     "EnvelopeError",
     "InvalidOptionError",
     "Job",
+    "JobCancelled",
     "JobContext",
     "JobIdError",
     "JobIndexOffError",
@@ -116,6 +117,11 @@ LAZY = {
     "get_workflow": "lambdajobs.runtime.workflow",
     "WorkflowStatus": "lambdajobs.runtime.workflow",
     "signal": "lambdajobs.runtime.durable",
+    "cancel": "lambdajobs.runtime.cancellation",
+    "cancel_workflow": "lambdajobs.runtime.cancellation",
+    "CancelResult": "lambdajobs.runtime.cancellation",
+    "Debounce": "lambdajobs.runtime.debounce",
+    "ConcurrencyKey": "lambdajobs.runtime.keyslots",
     "SignalResult": "lambdajobs.runtime.durable",
 }
 

@@ -15,12 +15,21 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.durable import Durable
 
 
+class JobCancelled(BaseException):
+    """Raised in a running job at its next check (`ctx.progress`, a durable step's checkpoint,
+    `ctx.raise_if_cancelled()`) once `lambdajobs.cancel(job_id)` was recorded. It is not an
+    `Exception`, so `except Exception` in a job does not swallow it: catch it only to clean up, and
+    raise it again. The worker records the job `cancelled` and runs it no more."""
+
+
 @dataclass
 class JobContext:
     """What a running job knows about itself.
 
     `remaining_seconds()` is the time left in the Lambda invocation; `logger` is bound to the job id;
     `progress(percent, message)` persists to the job record, readable through `get_status`;
+    `cancelled` says whether the job was cancelled while it runs (a progress report or a durable step
+    of a cancelled job raises `JobCancelled`, which stops it);
     `config` is the stack the job runs in, and `client("s3")` a boto3 client on it (in `lambdajobs
     dev` and tests it reaches the local stack, not AWS). A member of a workflow has `workflow` (its id,
     stage and index, and `parents`: how many members the stage before had, succeeded and died) and
@@ -46,7 +55,35 @@ class JobContext:
     #: The run's durable state (steps, sleeps, signals): the worker's; None outside the worker (then
     #: a step just runs, and a sleep or a signal wait is refused).
     durable: Durable | None = field(default=None, repr=False)
+    #: Reads whether a cancel of this job is recorded (the worker's; None outside it: never cancelled).
+    cancel_check: Callable[[], bool] | None = field(default=None, repr=False)
     _parent_results: list[Any] | None = field(default=None, init=False, repr=False)
+    _cancelled: bool = field(default=False, init=False, repr=False)
+    _cancel_read_at: float = field(default=0.0, init=False, repr=False)
+
+    #: `ctx.cancelled` reads the record at most this often (each read half a read unit).
+    CANCEL_READ_SECONDS = 1.0
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether this job was cancelled (`lambdajobs.cancel`) while it runs. Progress reports and
+        durable steps check it for free, and raise `JobCancelled` to stop the job; reading this
+        property reads the record at most once a second. Check it in a long loop that reports no
+        progress, and stop (return, or `raise_if_cancelled()`)."""
+        if not self._cancelled and self.cancel_check is not None:
+            import time
+
+            now = time.monotonic()
+            if now - self._cancel_read_at >= self.CANCEL_READ_SECONDS:
+                self._cancel_read_at = now
+                self._cancelled = bool(self.cancel_check())
+        return self._cancelled
+
+    def raise_if_cancelled(self) -> None:
+        """Stop here if the job was cancelled: raises `JobCancelled` (the worker records the job
+        `cancelled`; not an `Exception`, so `except Exception` does not catch it)."""
+        if self.cancelled:
+            raise JobCancelled(f"job '{self.job_id}' was cancelled")
 
     @property
     def parent_results(self) -> list[Any]:
@@ -89,7 +126,11 @@ class JobContext:
         if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100:
             raise ProgressError(f"progress percent must be a number from 0 to 100, got {percent!r}")
         if self.progress_sink is not None:
-            self.progress_sink(self.job_id, float(percent), message)
+            try:
+                self.progress_sink(self.job_id, float(percent), message)
+            except JobCancelled:
+                self._cancelled = True
+                raise
 
     # -- durable jobs -------------------------------------------------------------------------------
 

@@ -202,8 +202,15 @@ class Durable:
             self._record = replace(record, steps={**(record.steps or {}), name: value})
 
     def _checkpoint(self, name: str, value: dict[str, Any]) -> None:
+        from lambdajobs.runtime.context import JobCancelled
+        from lambdajobs.runtime.lifecycle import CancelRequested
+
         self.record()
-        if not self.write(name, value, self._lock):
+        try:
+            landed = self.write(name, value, self._lock)
+        except CancelRequested:  # the run is asked to stop: at this step, after its effect
+            raise JobCancelled(f"job '{self.job_id}' was cancelled (at step '{name}')") from None
+        if not landed:
             # another delivery took the job over (this invocation was taken for dead): stop here; the
             # run that holds the lock goes on from the checkpoints
             raise LockLost(f"the checkpoint of '{name}' was refused: another delivery holds the job now")

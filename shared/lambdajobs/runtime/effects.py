@@ -31,7 +31,17 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError, NotStartedError
-from lambdajobs.runtime.gates import DeadLetter, Decision, Done, HandBack, Park, RecordSuccess, Retry
+from lambdajobs.runtime.gates import (
+    Cancel,
+    DeadLetter,
+    Decision,
+    Done,
+    HandBack,
+    Park,
+    RecordSuccess,
+    Retry,
+    Supersede,
+)
 from lambdajobs.runtime.job_record import JobState
 from lambdajobs.runtime.records import JobRecordStore, error_fields
 from lambdajobs.runtime.settings import (
@@ -82,18 +92,19 @@ class Effects:
             NotStartedError: a copy could not be sent (the record is reported failed).
             Exception: a `Retry`'s error (the record is reported failed, and returns after its delay).
         """
-        if isinstance(decision, HandBack):
-            return self.hand_back(d, decision)
-        if isinstance(decision, DeadLetter):
-            return self.dead_letter(d, decision)
-        if isinstance(decision, RecordSuccess):
-            return self.record_success(d, decision)
-        if isinstance(decision, Retry):
-            return self.retry(d, decision)
-        if isinstance(decision, Done):
-            return self.done(d, decision)
-        if isinstance(decision, Park):
-            return self.park(d, decision)
+        carry_out: dict[type, Callable[[Delivery, Any], Any]] = {
+            HandBack: self.hand_back,
+            DeadLetter: self.dead_letter,
+            RecordSuccess: self.record_success,
+            Retry: self.retry,
+            Done: self.done,
+            Park: self.park,
+            Cancel: self.cancelled,
+            Supersede: self.superseded,
+        }
+        how = carry_out.get(type(decision))
+        if how is not None:
+            return how(d, decision)
         raise TypeError(f"not a decision the executor carries out: {decision!r}")
 
     def write(self, call: Callable[..., Any], *args: Any) -> Exception | None:
@@ -146,6 +157,37 @@ class Effects:
                 "could not set the retry delay; the message returns after the queue's visibility timeout",
                 extra={"error": _error(exc)},
             )
+
+    # -- cancelled ------------------------------------------------------------------------------------
+
+    def cancelled(self, d: Delivery, decision: Cancel) -> Any:
+        """A cancelled job: its record ends `cancelled` (a workflow member counted dead, so its stage
+        goes on), the message is dropped (reported done). If the write fails on a throttle, a copy
+        comes back to make it; the job does not run in between (the record refuses it)."""
+        assert d.job_id is not None
+        self.store.forget_progress(d.job_id)
+        tally = self.store.tally(d.member)
+        if decision.write or tally is not None:
+            failed = self.write(self.store.settle_cancelled, d.job_id, d.spec.name, decision.lock, tally)
+            if failed is not None and aws.transient(failed):
+                return self.hand_back(d, HandBack(1, "cancel"))
+        self.metric("JobCancelled", 1)
+        self.log.info("job cancelled", extra={"reason": decision.reason})
+        if d.member is not None and not self.notify(d):
+            return None
+        return None
+
+    def superseded(self, d: Delivery, decision: Supersede) -> Any:
+        """A debounced enqueue replaced by a later one of its key: its record reads `superseded`
+        (written only where the job has no record yet), and the message is dropped. A throttled write
+        hands the message back for it."""
+        assert d.job_id is not None
+        failed = self.write(self.store.supersede, d.job_id, d.spec.name)
+        if failed is not None and aws.transient(failed):
+            return self.hand_back(d, HandBack(1, "superseded"))
+        self.metric("JobSuperseded", 1)
+        self.log.info("superseded by a later enqueue of its debounce key; not run")
+        return None
 
     # -- success left to write ------------------------------------------------------------------------
 
@@ -201,6 +243,7 @@ class Effects:
                 MessageBody=body_keeping_job_id(d),
                 MessageAttributes=attributes,
                 DelaySeconds=delay,
+                **message_group(d.record),
             )
         )
         if failed is not None:
@@ -387,7 +430,14 @@ class Effects:
         dlq = self.config.dlq_url(d.spec.name, d.source_level)
         send = self.config.client("sqs").send_message
         return (
-            self.write(lambda: send(QueueUrl=dlq, MessageBody=d.record.body, MessageAttributes=attributes))
+            self.write(
+                lambda: send(
+                    QueueUrl=dlq,
+                    MessageBody=d.record.body,
+                    MessageAttributes=attributes,
+                    **message_group(d.record),
+                )
+            )
             is None
         )
 
@@ -416,6 +466,12 @@ def body_keeping_job_id(d: Delivery) -> str:
     if envelope.get("id"):
         return record.body
     return json.dumps({**envelope, "id": record.message_id}, separators=(",", ":"), ensure_ascii=False)
+
+
+def message_group(record: SQSRecord) -> dict[str, str]:
+    """The record's fair-queue tenant (`MessageGroupId`) as SendMessage takes it: a copy keeps it."""
+    group = (record.raw_event.get("attributes") or {}).get("MessageGroupId")
+    return {"MessageGroupId": str(group)} if group else {}
 
 
 def copied_attributes(record: SQSRecord, *, drop: tuple[str, ...], room: int) -> dict[str, Any]:

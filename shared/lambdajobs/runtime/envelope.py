@@ -10,7 +10,8 @@ to save the hop); `workflow` (optional, set by lambdajobs on the members of a wo
 `{"id": ..., "stage": 0, "index": 3}`, and on later stages `"parents": {"total", "succeeded", "dead"}`,
 the counts of the stage before) makes the job a member of that workflow; `resume` (set by lambdajobs
 on the message a one-time schedule sends to continue a parked durable job: `{"wake": <epoch ms>,
-"prior_attempts": <n>}`). Unknown fields are ignored,
+"prior_attempts": <n>}`); `debounce` (set on a debounced enqueue: `{"key": ..., "at": <epoch ms>}`,
+see docs/how-to/debounce.md). Unknown fields are ignored,
 so later versions can add fields.
 """
 
@@ -64,6 +65,16 @@ class ResumeField(BaseModel):
     prior_attempts: int = Field(default=0, ge=0, le=10_000)
 
 
+class DebounceField(BaseModel):
+    """The envelope's `debounce`, set on a debounced enqueue: its key, and when it was enqueued (epoch
+    ms): the worker runs it only if no later enqueue of the key came (`lambdajobs.runtime.debounce`)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    key: str = Field(min_length=1, max_length=256)
+    at: int = Field(ge=0)
+
+
 class Envelope(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -76,6 +87,7 @@ class Envelope(BaseModel):
     priority: str | None = Field(default=None, min_length=1, max_length=64)
     workflow: WorkflowField | None = None
     resume: ResumeField | None = None
+    debounce: DebounceField | None = None
 
     @field_validator("id")
     @classmethod
@@ -100,6 +112,7 @@ def encode(
     now: datetime | None = None,
     priority: str | None = None,
     workflow: dict[str, Any] | None = None,
+    debounce: dict[str, Any] | None = None,
 ) -> str:
     """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
     moment = now or datetime.now(UTC)
@@ -110,6 +123,8 @@ def encode(
         envelope["priority"] = priority
     if workflow is not None:
         envelope["workflow"] = workflow
+    if debounce is not None:
+        envelope["debounce"] = debounce
     body = json.dumps(
         envelope,
         separators=(",", ":"),

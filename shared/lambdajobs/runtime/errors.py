@@ -189,7 +189,12 @@ class SignalRefusedError(LambdaJobsError, ValueError):
     with other data."""
 
 
+class CancelError(LambdaJobsError, ValueError):
+    """`cancel(...)` could not be carried out (an empty id, a workflow that does not exist)."""
+
+
 __all__ = [
+    "CancelError",
     "ClockError",
     "ConfigurationError",
     "DeclarationError",

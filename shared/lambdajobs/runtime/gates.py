@@ -18,6 +18,8 @@ The decisions:
 - `Retry`: report the record failed and let SQS bring it back after a delay: that receive counts.
 - `Done`: nothing left to do (a duplicate, a success); a workflow member's stage is checked.
 - `Park`: a durable job sleeps, waits for a signal or continues in a fresh invocation.
+- `Cancel`: a cancelled job ends `cancelled` (its message dropped, or its run stopped at a check).
+- `Supersede`: a debounced enqueue that a later one of its key replaced: recorded, never run.
 """
 
 from __future__ import annotations
@@ -135,7 +137,26 @@ class Park:
     signal: str | None = None
 
 
-Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park
+@dataclass(frozen=True)
+class Cancel:
+    """A cancelled job ends `cancelled` (`lambdajobs.runtime.cancellation`): its run stopped at a check
+    (`lock`: the run's), or a copy found the cancel recorded (`lock` None); `write`: the record still
+    has to say so (False: it does, and only a workflow member's count may be left to make)."""
+
+    lock: int | None
+    reason: str
+    write: bool = True
+
+
+@dataclass(frozen=True)
+class Supersede:
+    """A debounced enqueue that a later enqueue of its key replaced: its record reads `superseded`,
+    and it never runs (`lambdajobs.runtime.debounce`)."""
+
+    key: str
+
+
+Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park | Cancel | Supersede
 
 
 def seconds_until(epoch_ms: int, now: float | None = None) -> int:
@@ -273,6 +294,9 @@ def duplicate(held: JobRecord | None) -> Decision:
     """The run did not start: the record answered (the job succeeded; a workflow member died; or this
     copy's attempt already ran, and the copy that ran it carries the job on)."""
     state = held.state if held is not None else None
+    if held is not None and held.cancel_requested is not None and state != JobState.SUCCEEDED:
+        logger.info("the job was cancelled; its message is dropped")
+        return Cancel(None, "cancelled before it ran", write=state != JobState.CANCELLED)
     if state == JobState.SUCCEEDED:
         logger.info("duplicate delivery of a job that already succeeded; not run again")
     elif held is not None and held.known_state in (JobState.SLEEPING, JobState.WAITING_SIGNAL):

@@ -45,13 +45,20 @@ class JobState(StrEnum):
     WAITING_SIGNAL = "waiting_signal"
     SUCCEEDED = "succeeded"
     DEAD = "dead"
+    #: Cancelled (`lambdajobs.cancel`) before it ran, while it was parked or retrying, or at a check
+    #: of a running job (`ctx.cancelled`): it never runs (again) under this id.
+    CANCELLED = "cancelled"
+    #: A debounced enqueue that a later enqueue of its key replaced within the window: never run.
+    SUPERSEDED = "superseded"
 
     @property
     def is_final(self) -> bool:
         return self in FINAL_STATES
 
 
-FINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.DEAD})
+FINAL_STATES: frozenset[JobState] = frozenset(
+    {JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.SUPERSEDED}
+)
 #: A durable job parked between invocations: its lock released, a copy of its message (or a one-time
 #: schedule) due at its `wake_at`.
 PARKED_STATES: frozenset[JobState] = frozenset({JobState.SLEEPING, JobState.WAITING_SIGNAL})
@@ -88,12 +95,16 @@ LISTED_STATES: tuple[JobState, ...] = (
     JobState.WAITING_SIGNAL,
     JobState.SUCCEEDED,
     JobState.DEAD,
+    JobState.CANCELLED,
+    JobState.SUPERSEDED,
 )
 
 #: The states each mode of the job index holds.
 INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
     JobIndex.OFF: frozenset(),
-    JobIndex.FINISHED: frozenset({JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD}),
+    JobIndex.FINISHED: frozenset(
+        {JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.SUPERSEDED}
+    ),
     JobIndex.ALL: frozenset(LISTED_STATES),
 }
 
@@ -214,6 +225,9 @@ class JobRecord:
     resume_queue: str | None = None
     #: How many times the job was parked (sleeps, signal waits, continuations).
     suspensions: int | None = None
+    #: When a cancel of the job was recorded (RFC 3339): no run starts it any more, and a running one
+    #: stops at its next check (`lambdajobs.runtime.cancellation`).
+    cancel_requested: str | None = None
     #: False: no item (`missing`).
     exists: bool = True
 
@@ -252,6 +266,7 @@ class JobRecord:
             resume_body=_text(v.get("resume_body")),
             resume_queue=_text(v.get("resume_queue")),
             suspensions=_int(v.get("suspensions")),
+            cancel_requested=_text(v.get("cancel_requested")),
         )
 
     def to_item(self) -> Item:
@@ -340,6 +355,8 @@ class JobRecord:
         rate limit's slot, a record SQS dead-lettered while it read `retrying`)."""
         if not self.exists or (self.expiration is not None and self.expiration < int(now)):
             return True
+        if self.cancel_requested is not None:  # cancelled: no copy starts it again
+            return False
         if self.state is None:  # a record a signal made before the job first ran
             return True
         if self.state in PARKED_STATES:  # a durable job's wake-up is due; never an earlier attempt's copy
@@ -375,10 +392,11 @@ class JobRecord:
         dead = "#state = :dead" if redriven else "#state = :dead AND attribute_not_exists(wf_counted)"
         dead_fence = fence if attempt != 1 else ""  # a dead job id sent again runs again
         expression = (
-            f"attribute_not_exists(id) OR expiration < :now OR attribute_not_exists(#state) "
+            f"attribute_not_exists(id) OR expiration < :now OR (attribute_not_exists(cancel_requested) "
+            f"AND (attribute_not_exists(#state) "
             f"OR (#state IN (:retrying, :waiting){fence}) "
             f"OR ({dead}{dead_fence}) OR ({_LOCK_EXPIRED}) "
-            f"OR (#state IN (:sleeping, :waiting_signal) AND wake_at <= :now_ms{parked_fence})"
+            f"OR (#state IN (:sleeping, :waiting_signal) AND wake_at <= :now_ms{parked_fence})))"
         )
         return Condition(expression, values)
 
@@ -501,6 +519,47 @@ class JobRecord:
             "#state = :waiting_signal AND waiting_for = :signal_name",
             {**_states(JobState.WAITING_SIGNAL), ":signal_name": name},
         )
+
+    # -- cancellation -------------------------------------------------------------------------------
+
+    def may_cancel(self, now_ms: int) -> bool:
+        """A cancel may end the job at once (`lifecycle.cancel`): no record (or an expired one), one
+        with no state yet (signals kept), a job retrying, waiting or parked, or a running one whose
+        lock expired (its invocation is over). Never a finished job or a live run (that one is asked
+        to stop: `may_ask_cancel`)."""
+        if not self.exists or (self.expiration is not None and self.expiration < now_ms // 1000):
+            return True
+        if self.state is None or self.state in (JobState.RETRYING, JobState.WAITING, *PARKED_STATES):
+            return True
+        return self.lock_expired(now_ms)
+
+    @staticmethod
+    def may_cancel_condition(now_ms: int) -> Condition:
+        values = {
+            **_states(
+                JobState.RUNNING,
+                JobState.RETRYING,
+                JobState.WAITING,
+                JobState.SLEEPING,
+                JobState.WAITING_SIGNAL,
+            ),
+            ":now": now_ms // 1000,
+            ":now_ms": now_ms,
+        }
+        expression = (
+            "attribute_not_exists(id) OR expiration < :now OR attribute_not_exists(#state) "
+            f"OR #state IN (:retrying, :waiting, :sleeping, :waiting_signal) OR ({_LOCK_EXPIRED})"
+        )
+        return Condition(expression, values)
+
+    def may_ask_cancel(self, now_ms: int) -> bool:
+        """A live run may be asked to stop (`cancel_requested`), once."""
+        return self.lock_live(now_ms) and self.cancel_requested is None
+
+    @staticmethod
+    def may_ask_cancel_condition(now_ms: int) -> Condition:
+        live = JobRecord.lock_live_condition(now_ms)
+        return Condition(f"({live.expression}) AND attribute_not_exists(cancel_requested)", live.values)
 
     # -- for readers --------------------------------------------------------------------------------
 

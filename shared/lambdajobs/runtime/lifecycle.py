@@ -35,6 +35,7 @@ from lambdajobs.runtime.job_record import (
     NO_RECORD,
     PARKED_STATES,
     STEP_PREFIX,
+    Condition,
     JobIndex,
     JobRecord,
     JobState,
@@ -48,12 +49,14 @@ __all__ = [
     "MAX_ERROR_CHARS",
     "MAX_RESULT_BYTES",
     "REDRIVEN_ERROR",
+    "CancelRequested",
     "JobIndex",
     "JobState",
     "RunNotStarted",
     "Tally",
     "acquire",
     "after_failure",
+    "cancel",
     "checkpoint",
     "deliver_signal",
     "fail",
@@ -61,9 +64,11 @@ __all__ = [
     "now_iso",
     "reconcile",
     "report_progress",
+    "settle_cancelled",
     "stored_result",
     "succeed",
     "succeed_created",
+    "supersede",
     "suspend",
     "unstart",
     "wait",
@@ -565,14 +570,27 @@ def wait(
         client.update_item(**request)
 
 
+class CancelRequested(Exception):
+    """A running job's write (its progress, a checkpoint) found a cancel recorded: the job stops."""
+
+
 def report_progress(client: Any, table: str, job_id: str, percent: float, message: str | None) -> None:
-    """A running job's progress (not a state change: one UpdateItem of progress fields)."""
+    """A running job's progress (not a state change: one UpdateItem of progress fields), refused once
+    a cancel is recorded (the write is the job's free check for one).
+
+    Raises:
+        CancelRequested: the job was cancelled (nothing was written).
+    """
     sets = ["progress = :p", "updated_at = :now_iso"]
     values: dict[str, Any] = {":p": float(percent), ":now_iso": now_iso()}
     if message is not None:
         sets.append("progress_message = :m")
         values[":m"] = message[:MAX_ERROR_CHARS]
-    client.update_item(**codec.update(table, job_id, sets=sets, values=values))
+    request = codec.update(
+        table, job_id, sets=sets, values=values, condition="attribute_not_exists(cancel_requested)"
+    )
+    if not _landed(client, request):
+        raise CancelRequested(job_id)
 
 
 #: The error a reconciled record reads with: SQS, not the worker, dead-lettered the message.
@@ -622,11 +640,19 @@ def checkpoint(
         table,
         job_id,
         sets=sets,
-        condition=allowed.expression,
+        condition=f"({allowed.expression}) AND attribute_not_exists(cancel_requested)",
         values={**values, **allowed.values},
         names={**NAMES, "#step": STEP_PREFIX + name},
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
     )
-    return _landed(client, request)
+    try:
+        client.update_item(**request)
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        old = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
+        if old.cancel_requested is not None and old.may_release(lock):
+            raise CancelRequested(job_id) from exc
+        return False
+    return True
 
 
 class SignalArrived(Exception):
@@ -764,3 +790,179 @@ def wake(client: Any, table: str, job_id: str, name: str) -> int | None:
         names=NAMES,
     )
     return now_ms if _landed(client, request) else None
+
+
+# -- cancellation (`lambdajobs.runtime.cancellation`) -------------------------------------------------------
+
+
+def _cancel_write(
+    job_id: str,
+    job: str,
+    *,
+    table: str,
+    condition: Condition,
+    ttl_seconds: int,
+    index: str | None,
+    reason: str,
+) -> dict[str, Any]:
+    """The clauses of a write that ends a job `cancelled` (see `cancel` and `settle_cancelled`)."""
+    sets = [
+        "#state = :cancelled",
+        "cancel_requested = if_not_exists(cancel_requested, :now_iso)",
+        "finished_at = :now_iso",
+        "updated_at = :now_iso",
+        "created_at = if_not_exists(created_at, :now_iso)",
+        "expiration = :exp",
+        "#error = :error",
+    ]
+    values: dict[str, Any] = {
+        **condition.values,
+        ":cancelled": JobState.CANCELLED.value,
+        ":now_iso": now_iso(),
+        ":exp": int(time.time()) + ttl_seconds,
+        ":error": {"type": "JobCancelled", "message": reason[:MAX_ERROR_CHARS]},
+    }
+    if job:
+        sets.append("job = if_not_exists(job, :job)")
+        values[":job"] = job
+    remove = ["in_progress_expiration", *PARKED_FIELDS]
+    _index(index, job, JobState.CANCELLED, sets, remove, values)
+    return {
+        "sets": sets,
+        "remove": remove,
+        "condition": condition.expression,
+        "names": {**NAMES, "#error": "error", **condition.names},
+        "values": values,
+    }
+
+
+def cancel(
+    client: Any,
+    table: str,
+    job_id: str,
+    *,
+    job: str = "",
+    ttl_seconds: int,
+    index: str | None = None,
+    reason: str = "cancelled",
+) -> tuple[str, JobRecord]:
+    """Record a cancel of job `job_id`. Returns what happened and the record as it was before:
+
+    - `"cancelled"`: the job ends `cancelled` now (`JobRecord.may_cancel`: it had not run, was
+      retrying, waiting or parked, or its run's invocation is over); a record is created for an id
+      with none (nothing is written at enqueue), kept for the record TTL, and the message is dropped
+      when it arrives;
+    - `"requested"`: a live run holds it: it is asked to stop (`cancel_requested`) and does at its
+      next check; no copy starts it again;
+    - `"finished"`: it had finished (succeeded, dead, cancelled or superseded): nothing changed.
+
+    One conditional UpdateItem (two for a running job); tried again if the record moved between.
+    """
+    for _ in range(5):
+        now_ms = int(time.time() * 1000)
+        write = _cancel_write(
+            job_id,
+            job,
+            table=table,
+            condition=JobRecord.may_cancel_condition(now_ms),
+            ttl_seconds=ttl_seconds,
+            index=index,
+            reason=reason,
+        )
+        request = codec.update(
+            table, job_id, **write, ReturnValues="ALL_OLD", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+        )
+        try:
+            written = client.update_item(**request)
+            old = written.get("Attributes")
+            return "cancelled", JobRecord.from_item(old) if old else JobRecord.missing(job_id)
+        except client.exceptions.ConditionalCheckFailedException as exc:
+            record = JobRecord.from_item(exc.response.get("Item") or codec.key(job_id))
+        newer_state = record.exists and record.state is not None and record.known_state is None
+        if record.known_state in FINAL_STATES or newer_state:  # (a newer version's state: left alone)
+            return "finished", record
+        if record.lock_live(now_ms):
+            if record.cancel_requested is not None:
+                return "requested", record
+            asked = JobRecord.may_ask_cancel_condition(now_ms)
+            request = codec.update(
+                table,
+                job_id,
+                sets=["cancel_requested = :now_iso", "updated_at = :now_iso"],
+                condition=asked.expression,
+                values={**asked.values, ":now_iso": now_iso()},
+                names=NAMES,
+            )
+            if _landed(client, request):
+                return "requested", record
+    raise RecordHeldError(None)
+
+
+def settle_cancelled(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    *,
+    lock: int | None,
+    ttl_seconds: int,
+    tally: Tally | None = None,
+    index: str | None = None,
+) -> bool:
+    """A cancelled job ends `cancelled`: the run that holds `lock` stopped at a check (`lock` given:
+    only while the record carries it), or a copy found a cancel recorded on a record that has not
+    finished (`lock` None: `JobRecord.may_cancel`). A workflow member is counted dead in its
+    workflow (its stage goes on without it). Returns whether it landed."""
+    now_ms = int(time.time() * 1000)
+    if lock is not None:
+        condition = JobRecord.may_release_condition(lock)
+    else:  # (a record cancelled already: only a workflow member's count is left to make)
+        cancellable = JobRecord.may_cancel_condition(now_ms)
+        condition = Condition(
+            f"{cancellable.expression} OR #state = :was_cancelled",
+            {**cancellable.values, ":was_cancelled": JobState.CANCELLED.value},
+        )
+    write = _cancel_write(
+        job_id,
+        job,
+        table=table,
+        condition=condition,
+        ttl_seconds=ttl_seconds,
+        index=index,
+        reason="cancelled" if lock is None else "cancelled while it ran: it stopped at its next check",
+    )
+    return _apply(client, table, job_id, **write, tally=tally, outcome=JobState.DEAD)
+
+
+def supersede(
+    client: Any, table: str, job_id: str, job: str, *, ttl_seconds: int, index: str | None = None
+) -> bool:
+    """(none) -> superseded: a debounced enqueue that a later enqueue of its key replaced never runs.
+    Written only where the job has no record, or one without a state (signals kept): never over a
+    run's. Returns whether it landed."""
+    sets = [
+        "job = :job",
+        "#state = :superseded",
+        "created_at = if_not_exists(created_at, :now_iso)",
+        "finished_at = :now_iso",
+        "updated_at = :now_iso",
+        "expiration = if_not_exists(expiration, :exp)",
+    ]
+    values: dict[str, Any] = {
+        ":job": job,
+        ":superseded": JobState.SUPERSEDED.value,
+        ":now_iso": now_iso(),
+        ":exp": int(time.time()) + ttl_seconds,
+    }
+    remove: list[str] = []
+    _index(index, job, JobState.SUPERSEDED, sets, remove, values)
+    request = codec.update(
+        table,
+        job_id,
+        sets=sets,
+        remove=remove,
+        condition="attribute_not_exists(id) OR attribute_not_exists(#state)",
+        values=values,
+        names=NAMES,
+    )
+    return _landed(client, request)

@@ -12,19 +12,43 @@ import hashlib
 import json
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.envelope import MAX_MESSAGE_BYTES, encode
 from lambdajobs.runtime.errors import EnqueueError, ScheduleConflictError
 from lambdajobs.runtime.spec import Job, JobRef, JobSpec, ensure_loaded, get_spec
 
+if TYPE_CHECKING:
+    from lambdajobs.runtime.debounce import Debounce
+
 logger = logging.getLogger(__name__)
+
+#: An SQS message group id (a fair queue's tenant): 1 to 128 of letters, digits and punctuation.
+_TENANT = re.compile(r"""^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$""")
+
+
+def check_tenant(tenant: str | None) -> str | None:
+    """`tenant` as SQS takes it for `MessageGroupId`, or raise EnqueueError saying what is allowed."""
+    if tenant is None:
+        return None
+    if not isinstance(tenant, str) or not _TENANT.match(tenant):
+        raise EnqueueError(
+            f"tenant={tenant!r} is not a valid SQS message group id: use 1 to 128 letters, digits or "
+            "punctuation (no spaces); a customer or account id works."
+        )
+    return tenant
+
+
+def _group(tenant: str | None) -> dict[str, str]:
+    return {"MessageGroupId": tenant} if tenant is not None else {}
+
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds maximum
 BATCH_MAX_ENTRIES = 10  # SendMessageBatch: at most 10 entries...
@@ -69,10 +93,16 @@ def _spec_of(job: JobRef, cfg: StackConfig) -> JobSpec:
     return get_spec(job)
 
 
-def _prepare(spec: JobSpec, payload: Any, job_id: str | None, priority: str | None = None) -> tuple[str, str]:
+def _prepare(
+    spec: JobSpec,
+    payload: Any,
+    job_id: str | None,
+    priority: str | None = None,
+    debounce: dict[str, Any] | None = None,
+) -> tuple[str, str]:
     data = spec.payload_data(payload)
     jid = spec.job_id(data, job_id) or uuid.uuid4().hex
-    return jid, encode(spec.name, data, jid, priority=priority)
+    return jid, encode(spec.name, data, jid, priority=priority, debounce=debounce)
 
 
 def enqueue(
@@ -83,6 +113,8 @@ def enqueue(
     delay_seconds: int = 0,
     run_at: datetime | None = None,
     priority: str | None = None,
+    tenant: str | None = None,
+    debounce: Debounce | None = None,
     config: StackConfig | None = None,
 ) -> str:
     """Send one job; return its job id (yours, derived from the job's `idempotency_key`, or a new uuid).
@@ -92,6 +124,12 @@ def enqueue(
     that time and deletes itself. A time in the past runs now. Sending the same job id twice runs the
     job once. `priority` names one of the job's `priorities` (default: its lowest); each level has its
     own queue.
+
+    `tenant` (a customer or account id) sets the message's `MessageGroupId`: the queue is an SQS fair
+    queue, and a tenant with a large backlog does not delay the others' jobs (docs/how-to/fairness.md).
+    `debounce` (`Debounce(key, seconds, max_wait_seconds)`): of the enqueues of one key within the
+    window only the last runs, with its payload; the others read `superseded`
+    (docs/how-to/debounce.md).
 
     Raises:
         UnknownJobError: no job of that name in the configured jobs module.
@@ -110,14 +148,57 @@ def enqueue(
     cfg = resolve(config)
     spec = _spec_of(job, cfg)
     level = spec.level_for(priority)
+    check_tenant(tenant)
+    if debounce is not None:
+        if delay_seconds or run_at is not None:
+            raise EnqueueError(
+                "debounce sets the delay itself: give debounce, or delay_seconds/run_at, not both."
+            )
+        return _debounced(cfg, spec, payload, job_id, priority, tenant, debounce.checked(), level)
     delay, at = _when(delay_seconds, run_at)
     jid, body = _prepare(spec, payload, job_id, priority)
     if at is None:
         cfg.client("sqs").send_message(
-            QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay
+            QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay, **_group(tenant)
         )
     else:
-        _schedule_once(cfg, spec.name, jid, body, at, level)
+        _schedule_once(cfg, spec.name, jid, body, at, level, tenant)
+    return jid
+
+
+def _debounced(
+    cfg: StackConfig,
+    spec: JobSpec,
+    payload: Any,
+    job_id: str | None,
+    priority: str | None,
+    tenant: str | None,
+    debounce: Debounce,
+    level: str | None,
+) -> str:
+    """A debounced enqueue (`lambdajobs.runtime.debounce`): read the key's item for its delay, send,
+    then record this enqueue as the key's latest (a failed write leaves a job that still runs)."""
+    from lambdajobs.runtime import debounce as debouncing
+    from lambdajobs.runtime.aws import retrying
+
+    client, table = cfg.client("dynamodb"), cfg.table_name()
+    at_ms = debouncing.now_ms()
+    state = debouncing.read(client, table, spec.name, debounce.key)
+    delay = debouncing.delay_seconds(debounce, state, at_ms)
+    jid, body = _prepare(spec, payload, job_id, priority, debounce={"key": debounce.key, "at": at_ms})
+    cfg.client("sqs").send_message(
+        QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay, **_group(tenant)
+    )
+    first_ms = state.first_at if state is not None else at_ms
+    failed = retrying(debouncing.record, client, table, spec.name, debounce, jid, at_ms, first_ms)
+    if failed is not None:
+        logger.warning(
+            "job %s id %s: sent, but its debounce key could not be recorded (%s); it runs, and an earlier "
+            "enqueue of its key may run too",
+            spec.name,
+            jid,
+            failed,
+        )
     return jid
 
 
@@ -127,7 +208,13 @@ def one_time_schedule_name(job: str, job_id: str) -> str:
 
 
 def _schedule_once(
-    config: StackConfig, job: str, job_id: str, body: str, at: datetime, level: str | None
+    config: StackConfig,
+    job: str,
+    job_id: str,
+    body: str,
+    at: datetime,
+    level: str | None,
+    tenant: str | None = None,
 ) -> None:
     role_arn, group, dlq_arn = config.scheduler_settings()
     queue_arn = config.queue_arn(job, level)
@@ -148,6 +235,7 @@ def _schedule_once(
                 "Input": body,
                 "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400},
                 "DeadLetterConfig": {"Arn": dlq_arn},
+                **({"SqsParameters": {"MessageGroupId": tenant}} if tenant is not None else {}),
             },
         )
     except scheduler.exceptions.ConflictException:
@@ -216,6 +304,7 @@ def enqueue_many(
     job_ids: Sequence[str] | None = None,
     delay_seconds: int = 0,
     priority: str | None = None,
+    tenant: str | None = None,
     max_retries: int = 3,
     config: StackConfig | None = None,
 ) -> EnqueueResults:
@@ -224,7 +313,8 @@ def enqueue_many(
     Every payload is validated first: one invalid payload raises and nothing is sent. Entries SQS
     reports in `Failed` (it answers HTTP 200 for partial failures) are retried up to `max_retries`
     times with a short backoff; what still fails is in the result's `.failed`, with its error.
-    `priority` (one of the job's `priorities`) applies to every job of the call.
+    `priority` (one of the job's `priorities`) and `tenant` (the fair queue's message group, as
+    `enqueue`'s) apply to every job of the call.
 
     Raises:
         UnknownJobError, PayloadValidationError, PayloadTooLargeError: as `enqueue`, before sending.
@@ -240,6 +330,7 @@ def enqueue_many(
     spec = _spec_of(job, cfg)
     level = spec.level_for(priority)
     _check_delay(delay_seconds)
+    check_tenant(tenant)
     items = list(payloads)
     if job_ids is not None and len(job_ids) != len(items):
         raise EnqueueError(
@@ -247,7 +338,12 @@ def enqueue_many(
         )
     prepared = [_prepare(spec, p, job_ids[i] if job_ids else None, priority) for i, p in enumerate(items)]
     results = send_bodies(
-        cfg, cfg.queue_url(spec.name, level), prepared, delay_seconds=delay_seconds, max_retries=max_retries
+        cfg,
+        cfg.queue_url(spec.name, level),
+        prepared,
+        delay_seconds=delay_seconds,
+        max_retries=max_retries,
+        tenant=tenant,
     )
     if results.failed:
         logger.warning(
@@ -266,6 +362,7 @@ def send_bodies(
     *,
     delay_seconds: int = 0,
     max_retries: int = 3,
+    tenant: str | None = None,
 ) -> EnqueueResults:
     """Send (job id, message body) pairs to one queue in SendMessageBatch calls (at most 10 entries
     and 1 MiB each). Entries SQS reports in `Failed` and calls that fail as a whole are retried up to
@@ -282,7 +379,7 @@ def send_bodies(
             time.sleep(min(0.1 * 2**attempt, 2.0))
         retry: list[tuple[int, str]] = []
         for chunk in chunk_by_size(pending):
-            results, again = _send_chunk(sqs, url, chunk, job_ids, delay_seconds)
+            results, again = _send_chunk(sqs, url, chunk, job_ids, delay_seconds, tenant)
             outcome.update(results)
             retry.extend(again)
         pending = retry
@@ -294,14 +391,22 @@ def send_bodies(
 
 
 def _send_chunk(
-    sqs: Any, url: str, chunk: list[tuple[int, str]], job_ids: Sequence[str], delay_seconds: int
+    sqs: Any,
+    url: str,
+    chunk: list[tuple[int, str]],
+    job_ids: Sequence[str],
+    delay_seconds: int,
+    tenant: str | None = None,
 ) -> tuple[dict[int, EnqueueResult], list[tuple[int, str]]]:
     """One SendMessageBatch call: the result of each (index, body) of `chunk`, and those to retry.
 
     A call that fails as a whole (network, throttling) is retried whole; of the entries SQS reports in
     `Failed`, those that are not the sender's fault (a sender fault would fail again: it is reported).
     """
-    entries = [{"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds} for i, body in chunk]
+    entries = [
+        {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds, **_group(tenant)}
+        for i, body in chunk
+    ]
     try:
         response = sqs.send_message_batch(QueueUrl=url, Entries=entries)
     except Exception as exc:  # the whole call failed (network, throttling): retry the chunk

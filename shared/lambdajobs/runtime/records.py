@@ -34,6 +34,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
 from lambdajobs.runtime import aws, lifecycle, pii
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
+from lambdajobs.runtime.context import JobCancelled
 from lambdajobs.runtime.errors import (
     InvalidOptionError,
     JobIdError,
@@ -373,9 +374,50 @@ class JobRecordStore(BasePersistenceLayer):
         self._checkpointed.discard(job_id)
 
     def set_progress(self, job_id: str, percent: float, message: str | None = None) -> None:
-        """Persist a running job's progress (one UpdateItem); the last one stays on its success."""
-        lifecycle.report_progress(self.client, self.table, job_id, percent, message)
+        """Persist a running job's progress (one UpdateItem); the last one stays on its success.
+
+        Raises:
+            JobCancelled: a cancel of the job was recorded (the write is refused: the job stops).
+        """
+        try:
+            lifecycle.report_progress(self.client, self.table, job_id, percent, message)
+        except lifecycle.CancelRequested:
+            raise JobCancelled(f"job '{job_id}' was cancelled") from None
         self._progress[job_id] = (percent, message)
+
+    def supersede(self, job_id: str, job: str) -> bool:
+        """A debounced enqueue's record reads `superseded` (`lifecycle.supersede`)."""
+        return lifecycle.supersede(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            ttl_seconds=self.config.record_ttl_seconds,
+            index=self.config.job_index,
+        )
+
+    def cancel_requested(self, job_id: str) -> bool:
+        """Whether a cancel of the job is recorded (one consistent GetItem of that attribute)."""
+        response = self.client.get_item(
+            TableName=self.table,
+            Key=codec.key(job_id),
+            ConsistentRead=True,
+            ProjectionExpression="cancel_requested",
+        )
+        return "cancel_requested" in (response.get("Item") or {})
+
+    def settle_cancelled(self, job_id: str, job: str, lock: int | None, tally: Tally | None = None) -> bool:
+        """End a cancelled job `cancelled` (`lifecycle.settle_cancelled`)."""
+        return lifecycle.settle_cancelled(
+            self.client,
+            self.table,
+            job_id,
+            job,
+            lock=lock,
+            ttl_seconds=self.config.record_ttl_seconds,
+            tally=tally,
+            index=self.config.job_index,
+        )
 
     def get_item(self, job_id: str) -> dict[str, Any] | None:
         """The job's item as stored (one consistent GetItem), or None."""

@@ -42,6 +42,7 @@ from lambdajobs.runtime.errors import (
 from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE, PRIORITY_NAME_RE, RESERVED_ID_PREFIX
 
 if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a cold start without them
+    from lambdajobs.runtime.keyslots import ConcurrencyKey
     from lambdajobs.runtime.ratelimit import RateLimit  # skips both modules
     from lambdajobs.runtime.schedule import Schedule
 
@@ -86,6 +87,7 @@ class JobSpec:
     pii_fields: tuple[str, ...] = ()
     alarms: Alarms = field(default_factory=Alarms)
     rate_limit: RateLimit | None = None
+    concurrency_key: ConcurrencyKey | None = None
     priorities: tuple[str, ...] = ()
     #: Each level's event-source MaximumConcurrency, in the order of `priorities`: the lowest level has
     #: `max_concurrency`, each level above twice the one below (capped at 1000) unless
@@ -461,6 +463,7 @@ def job(
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
     rate_limit: str | RateLimit | None = None,
+    concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
@@ -507,6 +510,10 @@ def job(
         alarms: Alarm thresholds: CloudWatch alarms to the stack's SNS topic (`Alarms`).
         rate_limit: Starts allowed per second, minute, hour or day across every worker: `"100/minute"`,
             or a `RateLimit` shared by name or keyed by a payload field with per-key quotas.
+        concurrency_key: At most N runs in progress at once per value of a payload field, across every
+            worker: `ConcurrencyKey("customer_id", 2)`, with per-value caps in `quotas={"acme": 5}`
+            (1 to 1000). A run over its value's cap waits (handed back, using no attempt); a slot is
+            freed when its run ends, or with its invocation after a crash. Two write units per run.
         priorities: Priority levels, highest first: `("high", "normal")`, or `{"high": 50, "normal": 10}`
             with each level's concurrency (otherwise the lowest has `max_concurrency` and each level
             above twice the one below). Each level has its own queue, DLQ and event source on the
@@ -598,6 +605,7 @@ def _register(
     pii_fields: tuple[str, ...] | list[str] = (),
     alarms: Alarms | None = None,
     rate_limit: str | RateLimit | None = None,
+    concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
@@ -611,6 +619,11 @@ def _register(
     )
     model, takes_context = _payload_model(job_name, fn)
     limit = _rate_limit_option(job_name, rate_limit, model)
+    per_key = None
+    if concurrency_key is not None:
+        from lambdajobs.runtime.keyslots import checked as checked_key
+
+        per_key = checked_key(job_name, concurrency_key, model.model_fields)
     _check_known_options(job_name, options)
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
     spec = JobSpec(
@@ -624,6 +637,7 @@ def _register(
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         alarms=alarms if alarms is not None else Alarms(),
         rate_limit=limit,
+        concurrency_key=per_key,
         priorities=levels,
         priority_concurrency=level_concurrency,
         schedule=schedule,

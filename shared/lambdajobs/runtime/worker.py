@@ -39,12 +39,12 @@ from lambdajobs.runtime import delivery as deliveries
 from lambdajobs.runtime import durable, gates, lifecycle, pii
 from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.context import JobContext
+from lambdajobs.runtime.context import JobCancelled, JobContext
 from lambdajobs.runtime.delivery import Delivery, attempt_of
 from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
-from lambdajobs.runtime.gates import Decision, Done, HandBack, Park, RecordSuccess, Run
+from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
 from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, error_fields
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
@@ -260,14 +260,68 @@ class Worker:
                 if not isinstance(decision, Run):
                     return self.effects.apply(d, decision)
                 _wait_for(decision, self._count)  # a rate-limit slot less than a second away
+                slot, busy = self._key_slot(d, invocation)
+                if busy is not None:
+                    return self.effects.apply(d, busy)
                 invocation.started += 1
                 started = time.perf_counter()
                 try:
                     return self._run(d, decision, invocation.context, fresh=invocation.started == 1)
                 finally:
                     invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
+                    if slot is not None:
+                        self._release(slot)
             finally:
                 logger.thread_safe_remove_keys(list(keys))
+
+    def _debounce(self, d: Delivery) -> Decision | None:
+        """A debounced enqueue's first delivery runs only if no later enqueue of its key came
+        (`lambdajobs.runtime.debounce.claim`); a retry, a continuation or a copy carrying an outcome
+        has claimed already."""
+        if d.envelope is None or d.envelope.debounce is None or d.job_id is None:
+            return None
+        if d.attempt != 1 or d.resume_wake is not None or d.carried is not None:
+            return None
+        from lambdajobs.runtime import debounce  # debounced jobs only: not at a cold start
+
+        field = d.envelope.debounce
+        try:
+            runs = debounce.claim(
+                self.store.client, self.store.table, d.spec.name, field.key, d.job_id, field.at
+            )
+        except Exception as exc:
+            return gates.not_acquired(d, exc, self.rng)
+        return Supersede(field.key) if runs is False else None
+
+    def _key_slot(self, d: Delivery, invocation: _Invocation) -> tuple[Any, Decision | None]:
+        """A slot of the job's concurrency key (`lambdajobs.runtime.keyslots`), or the decision when
+        none is free (handed back, using no attempt) or it cannot be taken (as a lock not taken)."""
+        per_key = d.spec.concurrency_key
+        if per_key is None or d.payload is None or d.job_id is None:
+            return None, None
+        from lambdajobs.runtime import keyslots  # jobs with a concurrency key only: not at a cold start
+
+        value = keyslots.key_value(per_key, d.raw_payload or {})
+        context = invocation.context
+        left_ms = context.get_remaining_time_in_millis() if context is not None else None
+        deadline_ms = int(time.time() * 1000) + int(
+            left_ms if left_ms is not None else d.spec.timeout_seconds * 1000
+        )
+        slots = keyslots.KeySlots(self.store.client, self.store.table, salt=self.stack_config.stack)
+        try:
+            slot = slots.take(d.spec.name, value, per_key.limit_for(value), d.job_id, deadline_ms)
+        except Exception as exc:
+            return None, gates.not_acquired(d, exc, self.rng)
+        if slot is None:
+            delay = keyslots.retry_delay(self.rng)
+            return None, HandBack(delay, "its key's runs are at their cap", metric="JobKeyBusy")
+        return (slots, slot), None
+
+    def _release(self, held: tuple[Any, Any]) -> None:
+        slots, slot = held
+        failed = self.effects.write(slots.release, slot)
+        if failed is not None:  # the entry expires with this invocation
+            logger.warning("could not release the key's slot", extra={"error": error_fields(failed)})
 
     def _decide(self, d: Delivery, invocation: _Invocation) -> Decision:
         """The gates, in order: the first decision taken, else `Run`."""
@@ -281,6 +335,7 @@ class Worker:
                 d, lambda level: self.stack_config.queue_url(spec.name, level), _unroutable
             ),
             gates.validation,
+            self._debounce,
         ):
             decision = gate(d)
             if decision is not None:
@@ -339,6 +394,28 @@ class Worker:
             run["resumed"] = True
         if d.member is not None:  # its outcome is counted in the workflow's item
             run["workflow"] = {"id": d.member.id, "stage": d.member.stage}
+        ctx = self._context(d, job_id, context, fresh)
+        started = time.perf_counter()
+        outcome = _Outcome(start_by_us=go.start_by_us)
+        token = _outcome.set(outcome)
+        try:
+            result = self._run_once(run=run, spec=spec, payload=d.payload, ctx=ctx)
+            after: Decision = self._returned(outcome, result)
+        except (LockLost, Suspend, JobCancelled) as stopped:  # not Exceptions: the run stops here
+            after = self._stopped(d, stopped)
+        except IdempotencyAlreadyInProgressError:
+            after = self._lock_held()
+        except Exception as exc:
+            after = self._raised(d, run, outcome, exc)
+        finally:
+            _outcome.reset(token)
+            if outcome.started:
+                self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
+        return self.effects.apply(d, after)
+
+    def _context(self, d: Delivery, job_id: str, context: Any, fresh: bool) -> JobContext:
+        """The run's `ctx`, with its durable state."""
+        spec = d.spec
         ctx = JobContext(
             job_id=job_id,
             job=spec.name,
@@ -350,6 +427,7 @@ class Worker:
             scheduled_at=d.envelope.scheduled_at if d.envelope else None,
             config=self.stack_config,
             workflow=d.member,
+            cancel_check=lambda: self.store.cancel_requested(job_id),
         )
         ctx.durable = Durable(
             job_id=job_id,
@@ -362,29 +440,23 @@ class Worker:
             write=lambda name, value, lock: self.store.checkpoint(job_id, name, value, lock),
             fresh_invocation=fresh,
         )
-        started = time.perf_counter()
-        outcome = _Outcome(start_by_us=go.start_by_us)
-        token = _outcome.set(outcome)
-        try:
-            result = self._run_once(run=run, spec=spec, payload=d.payload, ctx=ctx)
-            after: Decision = self._returned(outcome, result)
-        except LockLost as lost:  # another delivery took the job over: it records the outcome
-            logger.warning("the job's lock was taken over; this run stops", extra={"reason": str(lost)})
-            after = HandBack(spec.timeout_seconds, "its lock was taken over")
-        except Suspend as parked:  # not an Exception: the job parks (a sleep, a signal, a continuation)
+        return ctx
+
+    def _stopped(self, d: Delivery, stopped: BaseException) -> Decision:
+        """A run that stopped without an outcome: its lock was taken over (the taker records the
+        outcome), it parked (a sleep, a signal wait, a continuation), or it was cancelled at a check."""
+        if isinstance(stopped, LockLost):
+            logger.warning("the job's lock was taken over; this run stops", extra={"reason": str(stopped)})
+            return HandBack(d.spec.timeout_seconds, "its lock was taken over")
+        if isinstance(stopped, Suspend):
             logger.info(
-                "job parked", extra={"reason": parked.reason, "wake_at": durable.iso_ms(parked.wake_ms)}
+                "job parked", extra={"reason": stopped.reason, "wake_at": durable.iso_ms(stopped.wake_ms)}
             )
-            after = Park(parked.state, parked.wake_ms, parked.reason, self.store.lock_token(), parked.signal)
-        except IdempotencyAlreadyInProgressError:
-            after = self._lock_held()
-        except Exception as exc:
-            after = self._raised(d, run, outcome, exc)
-        finally:
-            _outcome.reset(token)
-            if outcome.started:
-                self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
-        return self.effects.apply(d, after)
+            return Park(
+                stopped.state, stopped.wake_ms, stopped.reason, self.store.lock_token(), stopped.signal
+            )
+        logger.info("job cancelled while it ran; it stopped at a check", extra={"reason": str(stopped)})
+        return Cancel(self.store.lock_token(), "cancelled while it ran")
 
     def _returned(self, outcome: _Outcome, result: Any) -> Decision:
         if outcome.started:
