@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lambdajobs.local import fairqueues
+
 __all__ = ["atomic", "install", "installed", "lock", "uninstall"]
 
 
@@ -206,6 +208,7 @@ def install() -> None:
             _patch(Queue, "wait_for_messages", lambda f: _lock_put_down_while_waiting(sqs, f))
             _patch(DynamoDBBackend, "transact_write_items", _rolled_back_by_item)
             _patch(sqs_models, "unix_time_millis", _epoch_ms)
+            fairqueues.install()  # SQS fair queues (tenants) on standard queues, for both stacks
         except BaseException:
             _restore()
             _installs -= 1
@@ -224,6 +227,7 @@ def uninstall() -> None:
 
 
 def _restore() -> None:
+    fairqueues.uninstall()
     while _patched:
         cls, name, own = _patched.pop()
         if own is None:

@@ -127,7 +127,7 @@ class EventSourceMapping:
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=min(MAX_RECEIVE, self.batch_size - len(messages)),
                 WaitTimeSeconds=min(wait, MAX_WAIT_SECONDS),
-                AttributeNames=["All"],
+                AttributeNames=["All"],  # every system attribute, MessageGroupId (the tenant) too
                 MessageAttributeNames=["All"],
             ).get("Messages", [])
             messages.extend(got)

@@ -26,7 +26,9 @@ def _attribute(value: dict[str, Any]) -> dict[str, Any]:
 
 def sqs_record(message: dict[str, Any], *, queue_arn: str, region: str) -> dict[str, Any]:
     """One record of Lambda's SQS event from one ReceiveMessage message (received with all
-    attributes and message attributes)."""
+    attributes and message attributes). `attributes` holds the system attributes as received, so a
+    message sent with a `MessageGroupId` (a fair queue's tenant on a standard queue, or a FIFO
+    group) carries it in `attributes.MessageGroupId`, as Lambda's record does."""
     return {
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],

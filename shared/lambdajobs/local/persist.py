@@ -6,11 +6,12 @@ build/local/). What it keeps:
   Scheduler DLQ. Read from moto's SQS backend in this process (the server is in-process), because
   the API cannot read a message without receiving it, nor tell its delay, and cannot set a receive
   count or a message id. Kept: body, message and system attributes, message id (a job whose id is
-  its message id keeps its id), sent time, first receive time and receive count, exactly: a job's
-  attempt number goes on where it was, and SQS redrive still counts its receives. A delayed message
-  keeps its remaining delay (the time the stack was stopped does not count). A message in flight
-  (received and not deleted: a retry waiting out its backoff, or a batch that a crash cut short)
-  becomes visible at once when restored, with its receive count kept.
+  its message id keeps its id), message group (a fair queue's tenant), sent time, first receive time
+  and receive count, exactly: a job's attempt number goes on where it was, and SQS redrive still
+  counts its receives. A delayed message keeps its remaining delay (the time the stack was stopped
+  does not count). A message in flight (received and not deleted: a retry waiting out its backoff,
+  or a batch that a crash cut short) becomes visible at once when restored, with its receive count
+  kept.
 - the job table's items (job records, workflows, rate limiters): a Scan, put back with
   BatchWriteItem;
 - the data bucket's objects, with their content type and metadata;
@@ -426,6 +427,8 @@ def _message(message: Any, now_ms: float) -> dict[str, Any]:
         "sent_ms": message.sent_timestamp,
         "first_receive_ms": message.approximate_first_receive_timestamp,
         "receive_count": message.approximate_receive_count,
+        # the tenant of a fair queue (MessageGroupId on a standard queue): it stays the message's
+        "group_id": message.group_id,
         "delay_ms": max(0, int(message.delayed_until - now_ms)),
         # when the delay ends, on the wall clock: a state saved a while before the stop (an idle stack
         # does not save again) restores the delay that is left, not the delay there was
@@ -507,6 +510,7 @@ def _put_messages(queue: Any, messages: list[dict[str, Any]], counts: Counts) ->
             message.sent_timestamp = saved.get("sent_ms") or int(now_ms)
             message.approximate_first_receive_timestamp = saved.get("first_receive_ms")
             message.approximate_receive_count = int(saved.get("receive_count") or 0)
+            message.group_id = saved.get("group_id")  # (files saved before it had none: no tenant)
             delay_ms = int(saved.get("delay_ms") or 0)
             if saved.get("delayed_until_ms"):  # (files saved before it had only the delay left then)
                 delay_ms = max(0, int(saved["delayed_until_ms"] - now_ms))
