@@ -29,6 +29,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from lambdajobs.runtime.job_record import LISTED_STATES
+
 app = typer.Typer(
     name="lambdajobs",
     help="lambdajobs: serverless background jobs on AWS.",
@@ -699,7 +701,7 @@ def enqueue(
 
 #: The states `lambdajobs jobs --state` takes: those the job index can hold (in its mode "all"; a
 #: stack's own mode may hold fewer, and says how to turn it up), in a job's order.
-LISTABLE = ("running", "retrying", "sleeping", "waiting_signal", "succeeded", "dead")
+LISTABLE = tuple(state.value for state in LISTED_STATES)
 
 #: `lambdajobs status` exit codes, besides 0 (found; with --wait: succeeded), 1 (an error) and 2 (a
 #: usage error, as for every command).
@@ -838,6 +840,78 @@ def send_signal(
     )
 
 
+#: `lambdajobs cancel` exit code, besides 0 (cancelled, or asked to stop), 1 and 2: nothing changed,
+#: the job had already finished (with --workflow: every member had).
+CANCEL_FINISHED = 3
+
+
+@app.command()
+@friendly
+def cancel(
+    job_id: str = typer.Argument(
+        None, metavar="JOB_ID", help="the job's id (or --workflow instead)", show_default=False
+    ),
+    job: str = typer.Option(
+        None,
+        "--job",
+        metavar="NAME",
+        help="the job's name: also deletes the one-time schedule of a --run-at job not started yet",
+    ),
+    workflow_id: str = typer.Option(
+        None,
+        "--workflow",
+        metavar="WORKFLOW_ID",
+        help="cancel every member of this workflow that has not finished (instead of JOB_ID)",
+    ),
+) -> None:
+    """Cancel a job: one that is not running (not started, retrying, sleeping, waiting for a signal)
+    never runs again under its id; a running one is asked to stop, and stops at its next progress
+    report or step. A finished job is left as it is.
+
+    With --workflow: every member not finished is cancelled (the callback too), and the counts are
+    printed.
+
+    Exit codes: 0 cancelled, or asked to stop; 1 an error; 2 a usage error; 3 nothing changed: the job
+    had already finished (with --workflow: every member had).
+    """
+    from lambdajobs.runtime.cancellation import cancel as cancel_job
+    from lambdajobs.runtime.cancellation import cancel_workflow
+    from lambdajobs.runtime.errors import InvalidOptionError
+
+    if workflow_id is not None:
+        if job_id is not None or job is not None:
+            raise InvalidOptionError(
+                "--workflow cancels a workflow's members: pass no JOB_ID or --job with it."
+            )
+        cancelled = cancel_workflow(workflow_id, config=_config)
+        console.print(
+            f"workflow {workflow_id}: {cancelled.cancelled} cancelled, {cancelled.requested} asked to stop, "
+            f"{cancelled.finished} already finished (of {len(cancelled.members)} members).",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+        if cancelled.members and not (cancelled.cancelled or cancelled.requested):
+            raise typer.Exit(CANCEL_FINISHED)
+        return
+    if not job_id:
+        raise InvalidOptionError(
+            "name the job to cancel: lambdajobs cancel JOB_ID (or --workflow WORKFLOW_ID)."
+        )
+    name = _spec(job).name if job is not None else None  # a job name that is not declared: one line
+    result = cancel_job(job_id, job=name, config=_config)
+    console.print(result.message, soft_wrap=True, highlight=False, markup=False)
+    if result.schedule_deleted:
+        console.print(
+            f"deleted its one-time schedule {result.schedule_deleted}.",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+    if not result.changed:
+        raise typer.Exit(CANCEL_FINISHED)
+
+
 @app.command()
 @friendly
 def jobs(
@@ -845,7 +919,7 @@ def jobs(
     state: str = typer.Option(
         None,
         "--state",
-        help=f"{', '.join(LISTABLE[:-1])} or {LISTABLE[-1]} (default: every state the index holds)",
+        help=f"{', '.join(LISTABLE[:-1])} or {LISTABLE[-1]} (without it: every state the index holds)",
     ),
     limit: int = typer.Option(20, "--limit", help="at most this many per state"),
     after: str = typer.Option(None, "--after", help="the next page: the cursor a previous page printed"),
