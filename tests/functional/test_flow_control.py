@@ -6,14 +6,26 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import BaseModel
 
-from lambdajobs import Backoff, ConcurrencyKey, Debounce, JobContext, cancel, cancel_workflow, chord, sig
-from lambdajobs.errors import DeclarationError, EnqueueError
+from lambdajobs import (
+    Backoff,
+    ConcurrencyKey,
+    Debounce,
+    JobContext,
+    PermanentError,
+    cancel,
+    cancel_workflow,
+    chord,
+    sig,
+)
+from lambdajobs.errors import CancelError, DeclarationError, EnqueueError
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.runtime.aws import TRIES
+from tests.faults import Faults
 
 
 class Item(BaseModel):
@@ -192,7 +204,8 @@ def test_fifty_jobs_over_five_keys_never_run_more_than_two_at_once_per_key(stack
     runner = declare(
         export, name="export", max_attempts=3, concurrency_key=ConcurrencyKey("customer", 2), batch_size=1
     )
-    ids = [stack.enqueue("export", {"n": n, "customer": f"c{n % 5}"}) for n in range(50)]
+    # each key's ten jobs side by side in the queue: without the cap, 5 of a key would run at once
+    ids = [stack.enqueue("export", {"n": n, "customer": f"c{n // 10}"}) for n in range(50)]
     mapping = EventSourceMapping(
         queue_url=runner.queues.queue_url,
         queue_arn=runner.queues.queue_arn,
@@ -212,10 +225,19 @@ def test_fifty_jobs_over_five_keys_never_run_more_than_two_at_once_per_key(stack
     finally:
         mapping.stop()
     assert len(windows) == 50
-    assert max(peak.values()) <= 2
+    assert max(peak.values()) == 2  # the cap reached, never passed
     statuses = [stack.status(i) for i in ids]
     assert all(s.state == "succeeded" for s in statuses)
     assert all(s.attempts == 1 for s in statuses)  # waiting used no attempt
+    # and from the records' start and end times: never more than 2 of a key in progress at once
+    for key in {f"c{n // 10}" for n in range(50)}:
+        spans = [
+            (datetime.fromisoformat(s.started_at), datetime.fromisoformat(s.finished_at))
+            for s in statuses
+            if s.result == {"customer": key} and s.started_at and s.finished_at
+        ]
+        assert len(spans) == 10
+        assert max(sum(1 for a, b in spans if a <= start < b) for start, _ in spans) <= 2, key
 
 
 def test_a_concurrency_key_must_name_a_payload_field(declare):
@@ -240,5 +262,135 @@ def test_a_tenant_is_the_message_group_of_the_job_and_of_its_hand_back_copies(st
         stack.enqueue("plain", {"n": 1}, tenant="has space")
 
 
-def unused(_: Any) -> None:  # keeps imports used while the workflow test is written
-    _ = (cancel_workflow, chord, sig)
+def test_a_tenant_is_kept_by_the_copy_that_goes_to_the_dlq(stack, declare):
+    def refuses(payload: Item, ctx: JobContext) -> None:
+        raise PermanentError("bad input")
+
+    runner = declare(refuses, name="refuses", max_attempts=3)
+    stack.enqueue("refuses", {"n": 1}, tenant="acme")
+    runner.drain()
+    got = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.dlq_url, MessageSystemAttributeNames=["All"]
+    )["Messages"][0]
+    assert got["Attributes"]["MessageGroupId"] == "acme"
+
+
+def test_a_hand_back_copy_keeps_its_tenant(stack, declare):
+    # GIVEN a key capped at one run, held by a run in progress
+    gate, started = threading.Event(), threading.Event()
+
+    def held(payload: Item, ctx: JobContext) -> None:
+        started.set()
+        gate.wait(10)
+
+    runner = declare(held, name="held", max_attempts=3, concurrency_key=ConcurrencyKey("customer", 1))
+    stack.enqueue("held", {"customer": "c1"}, tenant="acme")
+    first = threading.Thread(target=runner.poll)
+    first.start()
+    try:
+        assert started.wait(10)  # the first run holds the key's one slot
+        # WHEN a second job of that key arrives: handed back, carrying its tenant
+        stack.enqueue("held", {"customer": "c1"}, tenant="acme")
+        runner.poll()
+    finally:
+        gate.set()
+        first.join()
+    got = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, MessageSystemAttributeNames=["All"], WaitTimeSeconds=6
+    )["Messages"][0]
+    assert got["Attributes"]["MessageGroupId"] == "acme"
+    assert got["Attributes"]["ApproximateReceiveCount"] == "1"  # a copy: no receive spent
+
+
+# -- workflows and run_at ------------------------------------------------------------------------
+
+
+def test_cancelling_a_workflow_cancels_its_members_and_its_callback(stack, declare):
+    declare(counted, name="member", max_attempts=3)
+    declare(counted, name="callback", max_attempts=3)
+    wid = chord([sig("member", {"n": n}) for n in range(3)], sig("callback", {"n": 9})).enqueue(
+        workflow_id="wf-cancelled", config=stack.config
+    )
+    result = cancel_workflow(wid, config=stack.config)
+    assert (result.cancelled, result.requested, result.finished) == (4, 0, 0)
+    for _ in range(3):
+        stack.runner("member").drain()
+        stack.continuer().drain()
+        stack.runner("callback").drain()
+    assert sum(RAN.values()) == 0
+    assert {stack.status(f"{wid}.0.{i}").state for i in range(3)} == {"cancelled"}
+    assert stack.status(f"{wid}.1.0").state == "cancelled"
+    with pytest.raises(CancelError, match="no workflow"):
+        cancel_workflow("wf-unknown", config=stack.config)
+
+
+def test_a_run_at_job_cancelled_loses_its_schedule(stack, declare):
+    declare(counted, name="later", max_attempts=3)
+    at = datetime.now(UTC) + timedelta(hours=2)
+    job_id = stack.enqueue("later", {"n": 1}, run_at=at)
+    group = stack.provisioned.one_time_group
+    scheduler = stack.client("scheduler")
+    assert len(scheduler.list_schedules(GroupName=group)["Schedules"]) == 1
+    result = cancel(job_id, job="later", config=stack.config)
+    assert result.outcome == "cancelled" and result.schedule_deleted
+    assert scheduler.list_schedules(GroupName=group)["Schedules"] == []
+    assert stack.status(job_id).state == "cancelled"
+
+
+# -- faults ------------------------------------------------------------------------------------------
+
+
+def test_a_debounce_read_that_fails_hands_the_message_back_without_an_attempt(stack, declare):
+    runner = declare(counted, name="reindex", max_attempts=3, backoff=Backoff.fixed(1))
+    job_id = stack.enqueue("reindex", {"n": 1}, debounce=Debounce("doc-1", seconds=1))
+    time.sleep(1.1)
+    faults = Faults(runner.worker.store.client)
+    reads = faults.fail("GetItem", when=lambda p: "debounce" in p["Key"]["id"]["S"])
+    runner.poll()  # the claim cannot read the key: handed back (after its backoff), not run
+    faults.remove()
+    assert reads.hits == 1 and RAN[job_id] == 0
+    time.sleep(1.1)
+    runner.drain()
+    status = stack.status(job_id)
+    assert RAN[job_id] == 1 and status.state == "succeeded" and status.attempts == 1
+
+
+def test_a_debounce_key_that_cannot_be_recorded_still_runs_its_job(stack, declare):
+    runner = declare(counted, name="reindex", max_attempts=3)
+    faults = Faults(stack.client("dynamodb"))
+    writes = faults.fail("UpdateItem", when=lambda p: "debounce" in p["Key"]["id"]["S"], times=TRIES)
+    job_id = stack.enqueue("reindex", {"n": 1}, debounce=Debounce("doc-1", seconds=1))
+    faults.remove()
+    assert writes.hits == TRIES
+    time.sleep(1.1)
+    runner.drain()
+    assert RAN[job_id] == 1
+
+
+def test_a_slot_whose_release_failed_expires_with_its_invocation(stack, declare):
+    # GIVEN a key capped at one run, and a first run whose slot release fails every time
+    runner = declare(
+        counted,
+        name="capped",
+        timeout_seconds=2,
+        max_attempts=3,
+        concurrency_key=ConcurrencyKey("customer", 1),
+    )
+    faults = Faults(runner.worker.store.client)
+    releases = faults.fail(
+        "UpdateItem", when=lambda p: "REMOVE #runs.#me" in p["UpdateExpression"], times=TRIES
+    )
+    first = stack.enqueue("capped", {"customer": "c1"})
+    runner.poll()
+    faults.remove()
+    assert releases.hits == TRIES and RAN[first] == 1
+    # WHEN a second job of the key comes, within the first invocation's deadline and after it
+    second = stack.enqueue("capped", {"customer": "c1"})
+    runner.poll()
+    assert RAN[second] == 0  # the key is full: handed back, no attempt used
+    deadline = time.monotonic() + 20
+    while RAN[second] == 0 and time.monotonic() < deadline:
+        runner.poll()
+        time.sleep(0.2)
+    # THEN it ran once the dead entry expired, on its first attempt
+    assert RAN[second] == 1 and stack.status(second).attempts == 1

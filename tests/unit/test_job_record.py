@@ -71,6 +71,20 @@ RECORDS: dict[str, JobRecord] = {
     "running, live lock, go sent": running(in_progress_expiration=LOCK, signals={"go": '{"a": 1}'}),
     "running, live lock, other sent": running(in_progress_expiration=LOCK, signals={"other": "1"}),
     "dead, go sent": record(JobState.DEAD, 1, signals={"go": '{"a": 1}'}),
+    # cancellation
+    "cancelled": record(JobState.CANCELLED, 1, cancel_requested="2026-12-01T00:00:00.000Z"),
+    "cancelled before it ran": record(JobState.CANCELLED, 0, cancel_requested="2026-12-01T00:00:00.000Z"),
+    "cancelled, TTL expired": replace(
+        record(JobState.CANCELLED, 0, cancel_requested="2026-12-01T00:00:00.000Z"), expiration=int(NOW) - 1
+    ),
+    "superseded": record(JobState.SUPERSEDED, 0),
+    "running, live lock, cancel asked": running(
+        in_progress_expiration=LOCK, cancel_requested="2026-12-01T00:00:00.000Z"
+    ),
+    "running, expired lock, cancel asked": running(
+        in_progress_expiration=NOW_MS - 1, cancel_requested="2026-12-01T00:00:00.000Z"
+    ),
+    "retrying, cancel asked": record(JobState.RETRYING, 1, cancel_requested="2026-12-01T00:00:00.000Z"),
 }
 
 
@@ -119,6 +133,14 @@ def test_may_start_is_what_the_acquire_condition_lets_through(ddb, attempt, redr
         assert answers[always], always
     for never in ("running, live lock", "running, lock without deadline", "succeeded", "unknown state"):
         assert not answers[never], never
+    for cancelled in (
+        "cancelled",
+        "cancelled before it ran",
+        "superseded",
+        "running, expired lock, cancel asked",
+    ):
+        assert not answers[cancelled], cancelled  # a cancelled id never starts again (a redrive neither)
+    assert not answers["retrying, cancel asked"] and answers["cancelled, TTL expired"]
     assert answers["dead, counted, attempts below"] is redriven  # a counted dead member: only a redrive
     check_parked(answers, attempt, redriven)
     if attempt == 1:  # the rows' attempts are about attempt 2: below is 1, at this attempt
@@ -336,3 +358,27 @@ def test_may_take_signal_is_the_condition_of_deliver_signal(ddb):
 def test_waits_for_signal_is_the_condition_of_wake(ddb):
     answers = check(ddb, lambda r: r.waits_for_signal("go"), JobRecord.waits_for_signal_condition("go"))
     assert answers["waiting for go"] and not answers["waiting for other"] and not answers["no record"]
+
+
+def test_may_cancel_and_may_ask_cancel_are_the_conditions_of_cancel(ddb):
+    now = check(ddb, lambda r: r.may_cancel(NOW_MS), JobRecord.may_cancel_condition(NOW_MS))
+    ask = check(ddb, lambda r: r.may_ask_cancel(NOW_MS), JobRecord.may_ask_cancel_condition(NOW_MS))
+    # ended at once: not started, retrying, waiting, parked, a run whose invocation is over
+    for name in (
+        "no record",
+        "signal only (not started)",
+        "retrying, attempts none",
+        "waiting, attempts equal",
+        "sleeping, wake ahead, attempts equal",
+        "waiting for go",
+        "running, expired lock",
+        "retrying, cancel asked",
+        "cancelled, TTL expired",
+    ):
+        assert now[name] and not ask[name], name
+    # a live run is asked to stop, once
+    assert ask["running, live lock"] and not now["running, live lock"]
+    assert not ask["running, live lock, cancel asked"] and not now["running, live lock, cancel asked"]
+    # finished: left as it is
+    for name in ("succeeded", "dead, attempts equal", "cancelled", "superseded", "unknown state"):
+        assert not now[name] and not ask[name], name

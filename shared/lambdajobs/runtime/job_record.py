@@ -503,9 +503,9 @@ class JobRecord:
     @staticmethod
     def may_take_signal_condition(name: str, data: str) -> Condition:
         return Condition(
-            "(attribute_not_exists(#state) OR NOT #state IN (:succeeded, :dead)) "
+            "(attribute_not_exists(#state) OR NOT #state IN (:succeeded, :dead, :cancelled, :superseded)) "
             "AND (attribute_not_exists(#signal) OR #signal = :signal_data)",
-            {**_states(JobState.SUCCEEDED, JobState.DEAD), ":signal_data": data},
+            {**_states(*sorted(FINAL_STATES)), ":signal_data": data},
             {"#signal": SIGNAL_PREFIX + name},
         )
 

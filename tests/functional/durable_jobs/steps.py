@@ -206,3 +206,16 @@ def batched(payload: Batch, ctx: JobContext) -> dict:
         "only", WORK.run, ctx.job_id, "only", payload.work_seconds, budget_seconds=payload.budget_seconds
     )
     return {"ok": True}
+
+
+@job(timeout_seconds=60, max_attempts=3)
+def cancelled_midway(payload: Twice, ctx: JobContext) -> dict:
+    """Four steps; the second one's work cancels the job (an operator, while it runs)."""
+    from lambdajobs import cancel
+
+    def work(n: int) -> str:
+        if n == 2:
+            cancel(ctx.job_id, config=ctx.config)
+        return WORK.run(ctx.job_id, f"part-{n}", 0)
+
+    return {"parts": [ctx.step(f"part-{n}", work, n) for n in range(1, 5)]}
