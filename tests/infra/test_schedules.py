@@ -208,6 +208,7 @@ def test_producer_policy_can_enqueue_schedule_and_read_status_only(template, sta
         "dynamodb:UpdateItem",
         "scheduler:CreateSchedule",
         "scheduler:GetSchedule",  # a retried run_at with the same job id reads the existing schedule
+        "scheduler:DeleteSchedule",  # cancel: a run_at job's schedule, a parked job's wake-up
         "iam:PassRole",
     }
     [pass_role] = [s for s in doc if s["Action"] == "iam:PassRole"]

@@ -82,6 +82,11 @@ JOB_METRICS = (
     "JobDeadLettered",
     "JobHandedBack",
     "JobRateLimited",
+    # flow control: a job cancelled (its message dropped, or its run stopped at a check), a debounced
+    # enqueue superseded by a later one of its key, a run handed back because its key is at its cap
+    "JobCancelled",
+    "JobSuperseded",
+    "JobKeyBusy",
 )
 RUNBOOK = "Runbook: lambdajobs docs/how-to/runbooks.md."
 #: The first group of jobs: the one in the root stack, on the first dashboard.

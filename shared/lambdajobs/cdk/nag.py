@@ -162,9 +162,10 @@ def suppress(stack: LambdaJobs) -> None:
                 "name patterns (<stack>_* and <stack>_*-dlq, which no other stack's queue matches), "
                 "read the manifest entry of any job of this stack (one parameter per job "
                 "under the stack's path), schedule jobs for later (one-time schedules named per job id, in "
-                "the stack's one-time group only); cloudwatch:GetMetricStatistics and GetMetricData (the "
-                "age of a queue's oldest message, a job's counts) and scheduler:ListSchedules (the board's "
-                "pending runs) support no resource-level permission.",
+                "the stack's one-time group only) and delete them (lambdajobs cancel); "
+                "cloudwatch:GetMetricStatistics and GetMetricData (the age of a queue's oldest message, "
+                "a job's counts) and scheduler:ListSchedules (the board's pending runs) support no "
+                "resource-level permission.",
                 applies_to=[
                     manifest_entries,
                     one_time_schedules,
@@ -182,7 +183,9 @@ def suppress(stack: LambdaJobs) -> None:
                 id="AwsSolutions-IAM5",
                 reason="producers read the manifest entry of any job of this stack (one parameter per job "
                 "under the stack's path) and create one-time schedules, named per job id at run time, "
-                "in the stack's one-time group only; they send to " + why_queues + ".",
+                "in the stack's one-time group only, and delete them (lambdajobs.cancel); they send to "
+                + why_queues
+                + ".",
                 applies_to=[
                     manifest_entries,
                     one_time_schedules,

@@ -25,7 +25,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from lambdajobs.cdk import layout
-from lambdajobs.cdk.job_worker import RUNTIME, JobWorker, queue_arn
+from lambdajobs.cdk.job_worker import RUNTIME, JobWorker, debounce_items_condition, queue_arn
 from lambdajobs.cdk.monitoring import FIRST_PART, Monitoring
 from lambdajobs.cdk.quotas import (
     ACCOUNT_CONCURRENCY_CONTEXT,
@@ -156,6 +156,16 @@ def signal_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
         actions=["dynamodb:UpdateItem"],
         resources=[table.table_arn],
         conditions={"ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": [f"{RESERVED_ID_PREFIX}*"]}},
+    )
+
+
+def debounce_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
+    """What `enqueue(..., debounce=...)` calls besides the send: GetItem (consistent) and UpdateItem
+    of the key's item (`lambdajobs#debounce#<job>#<hash>`), of any job of the stack; no other item."""
+    return iam.PolicyStatement(
+        actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        resources=[table.table_arn],
+        conditions=debounce_items_condition(),
     )
 
 
@@ -585,6 +595,12 @@ class LambdaJobs(Construct):
                 *self._scheduling_statements(),
                 # lambdajobs.signal(): on job records only; its wake-up goes to the job's queue (above)
                 signal_statement(self.table),
+                # enqueue(..., debounce=...): the key's item, on debounce items only
+                debounce_statement(self.table),
+                # lambdajobs.cancel() and cancel_workflow(): the records' writes are the signal's
+                # UpdateItem (job records only), the reads GetItem (above); and the job's one-time
+                # schedule deleted (a run_at job's, a parked job's wake-up)
+                self._cancel_schedules_statement(),
             ],
         )
 
@@ -645,6 +661,10 @@ class LambdaJobs(Construct):
                 *self._scheduling_statements(),
                 # lambdajobs signal: on job records only; its wake-up goes to the job's queue (above)
                 signal_statement(self.table),
+                # lambdajobs cancel (a job, --workflow): the records' writes are the signal's UpdateItem
+                # (job records only), the workflow item and records read with GetItem (above); and
+                # the job's one-time schedule deleted (a run_at job's, a parked job's wake-up)
+                self._cancel_schedules_statement(),
                 # the board's pending one-time schedules (ListSchedules has no resource-level permission)
                 iam.PolicyStatement(actions=["scheduler:ListSchedules"], resources=["*"]),
             ],
@@ -693,6 +713,14 @@ class LambdaJobs(Construct):
         return iam.PolicyStatement(
             actions=["scheduler:CreateSchedule", "scheduler:GetSchedule"],
             resources=[self._one_time_schedules_arn("*")],
+        )
+
+    def _cancel_schedules_statement(self) -> iam.PolicyStatement:
+        """DeleteSchedule of any schedule of the one-time group: `cancel` deletes a `run_at` job's
+        schedule (named after the job id at run time) and a parked durable job's wake-up; nothing in
+        the cron group."""
+        return iam.PolicyStatement(
+            actions=["scheduler:DeleteSchedule"], resources=[self._one_time_schedules_arn("*")]
         )
 
     def _wake_up_statement(self, job: str) -> iam.PolicyStatement:
