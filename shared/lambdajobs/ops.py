@@ -112,6 +112,8 @@ class DeadLetter:
     attributes: dict[str, Any]  # message attributes, in SendMessage's shape
     sent_at: datetime
     receive_count: int
+    #: The fair-queue tenant it was sent with (`MessageGroupId`): a redrive keeps it.
+    group: str | None = None
 
     @property
     def envelope(self) -> dict[str, Any]:
@@ -337,6 +339,7 @@ def _dead_letter(message: dict[str, Any]) -> DeadLetter:
         },
         sent_at=datetime.fromtimestamp(sent_ms / 1000, tz=UTC),
         receive_count=int(attrs.get("ApproximateReceiveCount", "0")),
+        group=attrs.get("MessageGroupId") or None,
     )
 
 
@@ -478,6 +481,8 @@ def redrive(
                 kept[ATTR_REDRIVEN] = {"DataType": "String", "StringValue": "1"}
             if kept:
                 entry["MessageAttributes"] = kept
+            if letter.group:  # its tenant, as it was sent
+                entry["MessageGroupId"] = letter.group
             entries.append(entry)
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)

@@ -24,6 +24,8 @@ from lambdajobs import (
 )
 from lambdajobs.errors import CancelError, DeclarationError, EnqueueError
 from lambdajobs.local.emulator import EventSourceMapping
+from lambdajobs.local.scheduler import LocalScheduler
+from lambdajobs.ops import redrive
 from lambdajobs.runtime.aws import TRIES
 from tests.faults import Faults
 
@@ -270,9 +272,16 @@ def test_a_tenant_is_kept_by_the_copy_that_goes_to_the_dlq(stack, declare):
     stack.enqueue("refuses", {"n": 1}, tenant="acme")
     runner.drain()
     got = stack.client("sqs").receive_message(
-        QueueUrl=runner.queues.dlq_url, MessageSystemAttributeNames=["All"]
+        QueueUrl=runner.queues.dlq_url, MessageSystemAttributeNames=["All"], VisibilityTimeout=0
     )["Messages"][0]
     assert got["Attributes"]["MessageGroupId"] == "acme"
+    # and a redrive sends it back to its queue with its tenant
+    report = redrive(runner.queues.dlq_url, runner.queues.queue_url, config=stack.config)
+    assert report.moved == 1
+    back = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, MessageSystemAttributeNames=["All"]
+    )["Messages"][0]
+    assert back["Attributes"]["MessageGroupId"] == "acme"
 
 
 def test_a_hand_back_copy_keeps_its_tenant(stack, declare):
@@ -325,16 +334,24 @@ def test_cancelling_a_workflow_cancels_its_members_and_its_callback(stack, decla
 
 
 def test_a_run_at_job_cancelled_loses_its_schedule(stack, declare):
-    declare(counted, name="later", max_attempts=3)
+    runner = declare(counted, name="later", max_attempts=3)
     at = datetime.now(UTC) + timedelta(hours=2)
     job_id = stack.enqueue("later", {"n": 1}, run_at=at)
     group = stack.provisioned.one_time_group
     scheduler = stack.client("scheduler")
     assert len(scheduler.list_schedules(GroupName=group)["Schedules"]) == 1
+    # (a run_at job's schedule carries its tenant: the message it sends keeps it)
+    tenant_id = stack.enqueue("later", {"n": 2}, run_at=at, tenant="acme")
+    fire = LocalScheduler([], queue_urls={}, one_time_group=group, config=stack.config)
     result = cancel(job_id, job="later", config=stack.config)
     assert result.outcome == "cancelled" and result.schedule_deleted
-    assert scheduler.list_schedules(GroupName=group)["Schedules"] == []
+    assert len(scheduler.list_schedules(GroupName=group)["Schedules"]) == 1  # the tenant's only
     assert stack.status(job_id).state == "cancelled"
+    assert fire.run_due(at + timedelta(seconds=1)) == [tenant_id]
+    sent = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, MessageSystemAttributeNames=["All"]
+    )["Messages"]
+    assert [m["Attributes"].get("MessageGroupId") for m in sent] == ["acme"]
 
 
 # -- faults ------------------------------------------------------------------------------------------

@@ -95,7 +95,10 @@ class LocalScheduler:
             target = schedule["Target"]
             queue = target["Arn"].rsplit(":", 1)[-1]
             url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
-            sqs.send_message(QueueUrl=url, MessageBody=target["Input"])
+            group = (target.get("SqsParameters") or {}).get("MessageGroupId")  # a fair queue's tenant
+            sqs.send_message(
+                QueueUrl=url, MessageBody=target["Input"], **({"MessageGroupId": group} if group else {})
+            )
             if schedule.get("ActionAfterCompletion") == "DELETE":
                 scheduler.delete_schedule(Name=item["Name"], GroupName=self.one_time_group)
             sent.append(json.loads(target["Input"]).get("id", item["Name"]))

@@ -403,7 +403,13 @@ def wake_schedule_prefix(job: str) -> str:
 
 
 def schedule_wake(
-    config: StackConfig, job: str, job_id: str, body: str, wake_ms: int, level: str | None
+    config: StackConfig,
+    job: str,
+    job_id: str,
+    body: str,
+    wake_ms: int,
+    level: str | None,
+    tenant: str | None = None,
 ) -> None:
     """A one-time schedule that sends `body` to the job's queue (its priority level's) at `wake_ms`
     and deletes itself. The same wake-up scheduled again (a retried park) is not scheduled twice."""
@@ -426,6 +432,8 @@ def schedule_wake(
                 "Input": body,
                 "RetryPolicy": {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400},
                 "DeadLetterConfig": {"Arn": dlq_arn},
+                # the job's fair-queue tenant, kept by the message that continues it
+                **({"SqsParameters": {"MessageGroupId": tenant}} if tenant else {}),
             },
         )
 

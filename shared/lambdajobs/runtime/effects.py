@@ -325,7 +325,15 @@ class Effects:
             return
         body = durable.resumed_body(body_keeping_job_id(d), wake, max(0, d.attempt - 1))
         failed = self.write(
-            lambda: durable.schedule_wake(self.config, d.spec.name, job_id, body, wake, d.source_level)
+            lambda: durable.schedule_wake(
+                self.config,
+                d.spec.name,
+                job_id,
+                body,
+                wake,
+                d.source_level,
+                message_group(d.record).get("MessageGroupId"),
+            )
         )
         if failed is not None:
             self.retry_after(d, 60)
