@@ -330,6 +330,19 @@ class Board:
         context.update(job=job, job_id=job_id, job_poll_seconds=JOB_POLL_SECONDS)
         return self.page(request, "job.html", context, partial="_job.html", status=status_code)
 
+    async def cancel(self, request: Request) -> Response:
+        """Cancel the job the form names (`lambdajobs.cancel`), back on its page with the outcome."""
+        form = await self.form(request)
+        if isinstance(form, Response):
+            return form
+        job_id = (_first(form, "job_id") or "").strip()
+        job = (_first(form, "job") or "").strip() or None
+
+        def do() -> str:
+            return self.data.cancel(job_id, job).message
+
+        return await self.act(request, do, job_path(job, job_id) if job_id else "/jobs")
+
     # -- dead letters -----------------------------------------------------------------------------
 
     async def dead_letter_queues(self, request: Request) -> Response:
@@ -535,6 +548,7 @@ def create_app(
         get("/jobs/{job}", board.job_list),
         get("/jobs/{job}/{job_id:path}", board.job),
         get("/job/{job_id:path}", board.job),
+        post("/cancel", board.cancel),
         get("/dead-letters", board.dead_letter_queues),
         get("/dead-letters/{key}", board.dead_letters),
         get("/dead-letters/{key}/depth", board.dlq_depth),

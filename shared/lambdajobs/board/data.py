@@ -4,9 +4,10 @@ Queues come from the stack's manifest (`StackConfig.queue`, as `lambdajobs queue
 counters from `ops.queue_health` and `ops.oldest_age_seconds`, finished counts and the per-minute
 activity from `ops.job_counts` and `ops.activity`, job records from `records.get_status` and
 `records.list_jobs` (the one status reader), dead letters from `ops.peek_dead_letters`, redrives from
-`ops.redrive`. Only what is the board's own lives here: which queues a page names (a job's priority
-levels, the workflow queue, the Scheduler's DLQ), a dead letter's body with its job's `pii_fields`
-masked (`runtime.pii`, the masking the worker's logs get), and the choice of redrive path.
+`ops.redrive`, cancels from `lambdajobs.cancel`. Only what is the board's own lives here: which
+queues a page names (a job's priority levels, the workflow queue, the Scheduler's DLQ), a dead
+letter's body with its job's `pii_fields` masked (`runtime.pii`, the masking the worker's logs get),
+and the choice of redrive path.
 
 CloudWatch and the job index are paid per request: what they answer is kept `cache_seconds` (their
 figures are per minute anyway), so a page polling every few seconds does not multiply the bill.
@@ -27,6 +28,7 @@ from typing import Any
 from lambdajobs import ops
 from lambdajobs.ops import DeadLetter, QueueHealth
 from lambdajobs.runtime import pii, records
+from lambdajobs.runtime.cancellation import CancelResult, cancel
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import (
     ConfigurationError,
@@ -385,6 +387,11 @@ class BoardData:
 
     def status(self, job_id: str) -> JobStatus:
         return records.get_status(job_id, config=self.config)
+
+    def cancel(self, job_id: str, job: str | None = None) -> CancelResult:
+        """Cancel a job (`lambdajobs.cancel`, as `lambdajobs cancel` does); `job`, its name, also
+        deletes the one-time schedule of a `run_at` job not started yet."""
+        return cancel(job_id, job=self.spec(job).name if job else None, config=self.config)
 
     def list_jobs(self, job: str, state: JobState, cursor: str | None, limit: int = 25) -> Any:
         self.spec(job)
