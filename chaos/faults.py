@@ -83,6 +83,8 @@ WORKFLOW_CRASHES: dict[tuple[str, str], str] = {
 #: Completion writes: a plain job's UpdateItem, a workflow member's counted TransactWriteItems.
 COMPLETE_KINDS = ("complete", "counted_complete")
 WORKFLOW_KEY_PREFIX = "lambdajobs#wf#"  # lambdajobs.runtime.settings.WORKFLOW_ID_PREFIX
+KEYSLOTS_PREFIX = "lambdajobs#keyslots#"  # lambdajobs.runtime.keyslots.ITEM_PREFIX
+DEBOUNCE_PREFIX = "lambdajobs#debounce#"  # lambdajobs.runtime.debounce.ITEM_PREFIX
 WORKFLOW_QUEUE_SUFFIX = "--workflows"  # lambdajobs.runtime.settings.workflow_queue_name
 STEP_PREFIX = "step:"  # lambdajobs.runtime.job_record.STEP_PREFIX
 #: A planned `checkpoint_fails` / `park_fails` throttles this many calls in a row: every try of the
@@ -108,6 +110,9 @@ class InvocationCrashed(Exception):
 
 def classify(service: str, operation: str, request: dict[str, Any]) -> str:
     """A name for a worker call, from its request: which lifecycle write, or which SQS call."""
+    flow = _flow_call(service, operation, request)
+    if flow is not None:
+        return flow
     if service == "dynamodb" and operation == "TransactWriteItems":
         first = _first_update(request)
         values = first.get("ExpressionAttributeValues") or {}
@@ -151,6 +156,34 @@ def classify(service: str, operation: str, request: dict[str, Any]) -> str:
     if service == "sqs" and operation == "SendMessageBatch":
         return "stage_send"  # the continuer's next stage (the worker sends no batches)
     return operation
+
+
+def _flow_call(service: str, operation: str, request: dict[str, Any]) -> str | None:
+    """Flow control's calls: a key's slot (`keyslot_take`, `_release`, `_clear` of an expired entry,
+    `_read`, `_create`), a debounced enqueue's claim (`debounce_read`, `debounce_claim`), the records of
+    a superseded enqueue and of a cancelled job (`supersede`, `cancelled`), a running job's read of its
+    cancel (`cancel_check`); None for any other call."""
+    if service != "dynamodb":
+        return None
+    item = str(_job_id(request) or "")
+    values = request.get("ExpressionAttributeValues") or {}
+    if item.startswith(KEYSLOTS_PREFIX):
+        if operation == "GetItem":
+            return "keyslot_read"
+        if ":cap" in values:
+            return "keyslot_take"
+        if ":empty" in values:
+            return "keyslot_create"
+        return "keyslot_clear" if ":deadline" in values else "keyslot_release"
+    if item.startswith(DEBOUNCE_PREFIX):
+        return "debounce_claim" if operation == "DeleteItem" else "debounce_read"
+    if operation == "UpdateItem" and ":superseded" in values:
+        return "supersede"
+    if operation == "UpdateItem" and ":cancelled" in values:
+        return "cancelled"
+    if operation == "GetItem" and request.get("ProjectionExpression") == "cancel_requested":
+        return "cancel_check"
+    return None
 
 
 def _step_of(request: dict[str, Any]) -> str:

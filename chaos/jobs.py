@@ -12,6 +12,11 @@ holds the job's lock. Both share one body (`Ledger.run`):
   effects (`order`: a chain's steps must run one after the other) and, for a workflow's member of a
   later stage, the counts of the stage before it saw (`parents`: what a chord's callback was told).
 
+`chaos_flow` is flow control's (`FlowLedger`): capped at `FLOW_KEY_CAP` runs at once per value of its
+payload's `key`, each run noting when it started and ended and its invocation's deadline; in its
+`progress` mode it reports progress a number of times (the soak cancels it while it does), noting
+when each report was made and whether it returned.
+
 The third, `chaos_steps`, is a durable job of checkpointed steps: its steps' runs are noted in a
 ledger of their own (`chaos.steps`), and its own effect, once every step is done, in this one.
 
@@ -27,15 +32,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from chaos.steps import STEPS_MAX_ATTEMPTS, STEPS_TIMEOUT_SECONDS, StepWork, step_name, steps_ledger
-from lambdajobs import Backoff, JobContext, job
+from lambdajobs import Backoff, ConcurrencyKey, JobCancelled, JobContext, job
 
 #: The chaos jobs' timeouts: short, so a crashed invocation's lock expires within seconds. The queue's
 #: visibility timeout is 6 x the timeout (the spec derives it): a crashed batch returns after 12 s.
 WORK_TIMEOUT_SECONDS = 2
 SLOW_TIMEOUT_SECONDS = 4
+FLOW_TIMEOUT_SECONDS = 3
+#: `chaos_flow`'s cap: runs in progress at once per value of its payload's `key`.
+FLOW_KEY_CAP = 2
+FLOW = "chaos_flow"
 #: Scaled backoff: 0 to 1 s after the first failure, then 0 to 2 s (full jitter).
 CHAOS_BACKOFF = Backoff(base_seconds=1, max_seconds=2)
 MAX_ATTEMPTS = 5
@@ -74,6 +83,8 @@ class Ledger:
     order: dict[str, list[int]] = field(default_factory=dict)
     #: Per workflow member of a later stage, `ctx.workflow.parents` of each run that did its effect.
     parents: dict[str, list[dict[str, int]]] = field(default_factory=dict)
+    #: Per job id, when each run of its function started (epoch seconds).
+    started: dict[str, list[float]] = field(default_factory=dict)
     effects_done: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -85,6 +96,7 @@ class Ledger:
             for counter in counters:
                 counter.clear()
             self.running.clear()
+            self.started.clear()
             self.order.clear()
             self.parents.clear()
             self.effects_done = 0
@@ -111,6 +123,7 @@ class Ledger:
             self.runs[job_id] += 1
             run = self.runs[job_id]
             self.running[job_id] += 1
+            self.started.setdefault(job_id, []).append(time.time())
         try:
             if self.faults_on and self._draw(job_id, run) < self.transient_rate:
                 with self._lock:
@@ -180,6 +193,118 @@ def chaos_work(payload: Work, ctx: JobContext) -> dict[str, Any]:
 )
 def chaos_slow(payload: Work, ctx: JobContext) -> dict[str, Any]:
     return ledger.run(payload, ctx)
+
+
+class FlowWork(BaseModel):
+    """`chaos_flow`'s payload: its concurrency key, and in `progress` mode its reports."""
+
+    key: str = ""
+    mode: Literal["keyed", "progress"] = "keyed"
+    work_ms: int = Field(default=0, ge=0)
+    parts: int = Field(default=0, ge=0)
+
+
+@dataclass
+class FlowRun:
+    """One run of `chaos_flow`, as it noted itself (epoch seconds): its key, its start and end, its
+    invocation's deadline, and how it ended (`returned`, `raised`, `cancelled`)."""
+
+    job_id: str
+    key: str
+    attempt: int
+    start: float
+    deadline: float
+    end: float | None = None
+    ended: str = ""
+
+
+@dataclass
+class ProgressCall:
+    """One `ctx.progress` of a run of `chaos_flow` in progress mode: when it was called, when it
+    returned or raised, and whether it returned (the job went on)."""
+
+    job_id: str
+    called: float
+    ended: float
+    returned: bool
+
+
+@dataclass
+class FlowLedger:
+    """Every run of `chaos_flow` and every progress report, per process (a seed's). Thread-safe."""
+
+    runs: list[FlowRun] = field(default_factory=list)
+    progress: list[ProgressCall] = field(default_factory=list)
+    #: Job ids whose function runs right now, with the progress reports their run made so far.
+    reports: Counter[str] = field(default_factory=Counter)
+    running: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.runs.clear()
+            self.progress.clear()
+            self.reports.clear()
+            self.running.clear()
+
+    def reported(self, job_id: str) -> int:
+        """The progress reports the job's run in progress made (0: none running)."""
+        with self._lock:
+            return self.reports[job_id] if self.running[job_id] else 0
+
+    def run(self, payload: FlowWork, ctx: JobContext) -> dict[str, Any]:
+        now = time.time()
+        left = ctx.remaining_seconds() if ctx.lambda_context is not None else FLOW_TIMEOUT_SECONDS
+        run = FlowRun(ctx.job_id, payload.key, ctx.attempt, now, now + left)
+        with self._lock:
+            self.runs.append(run)
+            self.running[ctx.job_id] += 1
+            self.reports[ctx.job_id] = 0
+        run.ended = "raised"
+        try:
+            if payload.mode == "progress":
+                self._report(payload, ctx)
+            elif payload.work_ms:
+                time.sleep(payload.work_ms / 1000)
+            result = ledger.run(Work(), ctx)
+            run.ended = "returned"
+            return result
+        except JobCancelled:
+            run.ended = "cancelled"
+            raise
+        finally:
+            run.end = time.time()
+            with self._lock:
+                self.running[ctx.job_id] -= 1
+
+    def _report(self, payload: FlowWork, ctx: JobContext) -> None:
+        for n in range(payload.parts):
+            time.sleep(payload.work_ms / 1000)
+            called = time.time()
+            returned = False
+            try:
+                ctx.progress(100 * (n + 1) / payload.parts, f"part {n + 1}")
+                returned = True
+            finally:
+                with self._lock:
+                    self.progress.append(ProgressCall(ctx.job_id, called, time.time(), returned))
+                    self.reports[ctx.job_id] += returned
+
+
+flow_ledger = FlowLedger()
+
+
+@job(
+    timeout_seconds=FLOW_TIMEOUT_SECONDS,
+    max_attempts=MAX_ATTEMPTS,
+    batch_size=1,
+    # one more than the cap: a key's runs meet its cap
+    max_concurrency=FLOW_KEY_CAP + 1,
+    backoff=CHAOS_BACKOFF,
+    concurrency_key=ConcurrencyKey("key", FLOW_KEY_CAP),
+)
+def chaos_flow(payload: FlowWork, ctx: JobContext) -> dict[str, Any]:
+    return flow_ledger.run(payload, ctx)
 
 
 def _budget() -> float:

@@ -9,10 +9,14 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from chaos.jobs import SLOW_TIMEOUT_SECONDS, Kind
+from chaos.jobs import FLOW, FLOW_KEY_CAP, FLOW_TIMEOUT_SECONDS, SLOW_TIMEOUT_SECONDS, Kind
 from chaos.steps import STEPS, STEPS_TIMEOUT_SECONDS
 
 WORK, SLOW = "chaos_work", "chaos_slow"
+#: Flow control (`PlannedJob.flow`): a bulk job cancelled before it runs (its cancel recorded before its
+#: message is sent, or while its message waits out a delay), a `chaos_flow` job reporting progress that
+#: the soak cancels while it runs, a `chaos_flow` job capped per key, a debounced bulk job (a burst's).
+FLOWS = ("cancel_before", "cancel_running", "keyed", "debounced")
 #: The faults planned around a step job's checkpoints (`chaos.faults`): the invocation crashes just
 #: before the checkpoint write of step k (its effect done: it runs again) or just after it landed (it
 #: must never run again), or the write fails past its retries (the attempt fails: it runs again).
@@ -91,6 +95,26 @@ class Settings:
     #: The step job's queue's visibility timeout, shortened (it is 6 x the job's timeout) so a crashed
     #: invocation comes back within seconds; above the timeout, so a run is not received twice.
     step_visibility_seconds: int = 4
+    #: Flow control, per seed (`chaos.jobs.chaos_flow`, the bulk job): `cancel_before` bulk jobs
+    #: cancelled before they run (half cancelled before their message is sent, half while it waits out
+    #: a delay of `cancel_delay_seconds`); `cancel_running` jobs of `progress_parts` progress reports
+    #: `progress_part_ms` apart, cancelled once they reported twice; `keyed_jobs` jobs capped at
+    #: `chaos.jobs.FLOW_KEY_CAP` runs at once per key over `keyed_keys` keys, each working
+    #: `keyed_work_ms`; `debounce_keys` bursts of `debounce_burst` enqueues of one debounce key, with a
+    #: window of `debounce_seconds` (only each burst's last runs).
+    cancel_before: int = 20
+    cancel_delay_seconds: int = 3
+    cancel_running: int = 10
+    progress_parts: int = 12
+    progress_part_ms: int = 150
+    keyed_jobs: int = 60
+    keyed_keys: int = 4
+    keyed_work_ms: int = 250
+    debounce_keys: int = 10
+    debounce_burst: int = 5
+    debounce_seconds: int = 3
+    #: The flow job's queue's visibility timeout, shortened (as the step job's) and above its timeout.
+    flow_visibility_seconds: int = 4
 
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = json.loads(json.dumps(self.__dict__))
@@ -105,11 +129,20 @@ QUICK = Settings(
     redelivery_timeout_seconds=40.0,
     settle_timeout_seconds=60.0,  # a bound: a chain's three steps may each crash a few times
     step_jobs=4,  # each fault around a checkpoint and a park at least once over the two seeds
+    cancel_before=4,
+    cancel_running=2,
+    keyed_jobs=8,
+    keyed_keys=2,
+    debounce_keys=3,
+    debounce_burst=4,
 )
 # The slow jobs must fit their function timeout (else Lambda would have killed them: a crash, not a
 # slow job) and outlast their visibility timeout.
 assert FULL.slow_visibility_seconds * 1000 < FULL.slow_sleep_ms < SLOW_TIMEOUT_SECONDS * 1000
 assert FULL.step_visibility_seconds > STEPS_TIMEOUT_SECONDS
+assert FULL.flow_visibility_seconds > FLOW_TIMEOUT_SECONDS
+assert FULL.progress_parts * FULL.progress_part_ms < FLOW_TIMEOUT_SECONDS * 1000 * 0.8
+assert QUICK.keyed_jobs // QUICK.keyed_keys > FLOW_KEY_CAP  # each key has more jobs than its cap
 
 
 @dataclass(frozen=True)
@@ -133,6 +166,12 @@ class PlannedJob:
     step_faults: tuple[tuple[str, int], ...] = ()
     #: A step that raises on its first run (a transient failure, whatever the seeded rate draws).
     step_raises: int | None = None
+    #: Flow control (one of `FLOWS`, or none); `key`: a keyed job's concurrency key, a debounced job's
+    #: debounce key; `burst`: a debounced job's place in its key's burst (the last one runs).
+    flow: str = ""
+    key: str = ""
+    burst: int = 0
+    burst_last: bool = False
 
     @property
     def poison(self) -> bool:
@@ -144,7 +183,9 @@ class Send:
     """One message the producer sends: a job's first delivery, or a copy of it."""
 
     job: PlannedJob
-    copy: str = "first"  # "first", "resend" (producer, same id), "scheduled" (a slot delivered again)
+    #: "first", "resend" (producer, same id), "scheduled" (a slot delivered again), "burst" (every
+    #: enqueue of a debounced key, one after the other: `job` is the burst's first)
+    copy: str = "first"
 
 
 @dataclass(frozen=True)
@@ -221,7 +262,54 @@ def make_plan(seed: int, settings: Settings) -> Plan:
     steps = _step_jobs(seed, settings)
     jobs += steps
     sends = _with_step_sends(sends, steps, settings.chunk, random.Random(f"step-sends:{seed}"))
+    flows = _flow_jobs(seed, settings)
+    jobs += flows
+    sends = _with_flow_sends(sends, flows, random.Random(f"flow-sends:{seed}"))
     return Plan(seed=seed, jobs=jobs, sends=sends, workflows=workflows)
+
+
+def _flow_jobs(seed: int, settings: Settings) -> list[PlannedJob]:
+    """The seed's flow-control jobs (`FLOWS`), on ids of their own (the rest of the plan stays as it
+    was): bulk jobs cancelled before they run, `chaos_flow` jobs cancelled while they run and capped
+    per key (keys taken in turn), and the debounced bursts' enqueues (`b` of key `k`)."""
+    found = [
+        PlannedJob(f"s{seed}-cancel-{n:03d}", WORK, flow="cancel_before")
+        for n in range(settings.cancel_before)
+    ]
+    found += [
+        PlannedJob(f"s{seed}-running-{n:03d}", FLOW, flow="cancel_running", key=f"s{seed}-running-{n:03d}")
+        for n in range(settings.cancel_running)
+    ]
+    found += [
+        PlannedJob(f"s{seed}-keyed-{n:03d}", FLOW, flow="keyed", key=f"key-{n % settings.keyed_keys}")
+        for n in range(settings.keyed_jobs)
+    ]
+    for k in range(settings.debounce_keys):
+        found += [
+            PlannedJob(
+                f"s{seed}-debounce-{k:02d}-{b}",
+                WORK,
+                flow="debounced",
+                key=f"s{seed}-debounce-{k:02d}",
+                burst=b,
+                burst_last=b == settings.debounce_burst - 1,
+            )
+            for b in range(settings.debounce_burst)
+        ]
+    return found
+
+
+def _with_flow_sends(sends: list[Send], flows: list[PlannedJob], rng: random.Random) -> list[Send]:
+    """The flow jobs' sends among the others, each within the first half of the order (their checks
+    need them done while the soak settles); a debounced key's burst as one send (its enqueues go one
+    after the other, well within its window)."""
+    keyed: list[tuple[float, Send]] = [(float(n), send) for n, send in enumerate(sends)]
+    for planned in flows:
+        if planned.flow == "debounced" and planned.burst:
+            continue
+        copy = "burst" if planned.flow == "debounced" else "first"
+        keyed.append((rng.uniform(0, max(1, len(sends) // 2)), Send(planned, copy)))
+    return [send for _, send in sorted(keyed, key=lambda pair: pair[0])]
 
 
 def _step_jobs(seed: int, settings: Settings) -> list[PlannedJob]:

@@ -119,6 +119,54 @@ class StepsCheck:
 
 
 @dataclass
+class FlowCheck:
+    """Flow control in a seed (`chaos.soak.Soak._judge_flow`): cancels, the per-key cap, debounce.
+
+    Cancels: `cancelled_before` bulk jobs cancelled before they ran, `cancelled_running` `chaos_flow`
+    jobs cancelled while they reported progress (`cancel_outcomes`: what `cancel` answered). A job
+    runs after its cancel when a run of it started after its cancel returned (recorded), or a progress
+    report of it called after that returned (the job went on): `ran_after_cancel` (must be 0).
+    `stopped_at_check`: running jobs that stopped at a check (their run ended `cancelled`).
+    `states_wrong`: flow jobs not in the final state their plan gives (cancelled; superseded, or
+    succeeded for a burst's last; succeeded for a keyed job), counted as lost too.
+
+    The cap: each key's runs as the job noted them (start, end, each cut at its invocation's deadline:
+    Lambda would have stopped it there), `max_running_per_key` the most in progress at once (must be at
+    most `cap`); `overran`: runs that ended past their deadline (reported).
+
+    Debounce: per burst, its enqueues' runs (run starts) and effects less those a crash before their
+    completion explains; `bursts_ran_once`: bursts whose last enqueue ran once and no other ran
+    (must be all); `burst_seconds_max`: the longest burst's enqueues (must stay within the window)."""
+
+    cancelled_before: int = 0
+    cancelled_running: int = 0
+    cancel_outcomes: dict[str, int] = field(default_factory=dict)
+    cancel_missed: int = 0
+    ran_after_cancel: int = 0
+    ran_after_cancel_ids: list[dict[str, Any]] = field(default_factory=list)
+    stopped_at_check: int = 0
+    progress_refused: int = 0
+    states: dict[str, dict[str, int]] = field(default_factory=dict)
+    states_wrong: int = 0
+    states_wrong_ids: list[dict[str, Any]] = field(default_factory=list)
+    keyed_jobs: int = 0
+    keys: int = 0
+    cap: int = 0
+    keyed_runs: int = 0
+    max_running_per_key: int = 0
+    running_per_key: dict[str, int] = field(default_factory=dict)
+    overran: int = 0
+    bursts: int = 0
+    burst_size: int = 0
+    bursts_ran_once: int = 0
+    bursts_not_once: list[dict[str, Any]] = field(default_factory=list)
+    #: Earlier enqueues of a burst that ran after its last one had run (the key's item was gone).
+    superseded_ran_after_last: int = 0
+    burst_seconds_max: float = 0.0
+    debounce_seconds: int = 0
+
+
+@dataclass
 class SeedReport:
     seed: int
     jobs: int
@@ -159,6 +207,7 @@ class SeedReport:
     emulator: dict[str, Any] = field(default_factory=dict)
     workflows: list[WorkflowCheck] = field(default_factory=list)
     steps: StepsCheck = field(default_factory=StepsCheck)
+    flow: FlowCheck = field(default_factory=FlowCheck)
 
     @property
     def dlq_with_reason_pct(self) -> float:
@@ -235,6 +284,8 @@ class ChaosReport:
     workflows: dict[str, Any] = field(default_factory=dict)
     #: Step jobs: the seeds' `StepsCheck`s summed (their lists joined, `SHOWN` at most).
     steps: dict[str, Any] = field(default_factory=dict)
+    #: Flow control: the seeds' `FlowCheck`s summed (the cap's figures: the largest).
+    flow: dict[str, Any] = field(default_factory=dict)
     faults: dict[str, Any] = field(default_factory=dict)
     #: The kill soak's report (`KillReport.to_dict`; empty: not run); its gates are in `gates` as
     #: `kills.<name>`.
@@ -320,6 +371,7 @@ def combine(
         "chain_problems": [f"{w.workflow_id} {p}" for w in chains for p in w.problems][:SHOWN],
     }
     report.steps = _sum_steps([seed.steps for seed in seeds])
+    report.flow = _sum_flow([seed.flow for seed in seeds])
     report.dlq_with_reason_pct = (
         100.0 if not report.dlq_messages else round(100.0 * reasons / report.dlq_messages, 2)
     )
@@ -409,9 +461,67 @@ def combine(
                 f"== step jobs ({s['jobs']}): every step job succeeded in the end",
             ),
         }
+    report.gates |= _flow_gates(report.flow)
     report.passed = all(g.passed for g in report.gates.values())
     report.per_seed = [s.to_dict() for s in seeds]
     return report
+
+
+def _flow_gates(f: dict[str, Any]) -> dict[str, Gate]:
+    """Flow control's gates (none when the soak ran no flow jobs); its jobs' final states are in
+    `lost`."""
+    gates: dict[str, Gate] = {}
+    if f.get("cancelled_before") or f.get("cancelled_running"):
+        gates["cancelled_not_run"] = Gate(
+            f["ran_after_cancel"] == 0,
+            f["ran_after_cancel"],
+            "0: no cancelled job started a run, or went on past a progress report, after its cancel was "
+            "recorded (the job's own run log against the time cancel returned)",
+        )
+    if f.get("keyed_jobs"):
+        gates["key_cap"] = Gate(
+            f["max_running_per_key"] <= f["cap"],
+            f["max_running_per_key"],
+            f"<= {f['cap']}: runs of one key in progress at once (each run from its start to its end, "
+            "cut at its invocation's deadline)",
+        )
+    if f.get("bursts"):
+        gates["debounce_bursts_once"] = Gate(
+            f["bursts_ran_once"] == f["bursts"],
+            f["bursts_ran_once"],
+            f"== bursts ({f['bursts']}): of each debounced burst exactly the last enqueue ran, once; the "
+            "others superseded",
+        )
+    return gates
+
+
+def _sum_flow(checks: list[FlowCheck]) -> dict[str, Any]:
+    """The seeds' flow checks summed: counts added, lists joined (`SHOWN`), the cap's and the bursts'
+    largest figures kept, per-state counts merged per flow."""
+    total: dict[str, Any] = {}
+    largest = ("max_running_per_key", "burst_seconds_max", "cap", "burst_size", "debounce_seconds")
+    for check in checks:
+        for key, value in asdict(check).items():
+            if isinstance(value, list):
+                total[key] = (total.get(key, []) + value)[:SHOWN]
+            elif key == "states":
+                for flow, states in value.items():
+                    merged = total.setdefault(key, {}).setdefault(flow, {})
+                    for state, n in states.items():
+                        merged[state] = merged.get(state, 0) + n
+            elif key == "running_per_key":
+                merged = total.setdefault(key, {})
+                for name, n in value.items():
+                    merged[name] = max(merged.get(name, 0), n)
+            elif isinstance(value, dict):
+                merged = total.setdefault(key, {})
+                for name, n in value.items():
+                    merged[name] = merged.get(name, 0) + n
+            elif key in largest:
+                total[key] = max(total.get(key, 0), value)
+            else:
+                total[key] = total.get(key, 0) + value
+    return total
 
 
 def _sum_steps(checks: list[StepsCheck]) -> dict[str, Any]:

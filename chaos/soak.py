@@ -16,7 +16,13 @@
     final      lost jobs, stuck records, record states, duplicate effects, redriven jobs; the workflows:
                done, stage counts against the members' records, callbacks run once, chains in order;
                the step jobs: no step ran again once its checkpoint landed, every re-run of a step
-               has a cause the soak saw, every record lists the steps checkpointed (`_check_steps`)
+               has a cause the soak saw, every record lists the steps checkpointed (`_check_steps`);
+               flow control: no cancelled job ran after its cancel, no key over its cap, each
+               debounced burst ran once (`_judge_flow`)
+
+Flow control runs among the rest from the produce phase on: bulk jobs cancelled before they run,
+`chaos_flow` jobs cancelled while they report progress (a thread of the soak cancels each once it
+reported twice), `chaos_flow` jobs capped per key, and bursts of debounced bulk enqueues.
 
 The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real event source emulator
 (`lambdajobs.local.emulator.EventSourceMapping`, which applies the partial batch response rules).
@@ -35,11 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos.faults import ChaosCrash, FaultInjector, InvocationCrashed
-from chaos.jobs import MAX_ATTEMPTS, ledger
+from chaos.jobs import FLOW, FLOW_KEY_CAP, MAX_ATTEMPTS, FlowRun, flow_ledger, ledger
 from chaos.plan import SLOW, STEP_FAULTS, WORK, Plan, PlannedJob, PlannedWorkflow, Send, Settings, make_plan
 from chaos.report import (
     SHOWN,
     DuplicateEffects,
+    FlowCheck,
     Mismatch,
     SeedReport,
     StepsCheck,
@@ -55,6 +62,7 @@ from chaos.steps import (
     step_result,
     steps_ledger,
 )
+from lambdajobs import Debounce, cancel
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.ops import peek_dead_letters, redrive
 from lambdajobs.runtime.config import StackConfig
@@ -95,7 +103,9 @@ UNSETTLED_STATES = (
 )
 CONTINUER = "(workflows)"  # the continuer's key among the handlers and pollers
 #: The jobs' queues (each with its DLQ).
-JOB_QUEUES = (WORK, SLOW, STEPS)
+JOB_QUEUES = (WORK, SLOW, STEPS, FLOW)
+#: How often the soak looks for running progress jobs to cancel (a run reports every 150 ms).
+CANCEL_TICK_SECONDS = 0.05
 
 
 def _spec(name: str) -> Any:
@@ -240,22 +250,39 @@ class Soak:
         self.pollers: dict[str, Poller] = {}
         self.statuses_before: dict[str, JobStatus] = {}
         self.dlq_before: Counter[str] = Counter()
+        #: Flow control: the planned flow jobs, the cancels made (job id -> what `cancel` answered, when
+        #: it was called and when it returned, epoch s), each debounced burst's enqueues (key -> jobs)
+        #: and how long its enqueues took.
+        self.flow_jobs = [j for j in self.plan.jobs if j.flow]
+        self.cancels: dict[str, tuple[str, float, float]] = {}
+        self.bursts: dict[str, list[PlannedJob]] = {}
+        for planned in self.flow_jobs:
+            if planned.flow == "debounced":
+                self.bursts.setdefault(planned.key, []).append(planned)
+        self.burst_seconds: dict[str, float] = {}
+        self._stop_cancelling = threading.Event()
 
     def run(self) -> SeedReport:
         started = time.monotonic()
         ledger.configure(seed=self.seed, transient_rate=self.settings.transient_rate)
+        flow_ledger.clear()
         suffix = f"-{self.mutation}" if self.mutation else ""
         route_worker_logs(LOG_DIR / f"seed-{self.seed}{suffix}.log")
         with TestStack(JOBS_PACKAGE, stack=STACK) as stack:  # moto made atomic: lambdajobs.local.atomic
             self.setup(stack)
+            canceller = threading.Thread(target=self._cancel_running, name="chaos-canceller", daemon=True)
+            canceller.start()
             try:
                 self._phase("produce", self.produce)
                 self._phase("settle", lambda: self.settle("before_redrive"))
+                self._stop_cancelling.set()
+                canceller.join(timeout=30)
                 self._phase("judge", self.judge_before_redrive)
                 self._phase("redrive", self.redrive)
                 self._phase("settle_after_redrive", lambda: self.settle("after_redrive"))
                 self._phase("final", self.judge_final)
             finally:
+                self._stop_cancelling.set()
                 self.teardown()
         self.report.elapsed_seconds = round(time.monotonic() - started, 1)
         return self.report
@@ -278,6 +305,7 @@ class Soak:
         for job, seconds in (
             (SLOW, self.settings.slow_visibility_seconds),
             (STEPS, self.settings.step_visibility_seconds),
+            (FLOW, self.settings.flow_visibility_seconds),
         ):
             self.harness.client("sqs").set_queue_attributes(
                 QueueUrl=self.queues[job].queue_url, Attributes={"VisibilityTimeout": str(seconds)}
@@ -298,13 +326,13 @@ class Soak:
             {"dynamodb": worker_config.client("dynamodb"), "sqs": worker_config.client("sqs")}
         )
         for job in JOB_QUEUES:
-            if job == STEPS and not self.step_jobs:
-                continue  # no step jobs in this soak: no poller costing moto's CPU
+            if (job == STEPS and not self.step_jobs) or (job == FLOW and not self._flow(FLOW)):
+                continue  # no step (flow) jobs in this soak: no poller costing moto's CPU
             spec = _spec(job)
             # The step jobs' invocations stop at their first call past their deadline, as on Lambda:
             # a run that went on would meet the run that took its job over (a checkpoint refused).
             worker = Worker(job, config=worker_config, emit_metrics=False)
-            handler = ChaosHandler(worker, self.injector, deadline=job == STEPS)
+            handler = ChaosHandler(worker, self.injector, deadline=job in (STEPS, FLOW))
             poller = Poller(
                 queue_url=self.queues[job].queue_url,
                 queue_arn=self.queues[job].queue_arn,
@@ -406,11 +434,14 @@ class Soak:
 
     @staticmethod
     def _is_bulk(job: PlannedJob) -> bool:
-        return job.kind == "normal" and job.job == WORK and job.scheduled_at is None and not job.redeliver
+        plain = job.kind == "normal" and job.job == WORK and job.scheduled_at is None
+        return plain and not job.redeliver and not job.flow
 
     def _send(self, send: Send) -> None:
         planned = send.job
-        if planned.job == STEPS:
+        if planned.flow:
+            self._send_flow(send)
+        elif planned.job == STEPS:
             self._send_steps(send)
         elif planned.scheduled_at is not None:  # the envelope Scheduler sends for a slot, every time
             envelope = _spec(WORK).scheduled_envelope(planned.scheduled_at)
@@ -441,6 +472,52 @@ class Soak:
             self._send_body(STEPS, body)
         else:
             enqueue(STEPS, payload, job_id=planned.job_id, config=self.harness)
+
+    # -- flow control -------------------------------------------------------------------------------
+
+    def _flow(self, *jobs: str) -> list[PlannedJob]:
+        """The flow jobs of `jobs` (a job name or a flow of `chaos.plan.FLOWS`)."""
+        return [j for j in self.flow_jobs if j.job in jobs or j.flow in jobs]
+
+    def _send_flow(self, send: Send) -> None:
+        """A flow job: a bulk job cancelled before it runs (even ones before their message is sent,
+        odd ones while it waits out its delay), a progress job (cancelled while it runs by
+        `_cancel_running`), a keyed job, or a debounced key's whole burst, one enqueue after another."""
+        planned, s = send.job, self.settings
+        if planned.flow == "cancel_before":
+            if int(planned.job_id.rsplit("-", 1)[1]) % 2 == 0:
+                self._cancel(planned.job_id)
+                enqueue(WORK, {}, job_id=planned.job_id, config=self.harness)
+            else:
+                delay = s.cancel_delay_seconds
+                enqueue(WORK, {}, job_id=planned.job_id, delay_seconds=delay, config=self.harness)
+                self._cancel(planned.job_id)
+        elif planned.flow == "cancel_running":
+            payload = {"key": planned.key, "mode": "progress", "work_ms": s.progress_part_ms}
+            enqueue(FLOW, {**payload, "parts": s.progress_parts}, job_id=planned.job_id, config=self.harness)
+        elif planned.flow == "keyed":
+            payload = {"key": planned.key, "work_ms": s.keyed_work_ms}
+            enqueue(FLOW, payload, job_id=planned.job_id, config=self.harness)
+        else:
+            started = time.monotonic()
+            for member in self.bursts[planned.key]:
+                debounce = Debounce(member.key, seconds=s.debounce_seconds)
+                enqueue(WORK, {}, job_id=member.job_id, debounce=debounce, config=self.harness)
+            self.burst_seconds[planned.key] = round(time.monotonic() - started, 3)
+
+    def _cancel(self, job_id: str) -> None:
+        """Cancel a job, noting what `cancel` answered, when it was called and when it returned."""
+        called = time.time()
+        result = cancel(job_id, config=self.harness)
+        self.cancels[job_id] = (result.outcome, called, time.time())
+
+    def _cancel_running(self) -> None:
+        """Until the soak settled: cancel each progress job once a run of it reported progress twice."""
+        waiting = [j.job_id for j in self._flow("cancel_running")]
+        while waiting and not self._stop_cancelling.wait(CANCEL_TICK_SECONDS):
+            for job_id in [j for j in waiting if flow_ledger.reported(j) >= 2]:
+                self._cancel(job_id)
+                waiting.remove(job_id)
 
     def _send_body(self, job: str, body: str) -> None:
         self.harness.client("sqs").send_message(QueueUrl=self.queues[job].queue_url, MessageBody=body)
@@ -635,6 +712,7 @@ class Soak:
             if workflows[planned.workflow_id].done and not workflows[planned.workflow_id].stages[stage].sent
             for job in members
         }
+        flows = {j.job_id for j in self.flow_jobs}
         lost = sorted(
             job_id
             for job_id, status in statuses.items()
@@ -642,7 +720,10 @@ class Soak:
             and not ledger.effects[job_id]
             and job_id not in dlq
             and job_id not in self.unsent
+            and job_id not in flows
         )
+        report.flow, wrong = self._judge_flow(statuses)
+        lost += wrong  # flow jobs not in the final state planned (cancelled, superseded, succeeded)
         report.lost, report.lost_ids = len(lost), lost[:SHOWN]
         stuck = [s for s in statuses.values() if s.state in UNSETTLED_STATES]
         report.stuck_records = len(stuck)
@@ -658,6 +739,129 @@ class Soak:
         report.steps = self._judge_steps(self._check_steps("final", statuses, dlq), statuses)
         report.settled = not report.unsettled
         report.faults = self._faults()
+
+    # -- flow control ---------------------------------------------------------------------------------
+
+    def _expected_states(self, planned: PlannedJob) -> tuple[JobState, ...]:
+        """The final states a flow job may end in: cancelled (a running job asked to stop may also
+        have finished without a check after the cancel: succeeded); superseded, or succeeded for a
+        burst's last; succeeded for a keyed job."""
+        if planned.flow == "cancel_before":
+            return (JobState.CANCELLED,)
+        if planned.flow == "cancel_running":
+            outcome = self.cancels.get(planned.job_id, ("finished", 0.0, 0.0))[0]
+            if outcome == "cancelled":
+                return (JobState.CANCELLED,)
+            return (
+                (JobState.CANCELLED, JobState.SUCCEEDED) if outcome == "requested" else (JobState.SUCCEEDED,)
+            )
+        if planned.flow == "debounced" and not planned.burst_last:
+            return (JobState.SUPERSEDED,)
+        return (JobState.SUCCEEDED,)
+
+    def _starts(self, planned: PlannedJob) -> list[float]:
+        """When each run of a job started, as the job noted it (epoch seconds)."""
+        if planned.job == FLOW:
+            return [r.start for r in flow_ledger.runs if r.job_id == planned.job_id]
+        return list(ledger.started.get(planned.job_id, []))
+
+    def _judge_flow(self, statuses: dict[str, JobStatus]) -> tuple[FlowCheck, list[str]]:
+        """Flow control (`FlowCheck`), and the flow jobs not in a final state their plan allows."""
+        s = self.settings
+        check = FlowCheck(cap=FLOW_KEY_CAP, burst_size=s.debounce_burst, debounce_seconds=s.debounce_seconds)
+        if not self.flow_jobs:
+            return check, []
+        cancelled = self._flow("cancel_before", "cancel_running")
+        check.cancelled_before = len(self._flow("cancel_before"))
+        check.cancelled_running = len(self._flow("cancel_running"))
+        check.cancel_outcomes = dict(
+            Counter(self.cancels[j.job_id][0] for j in cancelled if j.job_id in self.cancels)
+        )
+        check.cancel_missed = sum(1 for j in cancelled if j.job_id not in self.cancels)
+        again: list[dict[str, Any]] = []
+        for planned in cancelled:
+            if planned.job_id not in self.cancels:
+                continue
+            recorded = self.cancels[planned.job_id][2]
+            starts = [t for t in self._starts(planned) if t > recorded]
+            went_on = [
+                p
+                for p in flow_ledger.progress
+                if p.job_id == planned.job_id and p.returned and p.called > recorded
+            ]
+            if starts or went_on:
+                again.append(
+                    {
+                        "job_id": planned.job_id,
+                        "runs_started_after": len(starts),
+                        "reports_after": len(went_on),
+                        "cancel": self.cancels[planned.job_id][0],
+                    }
+                )
+        check.ran_after_cancel, check.ran_after_cancel_ids = len(again), again[:SHOWN]
+        check.stopped_at_check = len({r.job_id for r in flow_ledger.runs if r.ended == "cancelled"})
+        check.progress_refused = sum(1 for p in flow_ledger.progress if not p.returned)
+        wrong: list[str] = []
+        states: dict[str, Counter[str]] = {}
+        for planned in self.flow_jobs:
+            state = statuses[planned.job_id].state
+            states.setdefault(planned.flow, Counter())[state.value] += 1
+            if state not in self._expected_states(planned):
+                wrong.append(planned.job_id)
+                check.states_wrong_ids.append(
+                    {"job_id": planned.job_id, "flow": planned.flow, "state": state.value}
+                )
+        check.states = {flow: dict(counts) for flow, counts in states.items()}
+        check.states_wrong, check.states_wrong_ids = len(wrong), check.states_wrong_ids[:SHOWN]
+        self._judge_cap(check)
+        self._judge_bursts(check)
+        return check, wrong
+
+    def _judge_cap(self, check: FlowCheck) -> None:
+        """The most runs of one key in progress at once, from the runs' own start and end, each cut at
+        its invocation's deadline (its key's slot expires then, and Lambda would have stopped it)."""
+        keyed = self._flow("keyed")
+        check.keyed_jobs, check.keys = len(keyed), len({j.key for j in keyed})
+        events: dict[str, list[tuple[float, int]]] = {}
+        runs: list[FlowRun] = list(flow_ledger.runs)
+        for run in runs:
+            end = min(run.end if run.end is not None else run.deadline, run.deadline)
+            events.setdefault(run.key, []).extend([(run.start, 1), (end, -1)])
+            check.overran += run.end is None or run.end > run.deadline
+        check.keyed_runs = sum(1 for r in runs if r.key in {j.key for j in keyed})
+        for key, found in events.items():
+            running = peak = 0
+            for _, change in sorted(found):  # at the same instant an end comes before a start
+                running += change
+                peak = max(peak, running)
+            if key in {j.key for j in keyed}:
+                check.running_per_key[key] = peak
+            check.max_running_per_key = max(check.max_running_per_key, peak)
+
+    def _judge_bursts(self, check: FlowCheck) -> None:
+        """Each debounced burst: its last enqueue ran once (effects less crashes before completion), no
+        other enqueue of it started a run."""
+        check.bursts = len(self.bursts)
+        check.burst_seconds_max = max(self.burst_seconds.values(), default=0.0)
+        for key, members in sorted(self.bursts.items()):
+            runs = {m.job_id: len(ledger.started.get(m.job_id, [])) for m in members}
+            last = members[-1].job_id
+            if self._runs(last) == 1 and all(n == 0 for j, n in runs.items() if j != last):
+                check.bursts_ran_once += 1
+            else:
+                ended = min(ledger.order.get(last, [0]), default=0)
+                after = [m.job_id for m in members[:-1] if min(ledger.order.get(m.job_id, [0])) > ended]
+                check.superseded_ran_after_last += len(after)
+                check.bursts_not_once.append(
+                    {
+                        "key": key,
+                        "ran_after_the_last": after,
+                        "runs": runs,
+                        "last_effects": ledger.effects[last],
+                        "seconds": self.burst_seconds.get(key),
+                    }
+                )
+        check.bursts_not_once = check.bursts_not_once[:SHOWN]
 
     # -- step jobs ----------------------------------------------------------------------------------
 
