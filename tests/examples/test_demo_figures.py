@@ -68,6 +68,7 @@ def figures(**changes: Any) -> dict[str, Any]:
         "max_sent_in_any_window": 20,
         "bulk_sent_after_last_premium": 100,
         "durable_invocations": 4,
+        "fair_queue_latency_seconds": 0.4,
         "campaign_members": demo.expected()["campaign_summary"],
         "waits": {
             key: {"what": what, "limit": limit, "ok": True, "seconds": 1.0}
@@ -95,3 +96,22 @@ def test_a_step_run_twice_is_wrong_even_when_the_transcode_timed_out():
     assert wrong == {"steps_rerun": (1, 0)}
     assert not_measured["durable_invocations"] == demo.timed_out_line("transcode", demo.WAITS["transcode"][1])
     assert "approval_example" in not_measured
+
+
+def test_a_cancelled_job_that_ran_is_wrong_even_when_the_wait_timed_out():
+    waits = figures()["waits"]
+    waits["cancelled"] = {**waits["cancelled"], "ok": False}
+    wrong, _ = demo.judge(figures(cancelled_ran=1, waits=waits))
+    assert wrong == {"cancelled_ran": (1, 0)}
+
+
+def test_the_fair_queue_latency_must_be_a_number_of_seconds():
+    wrong, _ = demo.judge(figures(fair_queue_latency_seconds=None))
+    assert wrong == {"fair_queue_latency_seconds": (None, "a number of seconds")}
+    assert demo.judge(figures(fair_queue_latency_seconds=3))[0] == {}
+
+
+def test_the_demo_report_has_the_flow_control_figures():
+    # the figures `make demo` writes (build/reports/demo.json), as `run_flow_control` returns them
+    assert demo.expected()["cancelled_ran"] == 0
+    assert "fair_queue_latency_seconds" in demo.BOUNDS and "fair" in demo.WAITS
