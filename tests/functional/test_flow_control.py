@@ -27,6 +27,7 @@ from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.ops import redrive
 from lambdajobs.runtime.aws import TRIES
+from lambdajobs.runtime.envelope import encode
 from tests.faults import Faults
 
 
@@ -163,6 +164,31 @@ def test_twenty_enqueues_of_one_key_inside_the_window_run_once_with_the_last_pay
     time.sleep(1.2)
     runner.drain()
     assert RAN[later] == 1
+
+
+def test_an_older_enqueue_arriving_after_the_latest_ran_is_still_superseded(stack, declare):
+    runner = declare(counted, name="reindex", max_attempts=3)
+    older = stack.enqueue("reindex", {"n": 1}, debounce=Debounce("doc-7", seconds=1))
+    latest = stack.enqueue("reindex", {"n": 2}, debounce=Debounce("doc-7", seconds=1))
+    time.sleep(1.2)
+    runner.drain()
+    assert {latest: 1} == RAN
+    # a late copy of the older enqueue (SQS at-least-once, a backlog) arrives after the latest ran
+    at = stack.status(latest).started_at
+    late_at = int(datetime.fromisoformat(at).timestamp() * 1000) - 60_000
+    body = encode("reindex", {"n": 1, "customer": "c0"}, older, debounce={"key": "doc-7", "at": late_at})
+    stack.client("sqs").send_message(QueueUrl=runner.queues.queue_url, MessageBody=body)
+    runner.drain()
+    assert {latest: 1} == RAN and stack.status(older).state == "superseded"
+
+
+def test_a_debounced_job_id_sent_twice_runs_once_with_the_later_payload(stack, declare):
+    runner = declare(counted, name="reindex", max_attempts=3)
+    for n in (1, 2):
+        stack.enqueue("reindex", {"n": n}, job_id="doc-8-v", debounce=Debounce("doc-8", seconds=1))
+    time.sleep(1.2)
+    runner.drain()
+    assert RAN == {"doc-8-v": 1} and stack.status("doc-8-v").result == {"n": 2}
 
 
 @pytest.mark.parametrize(

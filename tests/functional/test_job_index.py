@@ -155,7 +155,13 @@ def test_records_are_listed_by_state_newest_first_and_paged(sink):
 
 def test_finished_mode_cannot_list_running_jobs_and_says_what_would(sink):
     with indexed_stack("finished"):
-        assert listed_states() == [JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD]
+        assert listed_states() == [
+            JobState.RETRYING,
+            JobState.SUCCEEDED,
+            JobState.DEAD,
+            JobState.CANCELLED,
+            JobState.SUPERSEDED,
+        ]
         with pytest.raises(JobIndexOffError, match=r"job_index='all'.*3 write units"):
             list_jobs("deliver", "running")
 

@@ -61,7 +61,7 @@ class JobContext:
     _cancelled: bool = field(default=False, init=False, repr=False)
     _cancel_read_at: float = field(default=0.0, init=False, repr=False)
 
-    #: `ctx.cancelled` reads the record at most this often (each read half a read unit).
+    #: `ctx.cancelled` reads the record at most this often (each a consistent read: one read unit).
     CANCEL_READ_SECONDS = 1.0
 
     @property

@@ -10,8 +10,10 @@ key's first pending enqueue was). When a message arrives the worker reads that i
 - the item names a later enqueue: this one is **superseded**: its record says so (state
   `superseded`, metric `JobSuperseded`) and it never runs;
 - the item names this enqueue (or none, or an earlier one: the producer's write failed after its send,
-  and nothing newer is known): it runs, and removes the item (conditionally on it still naming this
-  enqueue, so an enqueue that came meanwhile starts a new window and is not lost).
+  and nothing newer is known): it runs, and marks the item `claimed` (conditionally on it still
+  naming this enqueue), so an older enqueue arriving later is still superseded and the next enqueue
+  starts a new burst with its own window and maximum wait;
+- the item names a later send of the same job id: a duplicate (that send runs the job).
 
 Order on the producer: the message is sent first, the item written second, so a failed write never
 strands a job: at worst two enqueues run where one would have (never none). A key's burst therefore
@@ -19,7 +21,7 @@ runs once, `seconds` after its last enqueue, or at the latest `max_wait_seconds`
 
 Bounds: a window of 1 s to 15 minutes (one SQS delay), a maximum wait from the window up to a day.
 Cost: per enqueue one consistent read and one write on the item; per arrival one consistent read, and
-one delete for the run (one record write for each superseded enqueue).
+one write for the run's claim (one record write for each superseded enqueue).
 
 Other languages: write the item as `record` below does (UpdateItem on the job table) and put
 `"debounce": {"key": ..., "at": <epoch ms>}` in the envelope, with the same delay: see
@@ -89,11 +91,13 @@ def item_id(job: str, key: str) -> str:
 
 @dataclass(frozen=True)
 class KeyState:
-    """A key's item as read: its latest enqueue (job id, epoch ms) and its first pending one's time."""
+    """A key's item as read: its latest enqueue (job id, epoch ms), its first pending one's time, and
+    whether the latest was claimed by its run (then the next enqueue starts a new window)."""
 
     latest: str
     latest_at: int
     first_at: int
+    claimed: bool = False
 
 
 def read(client: Any, table: str, job: str, key: str) -> KeyState | None:
@@ -102,24 +106,37 @@ def read(client: Any, table: str, job: str, key: str) -> KeyState | None:
     values = codec.decode(found.get("Item") or {})
     if "latest" not in values:
         return None
-    return KeyState(str(values["latest"]), int(values["latest_at"]), int(values.get("first_at") or 0))
+    return KeyState(
+        str(values["latest"]),
+        int(values["latest_at"]),
+        int(values.get("first_at") or 0),
+        bool(values.get("claimed")),
+    )
 
 
 def delay_seconds(debounce: Debounce, state: KeyState | None, now_ms: int) -> int:
     """The SQS delay of an enqueue now: the window, or less when the key's maximum wait from its first
     pending enqueue ends sooner (never below 0)."""
     window = debounce.seconds
-    if state is None:
+    if state is None or state.claimed:  # a new burst: its own window and maximum wait
         return window
     left_ms = state.first_at + debounce.max_wait_seconds * 1000 - now_ms
     return max(0, min(window, -(-left_ms // 1000)))
 
 
 def record(
-    client: Any, table: str, job: str, debounce: Debounce, job_id: str, at_ms: int, first_ms: int
+    client: Any,
+    table: str,
+    job: str,
+    debounce: Debounce,
+    job_id: str,
+    at_ms: int,
+    first_ms: int,
+    restart: bool = False,
 ) -> None:
-    """Make enqueue `job_id` (enqueued at `at_ms`) the key's latest; its first pending enqueue is
-    `first_ms` unless the item has one. Written after the message is sent."""
+    """Make enqueue `job_id` (enqueued at `at_ms`) the key's latest; its burst's first enqueue is
+    `first_ms` (`restart`: a new burst, the item's earlier one was claimed; else the item's, if it
+    has one). Written after the message is sent."""
     expires = first_ms // 1000 + debounce.max_wait_seconds + debounce.seconds + ITEM_TTL_SECONDS
     request = codec.update(
         table,
@@ -127,9 +144,10 @@ def record(
         sets=[
             "latest = :latest",
             "latest_at = :at",
-            "first_at = if_not_exists(first_at, :first)",
+            "first_at = :first" if restart else "first_at = if_not_exists(first_at, :first)",
             "expiration = :exp",
         ],
+        remove=["claimed"],
         condition="attribute_not_exists(latest_at) OR latest_at <= :at",
         values={":latest": job_id, ":at": at_ms, ":first": first_ms, ":exp": expires},
     )
@@ -138,28 +156,40 @@ def record(
         client.update_item(**request)
 
 
-def claim(client: Any, table: str, job: str, key: str, job_id: str, at_ms: int) -> bool | None:
-    """An arriving enqueue (`job_id`, enqueued at `at_ms`) decides: True to run (it removed the key's
-    item, which named it), None to run (the item names an earlier enqueue or none: nothing newer is
-    known), False when a later enqueue superseded it."""
+#: What an arriving debounced enqueue does (`claim`).
+RUN, SUPERSEDED, DUPLICATE = "run", "superseded", "duplicate"
+
+
+def claim(client: Any, table: str, job: str, key: str, job_id: str, at_ms: int) -> str:
+    """An arriving enqueue (`job_id`, enqueued at `at_ms`) decides:
+
+    - `RUN`: it is the key's latest (it marks the item `claimed`: an older enqueue that arrives later
+      is still superseded, and the next enqueue starts a new burst), or the item knows nothing newer
+      (none: it expired; or an earlier one: this enqueue's own write failed after its send);
+    - `SUPERSEDED`: a later enqueue of the key came;
+    - `DUPLICATE`: the same job id was sent again later (that send runs it, with its payload).
+    """
     for _ in range(3):
         state = read(client, table, job, key)
         if state is None or state.latest_at < at_ms:
-            return None
-        if state.latest != job_id:
-            return False
-        request = {
-            "TableName": table,
-            "Key": codec.key(item_id(job, key)),
-            "ConditionExpression": "latest = :latest AND latest_at = :at",
-            "ExpressionAttributeValues": codec.encode({":latest": job_id, ":at": state.latest_at}),
-        }
+            return RUN
+        if state.latest_at > at_ms or state.latest != job_id:
+            return DUPLICATE if state.latest == job_id else SUPERSEDED
+        if state.claimed:  # this very enqueue, delivered again: its job's lock decides
+            return RUN
+        request = codec.update(
+            table,
+            item_id(job, key),
+            sets=["claimed = :yes"],
+            condition="latest = :latest AND latest_at = :at",
+            values={":yes": True, ":latest": job_id, ":at": at_ms},
+        )
         try:
-            client.delete_item(**request)
-            return True
+            client.update_item(**request)
+            return RUN
         except client.exceptions.ConditionalCheckFailedException:
             continue  # an enqueue came meanwhile: read again
-    return False
+    return SUPERSEDED
 
 
 def now_ms() -> int:

@@ -13,7 +13,8 @@ deadline it read) and tries again, so a killed run never holds a slot past its i
 
 A run over its key's cap is not started: its message is handed back for a few seconds (jittered),
 without using an attempt. Cost: two write units per run (take and release), and a read and a write
-per expired entry removed; a full key's try is one write unit that takes nothing.
+per expired entry removed; a full key's try is one write unit that takes nothing and one consistent
+read (looking for expired entries).
 
 Items carry no job index key and expire (`expiration`) a day after their last use. The key's value
 may be personal data: it is hashed with the stack and job name, so the table does not hold it.

@@ -189,8 +189,9 @@ def _debounced(
     cfg.client("sqs").send_message(
         QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay, **_group(tenant)
     )
-    first_ms = state.first_at if state is not None else at_ms
-    failed = retrying(debouncing.record, client, table, spec.name, debounce, jid, at_ms, first_ms)
+    restart = state is None or state.claimed  # a new burst
+    first_ms = at_ms if restart or state is None else state.first_at
+    failed = retrying(debouncing.record, client, table, spec.name, debounce, jid, at_ms, first_ms, restart)
     if failed is not None:
         logger.warning(
             "job %s id %s: sent, but its debounce key could not be recorded (%s); it runs, and an earlier "

@@ -502,6 +502,8 @@ class JobStatus:
     waiting_for: str | None = None
     #: How many times the job was parked (sleeps, signal waits, continuations between invocations).
     suspensions: int = 0
+    #: When a cancel of the job was recorded (RFC 3339): a `running` job with one is asked to stop.
+    cancel_requested: str | None = None
 
     @property
     def described_state(self) -> str:
@@ -544,6 +546,7 @@ def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
         progress=record.progress,
         progress_message=record.progress_message,
         waiting_until=record.waiting_until if state is JobState.WAITING else None,
+        cancel_requested=record.cancel_requested,
         **_durable_fields(record, state),
     )
 

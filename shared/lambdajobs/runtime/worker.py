@@ -291,7 +291,10 @@ class Worker:
             )
         except Exception as exc:
             return gates.not_acquired(d, exc, self.rng)
-        return Supersede(field.key) if runs is False else None
+        if runs == debounce.DUPLICATE:
+            logger.info("a debounced job id sent again later: that send runs it, not this one")
+            return Done("a debounced job id sent again", metric="JobDuplicate")
+        return Supersede(field.key) if runs == debounce.SUPERSEDED else None
 
     def _key_slot(self, d: Delivery, invocation: _Invocation) -> tuple[Any, Decision | None]:
         """A slot of the job's concurrency key (`lambdajobs.runtime.keyslots`), or the decision when
