@@ -37,6 +37,9 @@ FEATURE_FIELDS: dict[str, Callable[[JobSpec], set[str]]] = {
     "priorities": lambda spec: {f"priority {level}" for level in spec.levels if level is not None},
     # the cron schedule's own execution role sends to the job's queue
     "schedule": lambda spec: {"schedule"} if spec.schedule is not None else set(),
+    # GetItem and UpdateItem of the key's slots item (`lambdajobs#keyslots#<job>#<hash>`), and hand-backs
+    # to the job's queue while its key is at its cap: grants every worker has (`EVERY_JOB`)
+    "concurrency_key": lambda spec: {CONCURRENCY_KEY} if spec.concurrency_key is not None else set(),
     # what the job's code uses: `code_features`
     "func": lambda spec: code_features(spec.func),
 }
@@ -59,7 +62,20 @@ CONTEXT_FEATURES = {
     # parks the job as a sleep does, until the wait's timeout, with its message kept on its record for
     # `lambdajobs.signal()` to send (the signal's sender's grants: `SIGNALS_A_JOB`)
     "wait_for_signal": "ctx.wait_for_signal",
+    # whether `lambdajobs.cancel()` asked the running job to stop: GetItem of its own record (a
+    # projection of `cancel_requested`); stopping, its record settled `cancelled` (UpdateItem)
+    "cancelled": "ctx.cancelled",
+    "raise_if_cancelled": "ctx.cancelled",
 }
+#: A job's concurrency key (`JobSpec.concurrency_key`): the feature `FEATURE_FIELDS` derives.
+CONCURRENCY_KEY = "concurrency_key"
+#: Features of a call, not of a declaration: any job may be enqueued for a tenant (MessageGroupId, kept
+#: by the worker's copies) or debounced (the producer's GetItem and UpdateItem of the key's item, the
+#: worker's claim: GetItem and UpdateItem of the same item, and a superseded enqueue's record), and any job
+#: or workflow cancelled (the operator's and producer's UpdateItem of records, DeleteSchedule of a
+#: one-time schedule; the worker drops the message and settles the record). So each has its scenario
+#: under every job's role (`EVERY_JOB` in test_example_paths.py), before a producer uses it.
+CALL_FEATURES = ("tenant", "debounce", "cancel", "cancel_workflow")
 #: Runtime functions whose call from a job's code is a path of its own -> the feature: a workflow of
 #: the jobs it enqueues, started from a job (PutItem of the workflow's items, under a condition).
 WORKFLOW_STARTS = ("chain", "chord", "group")

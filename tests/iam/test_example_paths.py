@@ -27,9 +27,12 @@ from lambdajobs.runtime.settings import queue_key
 from lambdajobs.runtime.spec import ensure_loaded, get_spec, load_jobs
 from lambdajobs.runtime.workflow import chain, get_workflow, sig, workflow_key
 from tests.iam import test_durable as durable
+from tests.iam import test_flow_control as flow
 from tests.iam import test_schedules as schedules
 from tests.iam import test_workers as workers
 from tests.iam.example_paths import (
+    CALL_FEATURES,
+    CONCURRENCY_KEY,
     CONTEXT_FEATURES,
     SIGNALS_A_JOB,
     code_features,
@@ -272,6 +275,22 @@ EVERY_JOB: dict[str, tuple[Callable[..., Any], ...]] = {
     ),
     "ctx.wait_for_signal": (durable.test_every_job_waits_for_a_signal_the_operator_or_a_producer_sends,),
     SIGNALS_A_JOB: (durable.test_a_job_signals_the_jobs_it_enqueues_under_its_role,),
+    # flow control (tests/iam/test_flow_control.py): a running job's check, a declared key, and what
+    # a producer or an operator does to any job (`CALL_FEATURES`)
+    "ctx.cancelled": (flow.test_every_job_stops_at_ctx_cancelled_once_the_operator_cancels_it,),
+    CONCURRENCY_KEY: (flow.test_every_job_waits_for_its_keys_slot_then_takes_and_releases_it,),
+    "tenant": (
+        flow.test_a_producer_enqueues_for_a_tenant_now_in_a_batch_and_later,
+        flow.test_every_job_waits_for_its_keys_slot_then_takes_and_releases_it,  # copies keep it
+    ),
+    "debounce": (flow.test_every_job_runs_the_last_debounced_enqueue_and_supersedes_the_others,),
+    "cancel": (
+        flow.test_every_job_drops_a_cancelled_jobs_message,
+        flow.test_every_job_stops_at_ctx_cancelled_once_the_operator_cancels_it,
+        flow.test_cancelling_a_job_with_no_record_and_a_run_at_job_deletes_its_schedule,
+        flow.test_the_operator_cancels_a_parked_job_and_its_wake_up_is_deleted,
+    ),
+    "cancel_workflow": (flow.test_the_operator_cancels_a_workflow_and_its_members_are_dropped_and_counted,),
 }
 
 
@@ -305,6 +324,14 @@ def test_every_feature_of_a_jobs_code_has_an_iam_scenario_before_a_job_uses_it()
     named = {feature for _, feature in SCENARIOS} | set(EVERY_JOB)
     missing = sorted({*CONTEXT_FEATURES.values(), SIGNALS_A_JOB} - named)
     assert not missing, f"features with no IAM scenario: {missing}; add one (EVERY_JOB, or a SCENARIOS row)"
+
+
+def test_every_flow_control_feature_has_an_iam_scenario_before_a_job_uses_it():
+    # a concurrency key, and what a producer or an operator may do to any job (a tenant, a debounce,
+    # a cancel): their grants are every job's alike, so their scenarios run under every job's role
+    named = {feature for _, feature in SCENARIOS} | set(EVERY_JOB)
+    missing = sorted({CONCURRENCY_KEY, *CALL_FEATURES} - named)
+    assert not missing, f"features with no IAM scenario: {missing}; add one to EVERY_JOB"
 
 
 def test_every_jobspec_field_is_a_feature_or_has_no_iam_path():

@@ -260,8 +260,6 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
             expected[f"sqs:{queue_name(stack.stack_name, target, level)}"] = {"sqs:SendMessage"}
     # a notice to the workflow queue when its member may have ended a stage (every worker)
     expected[f"sqs:{stack.stack_name}--workflows"] = {"sqs:SendMessage"}
-    # debounce: the claim removes its key's item, of its own job's debounce items only (test_flow_control)
-    expected[table] = expected[table] | {"dynamodb:DeleteItem"}
     if spec.enqueues:  # it may start a workflow of them: PutItem of the workflow item only (test_workflows)
         expected[table] = expected[table] | {"dynamodb:PutItem"}
     if "job_stats" in spec.uses:

@@ -19,7 +19,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from lambdajobs.runtime.debounce import ITEM_PREFIX as DEBOUNCE_ITEM_PREFIX
 from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
@@ -95,17 +94,6 @@ def queue_arn(scope: Construct, name: str) -> str:
     """The ARN of the queue `name` in `scope`'s account and region (named by the stack's rule: no
     reference to the queue, so no cross-stack reference either)."""
     return Stack.of(scope).format_arn(service="sqs", resource=name)
-
-
-def debounce_items_condition(job: str | None = None) -> dict[str, Any]:
-    """An IAM condition that holds only for debounce items of the job table
-    (`lambdajobs#debounce#<job>#<hash>`, `lambdajobs.runtime.debounce.item_id`): of `job` only, or of
-    any job. A job name has no `#`, so one job's pattern reaches no other job's items."""
-    return {
-        "ForAllValues:StringLike": {
-            "dynamodb:LeadingKeys": [f"{DEBOUNCE_ITEM_PREFIX}{job}#*" if job else f"{DEBOUNCE_ITEM_PREFIX}*"]
-        }
-    }
 
 
 def place() -> function_env.Place:
@@ -386,19 +374,10 @@ class JobWorker(Construct):
                 resources=[table.table_arn],
             )
         )
-        # Debounce (`lambdajobs.runtime.debounce.claim`): the enqueue that arrives as its key's latest
-        # removes the key's item (a conditional DeleteItem); reading it is the GetItem above, and a
-        # superseded enqueue's record an UpdateItem of its own record. Any job may be enqueued with
-        # `debounce=` (the producer decides), so every worker has it: on its own job's items only.
-        # Concurrency per key (`lambdajobs.runtime.keyslots`): GetItem and UpdateItem of the key's
-        # item, both in the statement above.
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:DeleteItem"],
-                resources=[table.table_arn],
-                conditions=debounce_items_condition(spec.name),
-            )
-        )
+        # Debounce (`lambdajobs.runtime.debounce.claim`): the arriving enqueue reads its key's item
+        # (`lambdajobs#debounce#<job>#<hash>`) and marks it claimed, a superseded one writes its own
+        # record; concurrency per key (`lambdajobs.runtime.keyslots`): GetItem and UpdateItem of the
+        # key's slots item. All within the statement above: no DeleteItem (nothing is removed).
 
         manifest = ssm.StringParameter(
             self,

@@ -25,7 +25,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from lambdajobs.cdk import layout
-from lambdajobs.cdk.job_worker import RUNTIME, JobWorker, debounce_items_condition, queue_arn
+from lambdajobs.cdk.job_worker import RUNTIME, JobWorker, queue_arn
 from lambdajobs.cdk.monitoring import FIRST_PART, Monitoring
 from lambdajobs.cdk.quotas import (
     ACCOUNT_CONCURRENCY_CONTEXT,
@@ -33,6 +33,7 @@ from lambdajobs.cdk.quotas import (
     max_reserved_concurrency,
 )
 from lambdajobs.cdk.workflows import Workflows, send_to_job_queues, workflow_items_statement
+from lambdajobs.runtime.debounce import ITEM_PREFIX as DEBOUNCE_ITEM_PREFIX
 from lambdajobs.runtime.durable import wake_schedule_prefix
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
@@ -161,11 +162,12 @@ def signal_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
 
 def debounce_statement(table: dynamodb.ITable) -> iam.PolicyStatement:
     """What `enqueue(..., debounce=...)` calls besides the send: GetItem (consistent) and UpdateItem
-    of the key's item (`lambdajobs#debounce#<job>#<hash>`), of any job of the stack; no other item."""
+    of the key's item (`lambdajobs#debounce#<job>#<hash>`), of any job of the stack; no other item.
+    (A worker's claim, an UpdateItem of the same item, is in its table statement: `JobWorker`.)"""
     return iam.PolicyStatement(
         actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
         resources=[table.table_arn],
-        conditions=debounce_items_condition(),
+        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{DEBOUNCE_ITEM_PREFIX}*"]}},
     )
 
 
