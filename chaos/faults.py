@@ -176,7 +176,7 @@ def _flow_call(service: str, operation: str, request: dict[str, Any]) -> str | N
             return "keyslot_create"
         return "keyslot_clear" if ":deadline" in values else "keyslot_release"
     if item.startswith(DEBOUNCE_PREFIX):
-        return "debounce_claim" if operation == "DeleteItem" else "debounce_read"
+        return "debounce_claim" if operation == "UpdateItem" else "debounce_read"
     if operation == "UpdateItem" and ":superseded" in values:
         return "supersede"
     if operation == "UpdateItem" and ":cancelled" in values:

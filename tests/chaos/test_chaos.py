@@ -251,21 +251,6 @@ def test_the_quick_soak_cancels_caps_and_debounces_among_its_faults(reports):
     assert {name: gates[name] for name in FLOW_GATES[:2] if not gates[name]["passed"]} == {}
 
 
-def _debounce_bug(report: dict[str, Any]) -> int:
-    """The debounced enqueues that ran after their burst's last had run, when those are every flow
-    job not in its planned state (0 otherwise): the runtime bug `test_each_debounced_burst_ran_once`
-    names."""
-    flow = report["flow"]
-    after = flow.get("superseded_ran_after_last", 0)
-    return after if after == flow["states_wrong"] else 0
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="runtime: the debounce winner deletes its key's item (debounce.claim), so an earlier enqueue "
-    "of the burst received after the last one (SQS does not order a standard queue) finds no item and "
-    "runs; fix in lambdajobs.runtime.debounce (keep the item, marked claimed, until it expires)",
-)
 def test_each_debounced_burst_ran_once(reports):
     flow = reports["quick"]["flow"]
     seeds = len(reports["quick"]["seeds"])
@@ -296,10 +281,6 @@ def test_the_quick_soak_kills_worker_processes_and_passes_the_kill_gates(reports
 def test_the_quick_soak_passes_every_gate(reports):
     report = reports["quick"]
     failed = {name: gate for name, gate in report["gates"].items() if not gate["passed"]}
-    known = _debounce_bug(report)  # only the runtime's known debounce bug (xfail above), nothing else
-    if known and failed.get("lost", {}).get("value") == known:
-        failed.pop("lost")
-        failed.pop("debounce_bursts_once", None)
     assert failed == {}, f"failed gates: {json.dumps(failed)}\n{report['output']}"
 
 

@@ -275,12 +275,13 @@ class Worker:
                 logger.thread_safe_remove_keys(list(keys))
 
     def _debounce(self, d: Delivery) -> Decision | None:
-        """A debounced enqueue's first delivery runs only if no later enqueue of its key came
-        (`lambdajobs.runtime.debounce.claim`); a retry, a continuation or a copy carrying an outcome
-        has claimed already."""
+        """A debounced enqueue runs only if no later enqueue of its key came
+        (`lambdajobs.runtime.debounce.claim`), on any delivery (a first attempt whose invocation
+        crashed comes back as the second); a retry of a run that started goes on; a continuation or
+        a copy carrying an outcome has claimed already."""
         if d.envelope is None or d.envelope.debounce is None or d.job_id is None:
             return None
-        if d.attempt != 1 or d.resume_wake is not None or d.carried is not None:
+        if d.resume_wake is not None or d.carried is not None:  # it ran: a continuation, an outcome
             return None
         from lambdajobs.runtime import debounce  # debounced jobs only: not at a cold start
 
@@ -294,7 +295,19 @@ class Worker:
         if runs == debounce.DUPLICATE:
             logger.info("a debounced job id sent again later: that send runs it, not this one")
             return Done("a debounced job id sent again", metric="JobDuplicate")
-        return Supersede(field.key) if runs == debounce.SUPERSEDED else None
+        if runs != debounce.SUPERSEDED:
+            return None
+        if d.attempt > 1 and self._started_before(d.job_id):  # a retry of the run: it goes on
+            return None
+        return Supersede(field.key)
+
+    def _started_before(self, job_id: str) -> bool:
+        """Whether the job has a run's record (a retry of a debounced job superseded since it ran)."""
+        try:
+            found = self.store.read(job_id)
+        except Exception:  # cannot tell: let the run decide (its lock and record)
+            return True
+        return found is not None and found.state is not None
 
     def _key_slot(self, d: Delivery, invocation: _Invocation) -> tuple[Any, Decision | None]:
         """A slot of the job's concurrency key (`lambdajobs.runtime.keyslots`), or the decision when
