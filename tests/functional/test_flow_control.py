@@ -268,6 +268,25 @@ def test_fifty_jobs_over_five_keys_never_run_more_than_two_at_once_per_key(stack
         assert max(sum(1 for a, b in spans if a <= start < b) for start, _ in spans) <= 2, key
 
 
+class Maybe(BaseModel):
+    customer: str | None = None
+
+
+def test_a_job_whose_key_is_null_takes_no_slot(stack, declare):
+    def tagged(payload: Maybe, ctx: JobContext) -> None:
+        RAN[ctx.job_id] += 1
+
+    runner = declare(tagged, name="tagged", max_attempts=3, concurrency_key=ConcurrencyKey("customer", 1))
+    faults = Faults(runner.worker.store.client)
+    takes = faults.fail("UpdateItem", when=lambda p: "keyslots" in p["Key"]["id"]["S"], times=99)
+    free = stack.enqueue("tagged", {})
+    keyed = stack.enqueue("tagged", {"customer": "c1"})
+    runner.drain()
+    faults.remove()
+    # the job without a customer ran without touching a slot; the keyed one could not take its slot
+    assert RAN[free] == 1 and RAN[keyed] == 0 and takes.hits >= 1
+
+
 def test_a_concurrency_key_must_name_a_payload_field(declare):
     with pytest.raises(DeclarationError, match="not a field of the payload"):
         declare(counted, name="bad", concurrency_key=ConcurrencyKey("nope", 2))

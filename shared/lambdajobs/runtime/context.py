@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,8 +72,6 @@ class JobContext:
         property reads the record at most once a second. Check it in a long loop that reports no
         progress, and stop (return, or `raise_if_cancelled()`)."""
         if not self._cancelled and self.cancel_check is not None:
-            import time
-
             now = time.monotonic()
             if now - self._cancel_read_at >= self.CANCEL_READ_SECONDS:
                 self._cancel_read_at = now

@@ -92,19 +92,9 @@ class Effects:
             NotStartedError: a copy could not be sent (the record is reported failed).
             Exception: a `Retry`'s error (the record is reported failed, and returns after its delay).
         """
-        carry_out: dict[type, Callable[[Delivery, Any], Any]] = {
-            HandBack: self.hand_back,
-            DeadLetter: self.dead_letter,
-            RecordSuccess: self.record_success,
-            Retry: self.retry,
-            Done: self.done,
-            Park: self.park,
-            Cancel: self.cancelled,
-            Supersede: self.superseded,
-        }
-        how = carry_out.get(type(decision))
+        how = _CARRY_OUT.get(type(decision))
         if how is not None:
-            return how(d, decision)
+            return getattr(self, how)(d, decision)
         raise TypeError(f"not a decision the executor carries out: {decision!r}")
 
     def write(self, call: Callable[..., Any], *args: Any) -> Exception | None:
@@ -173,8 +163,8 @@ class Effects:
                 return self.hand_back(d, HandBack(1, "cancel"))
         self.metric("JobCancelled", 1)
         self.log.info("job cancelled", extra={"reason": decision.reason})
-        if d.member is not None and not self.notify(d):
-            return None
+        if d.member is not None:  # its stage may be complete now (a failed check hands it back)
+            self.notify(d)
         return None
 
     def superseded(self, d: Delivery, decision: Supersede) -> Any:
@@ -474,6 +464,19 @@ def body_keeping_job_id(d: Delivery) -> str:
     if envelope.get("id"):
         return record.body
     return json.dumps({**envelope, "id": record.message_id}, separators=(",", ":"), ensure_ascii=False)
+
+
+#: Which method carries out each kind of decision.
+_CARRY_OUT: dict[type, str] = {
+    HandBack: "hand_back",
+    DeadLetter: "dead_letter",
+    RecordSuccess: "record_success",
+    Retry: "retry",
+    Done: "done",
+    Park: "park",
+    Cancel: "cancelled",
+    Supersede: "superseded",
+}
 
 
 def message_group(record: SQSRecord) -> dict[str, str]:

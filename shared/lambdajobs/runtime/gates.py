@@ -153,8 +153,6 @@ class Supersede:
     """A debounced enqueue that a later enqueue of its key replaced: its record reads `superseded`,
     and it never runs (`lambdajobs.runtime.debounce`)."""
 
-    key: str
-
 
 Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park | Cancel | Supersede
 

@@ -1,7 +1,8 @@
 """Concurrency per key: at most N runs of a job in progress at once per value of a payload field.
 
 `@job(concurrency_key=ConcurrencyKey("customer_id", 2))` lets two exports of one customer run at once,
-and any number of customers side by side; `quotas={"acme": 5}` gives a value its own cap.
+and any number of customers side by side; `quotas={"acme": 5}` gives a value its own cap. A payload
+whose field is null (or absent) is not capped: it belongs to no key.
 
 How: one item per key value in the job table (`lambdajobs#keyslots#<job>#<hash of the value>`) holds a
 map of the runs in progress, each entry the run's job id (hashed) and its invocation's deadline (epoch
@@ -96,10 +97,11 @@ def checked(job: str, value: Any, fields: Mapping[str, Any]) -> ConcurrencyKey |
     return value
 
 
-def key_value(limit: ConcurrencyKey, payload: Mapping[str, Any]) -> str:
-    """The payload's value of the limit's field, as text (a missing value is the empty text)."""
+def key_value(limit: ConcurrencyKey, payload: Mapping[str, Any]) -> str | None:
+    """The payload's value of the limit's field, as text; None when the field is null or absent: a
+    job without a key is not capped (it belongs to no key's runs)."""
     found = payload.get(limit.key)
-    return "" if found is None else str(found)
+    return None if found is None else str(found)
 
 
 def item_id(job: str, value: str, salt: str = "") -> str:
@@ -140,7 +142,7 @@ class KeySlots:
                 return None
         return None
 
-    def _add(self, slot: Slot, cap: int, deadline_ms: int) -> bool:
+    def _add(self, slot: Slot, cap: int, deadline_ms: int, *, mapped: bool = False) -> bool:
         request = codec.update(
             self.table,
             slot.item,
@@ -158,10 +160,11 @@ class KeySlots:
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
         except Exception as exc:  # no map yet (a new key): DynamoDB refuses the entry's path
-            if getattr(exc, "response", {}).get("Error", {}).get("Code") != "ValidationException":
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code != "ValidationException" or mapped:  # (after the map's creation: another cause)
                 raise
             self._create_map(slot)
-            return self._add(slot, cap, deadline_ms)
+            return self._add(slot, cap, deadline_ms, mapped=True)
         return True
 
     def _create_map(self, slot: Slot) -> None:

@@ -513,7 +513,8 @@ def job(
         concurrency_key: At most N runs in progress at once per value of a payload field, across every
             worker: `ConcurrencyKey("customer_id", 2)`, with per-value caps in `quotas={"acme": 5}`
             (1 to 1000). A run over its value's cap waits (handed back, using no attempt); a slot is
-            freed when its run ends, or with its invocation after a crash. Two write units per run.
+            freed when its run ends, or with its invocation after a crash. Two write units per run; a
+            payload whose field is null is not capped.
         priorities: Priority levels, highest first: `("high", "normal")`, or `{"high": 50, "normal": 10}`
             with each level's concurrency (otherwise the lowest has `max_concurrency` and each level
             above twice the one below). Each level has its own queue, DLQ and event source on the

@@ -299,7 +299,7 @@ class Worker:
             return None
         if d.attempt > 1 and self._started_before(d.job_id):  # a retry of the run: it goes on
             return None
-        return Supersede(field.key)
+        return Supersede()
 
     def _started_before(self, job_id: str) -> bool:
         """Whether the job has a run's record (a retry of a debounced job superseded since it ran)."""
@@ -318,6 +318,8 @@ class Worker:
         from lambdajobs.runtime import keyslots  # jobs with a concurrency key only: not at a cold start
 
         value = keyslots.key_value(per_key, d.raw_payload or {})
+        if value is None:  # a job without a key value is not capped
+            return None, None
         context = invocation.context
         left_ms = context.get_remaining_time_in_millis() if context is not None else None
         deadline_ms = int(time.time() * 1000) + int(
