@@ -256,6 +256,8 @@ def run(local: LocalStack, provider: FlakyProvider, waits: Waits, tally: Tally) 
             "sent": sum(s.state == "succeeded" for s in members),
             "dead": sum(s.state == "dead" for s in members),
         },
+        # the campaign's mails in progress at once, from their records' start and end times
+        max_running_per_key=max_running(members),
     )
     console.print(
         f"chord {flow.state}: campaign_report ran {callback.attempts} time(s) and reported "
@@ -565,6 +567,16 @@ def step_runs(log_file: Path, offset: int, job_id: str) -> int:
     return runs
 
 
+def max_running(statuses: list[JobStatus]) -> int:
+    """The most of these jobs in progress at once, from their records' start and end times."""
+    spans = sorted(
+        (datetime.fromisoformat(s.started_at), datetime.fromisoformat(s.finished_at))
+        for s in statuses
+        if s.started_at and s.finished_at
+    )
+    return max((sum(1 for a, b in spans if a <= start < b) for start, _ in spans), default=0)
+
+
 def _wait_done(waits: Waits, key: str, job_id: str, needs: tuple[str, ...] = ()) -> JobStatus:
     waits.until(key, lambda: get_status(job_id).done, needs=needs)
     return get_status(job_id)
@@ -627,6 +639,8 @@ BOUNDS = {
     "max_sent_in_any_window": lambda n: n <= MAIL_PROVIDER_QUOTA.count,
     "bulk_sent_after_last_premium": lambda n: n >= RECIPIENTS // 24,
     "durable_invocations": lambda n: n >= 3,
+    # the campaign's mails in progress at once: its concurrency key's cap holds
+    "max_running_per_key": lambda n: 1 <= n <= emails.CAMPAIGN_CONNECTIONS.limit,
     # measured, not judged: the fair queue's delay of a quiet tenant behind a noisy one's backlog
     "fair_queue_latency_seconds": lambda n: n >= 0,
 }
@@ -634,6 +648,7 @@ BOUND_TEXT = {
     "max_sent_in_any_window": f"<= {MAIL_PROVIDER_QUOTA.count}",
     "bulk_sent_after_last_premium": f">= {RECIPIENTS // 24}",
     "durable_invocations": ">= 3",
+    "max_running_per_key": f"1 to {emails.CAMPAIGN_CONNECTIONS.limit}",
     "fair_queue_latency_seconds": "a number of seconds",
 }
 
@@ -658,6 +673,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "campaign_summary_matches_records": ("campaign", "callback"),
     "chain_example": ("transcode", "approval", "chain"),
     "bulk_sent_after_last_premium": ("campaign",),
+    "max_running_per_key": ("campaign",),
     "approval_example": ("transcode", "approval"),
     "durable_invocations": ("transcode", "approval"),
     "steps_rerun": ("transcode", "approval"),

@@ -18,7 +18,18 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from lambdajobs import JobContext, PermanentError, RateLimit, StackConfig, chord, enqueue, group, job, sig
+from lambdajobs import (
+    ConcurrencyKey,
+    JobContext,
+    PermanentError,
+    RateLimit,
+    StackConfig,
+    chord,
+    enqueue,
+    group,
+    job,
+    sig,
+)
 
 # Deliberately simple: one '@', a dot in the domain, no spaces. Real deliverability is the sender's job.
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -76,6 +87,9 @@ def get_sender() -> Sender:
 
 #: The provider's sending quota (per account: every job that sends mail shares it by name).
 MAIL_PROVIDER_QUOTA = RateLimit("mail_provider", 20, per="second")
+#: A campaign holds at most this many of the provider's connections at once, so one campaign never
+#: takes them all from other campaigns and transactional mail (mail outside a campaign is not capped).
+CAMPAIGN_CONNECTIONS = ConcurrencyKey("campaign_id", 4)
 
 
 @job(
@@ -84,6 +98,7 @@ MAIL_PROVIDER_QUOTA = RateLimit("mail_provider", 20, per="second")
     max_concurrency=10,
     pii_fields=("to",),
     rate_limit=MAIL_PROVIDER_QUOTA,
+    concurrency_key=CAMPAIGN_CONNECTIONS,
     priorities=("high", "normal"),
 )
 def send_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:

@@ -670,8 +670,22 @@ def enqueue(
         None, "--run-at", help="ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00-05:00"
     ),
     priority: str = typer.Option(None, "--priority", help="one of the job's priority levels"),
+    tenant: str = typer.Option(
+        None, "--tenant", help="the fair queue's tenant (its MessageGroupId), e.g. a customer id"
+    ),
+    debounce_key: str = typer.Option(
+        None,
+        "--debounce",
+        metavar="KEY",
+        help="debounce: of this key's enqueues in the window, the last runs",
+    ),
+    debounce_seconds: int = typer.Option(30, "--debounce-seconds", help="the debounce window, 1 to 900 s"),
+    max_wait: int = typer.Option(
+        86_400, "--max-wait", help="the longest a debounced key's first enqueue waits for a run (s)"
+    ),
 ) -> None:
     """Send one job."""
+    from lambdajobs.runtime.debounce import Debounce
     from lambdajobs.runtime.producer import enqueue as send
 
     try:
@@ -694,6 +708,8 @@ def enqueue(
             delay_seconds=delay,
             run_at=when,
             priority=priority,
+            tenant=tenant,
+            debounce=Debounce(debounce_key, debounce_seconds, max_wait) if debounce_key else None,
             config=config(),
         )
     )
@@ -708,6 +724,8 @@ LISTABLE = tuple(state.value for state in LISTED_STATES)
 STATUS_NO_RECORD = 3
 STATUS_DEAD = 4
 STATUS_TIMED_OUT = 5
+#: ... and a job that will never run under its id: cancelled, or superseded by a later debounced enqueue.
+STATUS_CANCELLED = 6
 
 
 @app.command()
@@ -721,7 +739,8 @@ def status(
 
     Exit codes: 0 the job has a record (with --wait: it succeeded); 1 an error; 2 a usage error; 3 no
     record (an unknown id, or a job not started yet: nothing is written at enqueue); 4 the job is
-    dead; 5 --wait ran out before the job succeeded or died.
+    dead; 5 --wait ran out before the job finished; 6 the job was cancelled or superseded (it never
+    runs under this id).
     """
     from lambdajobs.ops import until_text
     from lambdajobs.runtime.errors import WaitTimeoutError
@@ -767,6 +786,8 @@ def status(
         _fail(f"job '{job_id}' is still {info.described_state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
     if info.state == "dead":
         raise typer.Exit(STATUS_DEAD)
+    if info.state in ("cancelled", "superseded"):
+        raise typer.Exit(STATUS_CANCELLED)
     if not info.has_record:  # no record, or only signals kept for a job that has not run
         raise typer.Exit(STATUS_NO_RECORD)
 
@@ -876,13 +897,10 @@ def cancel(
     """
     from lambdajobs.runtime.cancellation import cancel as cancel_job
     from lambdajobs.runtime.cancellation import cancel_workflow
-    from lambdajobs.runtime.errors import InvalidOptionError
 
     if workflow_id is not None:
         if job_id is not None or job is not None:
-            raise InvalidOptionError(
-                "--workflow cancels a workflow's members: pass no JOB_ID or --job with it."
-            )
+            _fail("--workflow cancels a workflow's members: pass no JOB_ID or --job with it.", 2)
         cancelled = cancel_workflow(workflow_id, config=_config)
         console.print(
             f"workflow {workflow_id}: {cancelled.cancelled} cancelled, {cancelled.requested} asked to stop, "
@@ -895,9 +913,7 @@ def cancel(
             raise typer.Exit(CANCEL_FINISHED)
         return
     if not job_id:
-        raise InvalidOptionError(
-            "name the job to cancel: lambdajobs cancel JOB_ID (or --workflow WORKFLOW_ID)."
-        )
+        _fail("name the job to cancel: lambdajobs cancel JOB_ID (or --workflow WORKFLOW_ID).", 2)
     name = _spec(job).name if job is not None else None  # a job name that is not declared: one line
     result = cancel_job(job_id, job=name, config=_config)
     console.print(result.message, soft_wrap=True, highlight=False, markup=False)
@@ -1242,11 +1258,23 @@ def board(
 
 
 def _dev_table(local: Any) -> Table:
-    """A line per queue. `ok`, `retrying` and `dead` count the jobs its event source delivered since
-    the start, each once, by its state now as its record says (`LocalStack.outcomes`): not the records
-    the event source deleted, which include the ones the worker moved to the DLQ itself."""
+    """A line per queue. `ok`, `retrying`, `dead` and `cancelled` (cancelled or superseded) count the
+    jobs its event source delivered since the start, each once, by its state now as its record says
+    (`LocalStack.outcomes`): not the records the event source deleted, which include the ones the
+    worker moved to the DLQ itself."""
     table = Table(title=f"lambdajobs dev: stack '{local.stack}' on {local.endpoint}")
-    columns = ("job", "depth", "in flight", "delayed", "DLQ", "ok", "retrying", "dead", "invocations")
+    columns = (
+        "job",
+        "depth",
+        "in flight",
+        "delayed",
+        "DLQ",
+        "ok",
+        "retrying",
+        "dead",
+        "cancelled",
+        "invocations",
+    )
     for column in columns:
         table.add_column(column, justify="left" if column == "job" else "right")
     from lambdajobs.ops import queue_health
@@ -1265,12 +1293,14 @@ def _dev_table(local: Any) -> Table:
                 local.provisioned.workflow_queue_url,
                 local.provisioned.workflow_dlq_url,
             )
-            jobs = ["-", "-", "-"]  # its messages are workflow notices, not jobs
+            jobs = ["-", "-", "-", "-"]  # its messages are workflow notices, not jobs
         else:
             name = queues.job if queues.level is None else f"{queues.job} ({queues.level})"
             url, dlq = queues.queue_url, queues.dlq_url
             states = outcomes.get(key, {})
             jobs = [str(states.get(s, 0)) for s in (JobState.SUCCEEDED, JobState.RETRYING, JobState.DEAD)]
+            # never run: cancelled, or superseded by a later debounced enqueue
+            jobs.append(str(states.get(JobState.CANCELLED, 0) + states.get(JobState.SUPERSEDED, 0)))
         health = queue_health(name, url, dlq, config=local.config)
         function: list[str] = []
         if fleet is not None:

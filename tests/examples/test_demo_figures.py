@@ -68,6 +68,7 @@ def figures(**changes: Any) -> dict[str, Any]:
         "max_sent_in_any_window": 20,
         "bulk_sent_after_last_premium": 100,
         "durable_invocations": 4,
+        "max_running_per_key": 4,
         "fair_queue_latency_seconds": 0.4,
         "campaign_members": demo.expected()["campaign_summary"],
         "waits": {
@@ -115,3 +116,9 @@ def test_the_demo_report_has_the_flow_control_figures():
     # the figures `make demo` writes (build/reports/demo.json), as `run_flow_control` returns them
     assert demo.expected()["cancelled_ran"] == 0
     assert "fair_queue_latency_seconds" in demo.BOUNDS and "fair" in demo.WAITS
+
+
+def test_a_campaign_over_its_concurrency_cap_is_wrong():
+    cap = demo.emails.CAMPAIGN_CONNECTIONS.limit
+    wrong, _ = demo.judge(figures(max_running_per_key=cap + 1))
+    assert wrong == {"max_running_per_key": (cap + 1, f"1 to {cap}")}

@@ -1,5 +1,6 @@
 """Cancelling durable jobs on the harness's clock: a sleeping job (its wake-up schedule deleted), a job
-waiting for a signal, and a running one stopped at its next step's checkpoint."""
+waiting for a signal, and a running one stopped at its next step's checkpoint; and a signal's wake-up
+that keeps the job's tenant."""
 
 from __future__ import annotations
 
@@ -70,3 +71,15 @@ def test_a_running_durable_job_stops_at_the_checkpoint_after_its_cancel(stack):
     assert ran(job_id) == {"part-1": 1, "part-2": 1}
     assert [s.name for s in status.steps] == ["part-1"]
     assert runner.depth() == 0 and runner.depth(dlq=True) == 0
+
+
+def test_a_signal_wakes_a_job_with_its_tenant(stack):
+    runner = stack.runner("approver")
+    job_id = stack.enqueue("approver", {"timeout_seconds": 600}, tenant="acme")
+    runner.attempt()
+    assert stack.status(job_id).state == "waiting_signal"
+    assert signal(job_id, "approval", {"approved": True}, config=stack.config).woke
+    woken = stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url, MessageSystemAttributeNames=["All"], VisibilityTimeout=0
+    )["Messages"]
+    assert [m["Attributes"].get("MessageGroupId") for m in woken] == ["acme"]

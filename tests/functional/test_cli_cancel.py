@@ -27,9 +27,9 @@ def run(stack: TestStack, *args: str):
     )
 
 
-def one_line_error(result) -> str:
+def one_line_error(result, code: int = 1) -> str:
     text = result.stderr if result.stderr else result.output
-    assert result.exit_code == 1, (result.exit_code, result.output)
+    assert result.exit_code == code, (result.exit_code, result.output)
     assert "Traceback" not in result.output
     lines = [line for line in text.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), text
@@ -127,15 +127,51 @@ def test_a_workflow_is_cancelled_member_by_member_and_counted(stack):
 
 
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("args", "expected", "code"),
     [
-        (("cancel",), "name the job to cancel"),
-        (("cancel", "mail-1", "--job", "nope"), "nope"),
-        (("cancel", "--workflow", "wf-unknown"), "no workflow 'wf-unknown'"),
-        (("cancel", "mail-1", "--workflow", "wf-1"), "pass no JOB_ID or --job"),
+        (("cancel",), "name the job to cancel", 2),  # usage errors: 2, as the help says
+        (("cancel", "mail-1", "--job", "nope"), "nope", 1),
+        (("cancel", "--workflow", "wf-unknown"), "no workflow 'wf-unknown'", 1),
+        (("cancel", "mail-1", "--workflow", "wf-1"), "pass no JOB_ID or --job", 2),
     ],
 )
-def test_bad_input_is_one_line_and_cancels_nothing(stack, args, expected):
-    line = one_line_error(run(stack, *args))
+def test_bad_input_is_one_line_and_cancels_nothing(stack, args, expected, code):
+    line = one_line_error(run(stack, *args), code)
     assert expected in line
     assert stack.status("mail-1").has_record is False
+
+
+def test_status_of_a_cancelled_job_exits_6_even_with_wait(stack):
+    assert run(stack, "cancel", "mail-9").exit_code == 0
+    for args in (("status", "mail-9"), ("status", "mail-9", "--wait", "1")):
+        result = run(stack, *args)
+        assert result.exit_code == 6, (args, result.output)
+        assert "cancelled" in result.output
+
+
+def test_enqueue_takes_a_tenant_and_a_debounce(stack):
+    from lambdajobs.runtime.config import resolve
+
+    first = run(
+        stack,
+        "enqueue",
+        "deliver",
+        '{"to": "ada@example.com", "subject": "s", "body": "b"}',
+        "--tenant",
+        "acme",
+        "--debounce",
+        "ada",
+        "--debounce-seconds",
+        "1",
+    )
+    assert first.exit_code == 0, first.output
+    sqs = resolve(stack.config).client("sqs")
+    got = sqs.receive_message(
+        QueueUrl=stack.runner("deliver").queues.queue_url,
+        MessageSystemAttributeNames=["All"],
+        WaitTimeSeconds=2,
+    )["Messages"][0]
+    assert got["Attributes"]["MessageGroupId"] == "acme"
+    assert '"debounce":{"key":"ada"' in got["Body"]
+    bad = run(stack, "enqueue", "deliver", "{}", "--debounce", "ada", "--debounce-seconds", "0")
+    assert bad.exit_code == 1 and "out of range" in (bad.stderr or bad.output)

@@ -18,6 +18,7 @@ from lambdajobs.local import persist
 from lambdajobs.local.stack import LocalStack
 from lambdajobs.ops import wait_until
 from lambdajobs.runtime import Backoff, PermanentError
+from lambdajobs.runtime.cancellation import cancel
 from lambdajobs.runtime.config import using
 from lambdajobs.runtime.envelope import encode
 from lambdajobs.runtime.lifecycle import JobState
@@ -68,6 +69,8 @@ def test_the_live_line_counts_a_job_the_worker_dead_lettered_as_dead_not_ok(tmp_
             with using(local.config):
                 enqueue("fine", Order(n=1))
                 enqueue("fine", Order(n=2))
+                dropped = enqueue("fine", Order(n=5), delay_seconds=1)
+                assert cancel(dropped).outcome == "cancelled"  # before it arrives: never runs
                 enqueue("flaky", Order(n=3))
                 dead = enqueue("doomed", Order(n=4))
             # WHEN the worker has settled them
@@ -77,6 +80,9 @@ def test_the_live_line_counts_a_job_the_worker_dead_lettered_as_dead_not_ok(tmp_
             )
             assert wait_until(
                 lambda: local.outcomes.counts().get("fine", {}).get(JobState.SUCCEEDED) == 2, 20
+            )
+            assert wait_until(
+                lambda: local.outcomes.counts().get("fine", {}).get(JobState.CANCELLED) == 1, 20
             )
             # THEN the live line says so: the dead-lettered one is dead, not ok
             rows = _rows(local)
@@ -88,6 +94,7 @@ def test_the_live_line_counts_a_job_the_worker_dead_lettered_as_dead_not_ok(tmp_
             }
             assert (rows["flaky"]["ok"], rows["flaky"]["retrying"], rows["flaky"]["dead"]) == ("0", "1", "0")
             assert (rows["fine"]["ok"], rows["fine"]["retrying"], rows["fine"]["dead"]) == ("2", "0", "0")
+            assert rows["fine"]["cancelled"] == "1" and rows["doomed"]["cancelled"] == "0"
             assert rows["(workflows)"]["ok"] == "-"
             # (the event source cannot tell: the worker answered success for the record it moved itself)
             assert local.mappings["doomed"].stats.succeeded == 1

@@ -529,4 +529,5 @@ def _send_wake_up(cfg: StackConfig, record: JobRecord, wake: int) -> None:
             ATTR_PRIOR_ATTEMPTS: {"DataType": "Number", "StringValue": str(max(0, record.attempts - 1))},
             ATTR_RESUME: {"DataType": "Number", "StringValue": str(wake)},
         },
+        **({"MessageGroupId": record.resume_group} if record.resume_group else {}),
     )

@@ -344,6 +344,7 @@ class Effects:
                 "signal": decision.signal,
                 "resume_body": body if small else None,
                 "resume_queue": self.queue_url(d) if small else None,
+                "resume_group": message_group(d.record).get("MessageGroupId"),
             }
         try:
             aws.read_retrying(

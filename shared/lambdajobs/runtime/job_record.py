@@ -223,6 +223,8 @@ class JobRecord:
     #: A job in `waiting_signal`: its message's body and queue, for the signal's wake-up.
     resume_body: str | None = None
     resume_queue: str | None = None
+    #: ... and its fair-queue tenant (`MessageGroupId`), if it had one.
+    resume_group: str | None = None
     #: How many times the job was parked (sleeps, signal waits, continuations).
     suspensions: int | None = None
     #: When a cancel of the job was recorded (RFC 3339): no run starts it any more, and a running one
@@ -265,6 +267,7 @@ class JobRecord:
             waiting_for=_text(v.get("waiting_for")),
             resume_body=_text(v.get("resume_body")),
             resume_queue=_text(v.get("resume_queue")),
+            resume_group=_text(v.get("resume_group")),
             suspensions=_int(v.get("suspensions")),
             cancel_requested=_text(v.get("cancel_requested")),
         )

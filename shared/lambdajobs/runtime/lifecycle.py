@@ -292,7 +292,7 @@ def acquire(
 
 
 #: The attributes of a parked durable job, removed when a run takes it again.
-PARKED_FIELDS = ("wake_at", "waiting_for", "resume_body", "resume_queue")
+PARKED_FIELDS = ("wake_at", "waiting_for", "resume_body", "resume_queue", "resume_group")
 
 
 def _create(
@@ -672,6 +672,7 @@ def suspend(
     signal: str | None = None,
     resume_body: str | None = None,
     resume_queue: str | None = None,
+    resume_group: str | None = None,
     index: str | None = None,
 ) -> bool:
     """running -> sleeping/waiting_signal: a durable job parks until `wake_ms` (epoch ms), its lock
@@ -698,12 +699,16 @@ def suspend(
         ":exp": wake_ms // 1000 + ttl_seconds,
         ":one": 1,
     }
-    remove = ["in_progress_expiration", "waiting_for", "resume_body", "resume_queue"]
+    remove = ["in_progress_expiration", "waiting_for", "resume_body", "resume_queue", "resume_group"]
     allowed = JobRecord.may_park_condition(lock, signal)
     if signal is not None:
         sets += ["waiting_for = :signal", "resume_body = :body", "resume_queue = :queue"]
-        remove = ["in_progress_expiration"]
+        remove = ["in_progress_expiration", "resume_group"]
         values.update({":signal": signal, ":body": resume_body or "", ":queue": resume_queue or ""})
+        if resume_group:  # the message's fair-queue tenant, for the signal's wake-up
+            sets.append("resume_group = :group")
+            remove.remove("resume_group")
+            values[":group"] = resume_group
     _index(index, job, state, sets, remove, values)
     request = codec.update(
         table,

@@ -259,10 +259,10 @@ class Worker:
                 decision = self._decide(d, invocation)
                 if not isinstance(decision, Run):
                     return self.effects.apply(d, decision)
-                _wait_for(decision, self._count)  # a rate-limit slot less than a second away
-                slot, busy = self._key_slot(d, invocation)
-                if busy is not None:
+                slot, busy = self._key_slot(d, invocation)  # before the wait: its write is not
+                if busy is not None:  # between the rate-limit slot and the start
                     return self.effects.apply(d, busy)
+                _wait_for(decision, self._count)  # a rate-limit slot less than a second away
                 invocation.started += 1
                 started = time.perf_counter()
                 try:
