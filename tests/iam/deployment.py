@@ -279,6 +279,19 @@ class Deployment:
         """A producer outside the stack knows its name and jobs package; the rest is in the manifest."""
         return self.config_for(self.producer, StackConfig(stack=self.stack.stack, jobs=self.stack.jobs))
 
+    def operator_config(self) -> StackConfig:
+        """What the CLI builds (`lambdajobs signal`, `lambdajobs cancel`): the stack's name and jobs
+        package, the operator's credentials."""
+        return self.config_for(self.operator, StackConfig(stack=self.stack.stack, jobs=self.stack.jobs))
+
+    def every_job(self) -> list[str]:
+        """Every job that has a worker in the template."""
+        return sorted(self.constructs.workers)
+
+    def allowed(self, principal: Principal) -> set[str]:
+        """The actions `principal` was allowed (as enforced) so far."""
+        return {c.action for c in self.calls_by(principal) if c.allowed}
+
     def scheduler_as_service(self, principal: Principal) -> SchedulerAsService:
         return SchedulerAsService(self.harness, self.config_for(principal, self.harness))
 

@@ -29,7 +29,6 @@ from lambdajobs import JobContext
 from lambdajobs.errors import SignalTimeoutError
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.runtime import durable
-from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.durable import signal, wake_schedule_name, wake_schedule_prefix
 from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
 from lambdajobs.runtime.records import get_status
@@ -109,19 +108,6 @@ def deliver(deployment: Any, clock: Any, job: str) -> None:
     runner.drain()
 
 
-def every_job(deployment: Any) -> list[str]:
-    return sorted(deployment.constructs.workers)
-
-
-def allowed_actions(deployment: Any, principal: Any) -> set[str]:
-    return {c.action for c in deployment.calls_by(principal) if c.allowed}
-
-
-def operator_config(deployment: Any) -> StackConfig:
-    """What `lambdajobs signal` builds: the stack's name and jobs package, the operator's credentials."""
-    return deployment.config_for(deployment.operator, StackConfig(stack=deployment.stack.stack, jobs=JOBS))
-
-
 def one_time_scheduler(deployment: Any) -> LocalScheduler:
     """EventBridge Scheduler firing the one-time group, delivering as the role each schedule names."""
     return LocalScheduler(
@@ -139,7 +125,7 @@ def test_every_job_steps_and_naps_on_its_own_queue_under_its_role(deployment, cl
     """ctx.step: a checkpoint is an UpdateItem of the job's own record, under the run's lock.
     ctx.sleep up to 15 minutes: a copy of the message to the job's own queue with DelaySeconds, then
     its record parked (UpdateItem); when it comes, the job replays its first step and runs the second."""
-    jobs = every_job(deployment)
+    jobs = deployment.every_job()
     with durable_in_place_of(*jobs):
         # GIVEN a durable job of each job's declaration that naps a minute between two steps
         ids = {
@@ -165,7 +151,7 @@ def test_every_job_steps_and_naps_on_its_own_queue_under_its_role(deployment, cl
         # AND its function's role made the calls: checkpoints and parking (UpdateItem), the delayed
         # copy to its own queue (SendMessage), each allowed (a denial fails the test: conftest.py)
         worker = deployment.worker(job)
-        assert {"dynamodb:UpdateItem", "sqs:SendMessage"} <= allowed_actions(deployment, worker), job
+        assert {"dynamodb:UpdateItem", "sqs:SendMessage"} <= deployment.allowed(worker), job
         own_queue = deployment.stack.provisioned.queues[job].queue_arn
         sends = [c for c in deployment.calls_by(worker) if c.action == "sqs:SendMessage"]
         assert any(own_queue in c.resources for c in sends), job
@@ -178,7 +164,7 @@ def test_every_job_sleeps_two_hours_through_a_one_time_schedule_of_its_own(deplo
     """ctx.sleep beyond 15 minutes: the worker creates a one-time schedule in the stack's one-time
     group (scheduler:CreateSchedule on its own `<job>-w*` names, iam:PassRole of the one-time schedule
     role to Scheduler), and Scheduler delivers the copy to the job's queue as that role."""
-    jobs = every_job(deployment)
+    jobs = deployment.every_job()
     group = deployment.stack.provisioned.one_time_group
     scheduler = deployment.harness.client("scheduler")
     with durable_in_place_of(*jobs):
@@ -267,8 +253,8 @@ def test_every_job_waits_for_a_signal_the_operator_or_a_producer_sends(deploymen
     `lambdajobs signal` runs) and under the producer policy: UpdateItem of the job's record (the
     signal, then its wake-up) and SendMessage of the kept message to the job's queue. A signal sent
     before the job started is kept on a record it creates, and the job finds it when it waits."""
-    jobs = every_job(deployment)
-    senders = {"operator": operator_config(deployment), "producer": deployment.producer_config()}
+    jobs = deployment.every_job()
+    senders = {"operator": deployment.operator_config(), "producer": deployment.producer_config()}
     approval = Plan(signal="approval", wait_seconds=3600)
     with durable_in_place_of(*jobs):
         # GIVEN a durable job of each job's declaration waiting for signal "approval", per sender,
@@ -300,12 +286,10 @@ def test_every_job_waits_for_a_signal_the_operator_or_a_producer_sends(deploymen
             assert status.result["signal"] == {"by": by}, (job, who)
             assert ran(f"{job}-{who}") == {"first": 1, "second": 1}, (job, who)
         # AND the job's role created its wake-up at the wait's timeout (one per waiting job)
-        assert "scheduler:CreateSchedule" in allowed_actions(deployment, deployment.worker(job)), job
+        assert "scheduler:CreateSchedule" in deployment.allowed(deployment.worker(job)), job
     # AND the operator and the producer wrote the records and sent the wake-ups, each allowed
     for principal in (deployment.operator, deployment.producer):
-        assert {"dynamodb:UpdateItem", "sqs:SendMessage", "ssm:GetParameter"} <= allowed_actions(
-            deployment, principal
-        )
+        assert {"dynamodb:UpdateItem", "sqs:SendMessage", "ssm:GetParameter"} <= deployment.allowed(principal)
 
 
 def test_signals_reach_job_records_only(deployment):

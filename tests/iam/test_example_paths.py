@@ -154,7 +154,7 @@ def test_a_reviewed_video_waits_for_its_approval_then_its_chain_goes_on(deployme
     then a wait for signal `approval` whose timeout, two hours on, is a one-time schedule of its own;
     the operator's review (`review_video`, what `lambdajobs signal` sends) wakes it."""
     producer, continuer = deployment.producer_config(), deployment.continuer_runner()
-    operator = durable.operator_config(deployment)
+    operator = deployment.operator_config()
     # GIVEN a video published by a producer, to be reviewed within two hours
     wid = video.publish_video(
         "v2",

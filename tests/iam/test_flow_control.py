@@ -35,7 +35,6 @@ from pydantic import BaseModel
 from lambdajobs import ConcurrencyKey, Debounce, JobContext, cancel, cancel_workflow
 from lambdajobs.local.scheduler import LocalScheduler
 from lambdajobs.runtime import debounce, keyslots
-from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.durable import wake_schedule_name
 from lambdajobs.runtime.producer import enqueue, enqueue_many, one_time_schedule_name
 from lambdajobs.runtime.records import get_status
@@ -100,19 +99,6 @@ def _forget_runs() -> Iterator[None]:
     RAN.clear()
     SEEN.clear()
     CANCEL_WHILE_RUNNING.clear()
-
-
-def every_job(deployment: Any) -> list[str]:
-    return sorted(deployment.constructs.workers)
-
-
-def allowed(deployment: Any, principal: Any) -> set[str]:
-    return {c.action for c in deployment.calls_by(principal) if c.allowed}
-
-
-def operator_config(deployment: Any) -> StackConfig:
-    """What `lambdajobs cancel` builds: the stack's name and jobs package, the operator's credentials."""
-    return deployment.config_for(deployment.operator, StackConfig(stack=deployment.stack.stack, jobs=JOBS))
 
 
 def deliver(deployment: Any, clock: Any, job: str) -> None:
@@ -185,7 +171,7 @@ def test_a_producer_enqueues_for_a_tenant_now_in_a_batch_and_later(deployment, c
         deployment.runner(job).drain()
     for job_id in (now, *batch.job_ids, later):
         assert get_status(job_id).state == "succeeded", job_id
-    assert {"sqs:SendMessage", "scheduler:CreateSchedule"} <= allowed(deployment, deployment.producer)
+    assert {"sqs:SendMessage", "scheduler:CreateSchedule"} <= deployment.allowed(deployment.producer)
 
 
 # -- debounce ---------------------------------------------------------------------------------------
@@ -195,7 +181,7 @@ def test_every_job_runs_the_last_debounced_enqueue_and_supersedes_the_others(dep
     """A producer's three debounced enqueues of one key, a second apart: the producer reads and writes
     the key's item; the worker of each job supersedes the first two (UpdateItem of their records),
     claims the third (GetItem, and UpdateItem: the key's item `claimed`) and runs it."""
-    jobs = every_job(deployment)
+    jobs = deployment.every_job()
     producer = deployment.producer_config()
     table, dynamodb = deployment.stack.provisioned.table, deployment.harness.client("dynamodb")
     with flow_in_place_of(*jobs):
@@ -221,9 +207,9 @@ def test_every_job_runs_the_last_debounced_enqueue_and_supersedes_the_others(dep
         assert [RAN[job_id] for job_id in ids[job]] == [0, 0, 1], job
         item = dynamodb.get_item(TableName=table, Key={"id": {"S": debounce.item_id(job, "doc-42")}})
         assert (item["Item"]["latest"], item["Item"]["claimed"]) == ({"S": ids[job][-1]}, {"BOOL": True}), job
-        assert {"dynamodb:GetItem", "dynamodb:UpdateItem"} <= allowed(deployment, deployment.worker(job)), job
-    assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage"} <= allowed(
-        deployment, deployment.producer
+        assert {"dynamodb:GetItem", "dynamodb:UpdateItem"} <= deployment.allowed(deployment.worker(job)), job
+    assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage"} <= deployment.allowed(
+        deployment.producer
     )
 
 
@@ -235,7 +221,7 @@ def test_every_job_waits_for_its_keys_slot_then_takes_and_releases_it(deployment
     is still live: the run is handed back to its queue with its tenant (no attempt used); once that
     invocation is over, the worker clears its entry (GetItem, conditional UpdateItem), takes the slot
     (UpdateItem), runs the job and releases it (UpdateItem)."""
-    jobs = every_job(deployment)
+    jobs = deployment.every_job()
     producer = deployment.producer_config()
     table, harness = deployment.stack.provisioned.table, deployment.harness.client("dynamodb")
     held_until_ms = int((datetime.now(UTC) + timedelta(seconds=30)).timestamp() * 1000)
@@ -265,8 +251,8 @@ def test_every_job_waits_for_its_keys_slot_then_takes_and_releases_it(deployment
             TableName=table, Key={"id": {"S": keyslots.item_id(job, "acme", deployment.stack.stack)}}
         )
         assert item["Item"]["runs"] == {"M": {}}, job
-        assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage"} <= allowed(
-            deployment, deployment.worker(job)
+        assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "sqs:SendMessage"} <= deployment.allowed(
+            deployment.worker(job)
         ), job
 
 
@@ -276,8 +262,8 @@ def test_every_job_waits_for_its_keys_slot_then_takes_and_releases_it(deployment
 def test_every_job_drops_a_cancelled_jobs_message(deployment, clock):
     """A job cancelled before its message arrives (a record written by the cancel, none before): the
     worker's acquire is refused, the message dropped (deleted, never run nor dead-lettered)."""
-    jobs = every_job(deployment)
-    producer, operator = deployment.producer_config(), operator_config(deployment)
+    jobs = deployment.every_job()
+    producer, operator = deployment.producer_config(), deployment.operator_config()
     with flow_in_place_of(*jobs):
         # GIVEN, for each job, a job enqueued, then cancelled by the operator before it ran
         for job in jobs:
@@ -298,8 +284,8 @@ def test_every_job_stops_at_ctx_cancelled_once_the_operator_cancels_it(deploymen
     """A running job cancelled by the operator (cancel_requested on its record: UpdateItem) reads
     `ctx.cancelled` (GetItem of the record, under its role), stops, and the worker settles its record
     `cancelled` under the run's lock (UpdateItem)."""
-    jobs = every_job(deployment)
-    operator = operator_config(deployment)
+    jobs = deployment.every_job()
+    operator = deployment.operator_config()
     CANCEL_WHILE_RUNNING.append(lambda job_id: cancel(job_id, config=operator).outcome)
     with flow_in_place_of(*jobs):
         # GIVEN, for each job, a job the operator cancels while it runs
@@ -329,7 +315,7 @@ def test_cancelling_a_job_with_no_record_and_a_run_at_job_deletes_its_schedule(d
     """cancel(job_id, job=...): the record written (UpdateItem, created for an id with none); for a
     job not started yet, its run_at schedule deleted from the one-time group (DeleteSchedule), and a
     schedule that is not there is no error."""
-    config = operator_config(deployment) if who == "operator" else deployment.producer_config()
+    config = deployment.operator_config() if who == "operator" else deployment.producer_config()
     job = "transcode_video"
     with flow_in_place_of(job):
         # GIVEN a job id that was never enqueued, and a job the producer scheduled two hours ahead
@@ -355,7 +341,7 @@ def test_cancelling_a_job_with_no_record_and_a_run_at_job_deletes_its_schedule(d
     principal = deployment.operator if who == "operator" else deployment.producer
     deletes = [c for c in deployment.calls_by(principal) if c.action == "scheduler:DeleteSchedule"]
     assert len(deletes) == 2 and all(c.allowed for c in deletes)
-    assert {"dynamodb:UpdateItem"} <= allowed(deployment, principal)
+    assert {"dynamodb:UpdateItem"} <= deployment.allowed(principal)
 
 
 def test_the_operator_cancels_a_parked_job_and_its_wake_up_is_deleted(deployment, clock):
@@ -372,7 +358,7 @@ def test_the_operator_cancels_a_parked_job_and_its_wake_up_is_deleted(deployment
         name = wake_schedule_name(job, job_id, wake)
         assert one_time_schedules(deployment) == [name]
         # WHEN the operator cancels it (by id alone: its name comes from its record)
-        result = cancel(job_id, config=operator_config(deployment))
+        result = cancel(job_id, config=deployment.operator_config())
         # THEN it is cancelled, its wake-up is gone, and it never runs again
         assert (result.outcome, result.state, result.schedule_deleted) == ("cancelled", "sleeping", name)
         assert one_time_schedules(deployment) == []
@@ -380,7 +366,7 @@ def test_the_operator_cancels_a_parked_job_and_its_wake_up_is_deleted(deployment
         assert one_time_scheduler(deployment).run_due() == []
         deployment.runner(job).drain()
     assert get_status(job_id).state == "cancelled" and RAN[job_id] == 1
-    assert "scheduler:DeleteSchedule" in allowed(deployment, deployment.operator)
+    assert "scheduler:DeleteSchedule" in deployment.allowed(deployment.operator)
 
 
 def test_the_operator_cancels_a_workflow_and_its_members_are_dropped_and_counted(deployment, clock):
@@ -395,7 +381,7 @@ def test_the_operator_cancels_a_workflow_and_its_members_are_dropped_and_counted
         members = [sig(job, Flow(customer=f"c{i}")) for i in range(2)]
         wid = chord(members, sig(job, Flow())).enqueue(workflow_id="wf-cancel", config=producer)
         # WHEN the operator cancels the workflow
-        result = cancel_workflow(wid, config=operator_config(deployment))
+        result = cancel_workflow(wid, config=deployment.operator_config())
         assert (result.cancelled, result.requested, result.finished) == (3, 0, 0)
         # AND the job's function takes the members, the continuer the notices, and the job the callback
         runner, continuer = deployment.runner(job), deployment.continuer_runner()
@@ -410,7 +396,7 @@ def test_the_operator_cancels_a_workflow_and_its_members_are_dropped_and_counted
     flow = get_workflow(wid, config=producer)
     assert flow.done, flow
     assert (runner.depth(), runner.depth(dlq=True)) == (0, 0)
-    assert {"dynamodb:GetItem", "dynamodb:UpdateItem"} <= allowed(deployment, deployment.operator)
+    assert {"dynamodb:GetItem", "dynamodb:UpdateItem"} <= deployment.allowed(deployment.operator)
     transactions = [
         c for c in deployment.calls_by(deployment.worker(job)) if c.action == "dynamodb:TransactWriteItems"
     ]
