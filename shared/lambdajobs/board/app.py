@@ -13,12 +13,9 @@ Content-Security-Policy allows scripts from the board itself only.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import html
 import logging
 import os
-import secrets
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,14 +27,14 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lambdajobs.board import render
 from lambdajobs.board.data import BoardData, describe_error
+from lambdajobs.board.security import LOOPBACK_HOSTS, Csrf, LoopbackHosts, Notices, SecurityHeaders
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.errors import (
     JobIndexOffError,
@@ -49,7 +46,6 @@ from lambdajobs.runtime.job_record import LISTED_STATES, PARKED_STATES, JobState
 from lambdajobs.runtime.spec import JobSpec, ensure_loaded, jobs_in
 
 HERE = Path(__file__).parent
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 #: How often the live parts of a page are fetched again.
 POLL_SECONDS = 5
 JOB_POLL_SECONDS = 2
@@ -59,79 +55,6 @@ WATCH_SECONDS = 15 * 60
 LISTED = LISTED_STATES
 MAX_FORM_BYTES = 256 * 1024
 logger = logging.getLogger("lambdajobs.board")
-
-SECURITY_HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
-    ),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cache-control", b"no-store"),
-]
-
-
-class SecurityHeaders:
-    """Adds `SECURITY_HEADERS` to every response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], *SECURITY_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, sending)
-
-
-class LoopbackHosts:
-    """Serves only requests whose Host header names one of `allowed` (any port; "*": any host).
-    A page on another site that rebinds its DNS name to 127.0.0.1 sends its own name: refused (400).
-    (Starlette's TrustedHostMiddleware cannot read an IPv6 literal such as `[::1]:8080`.)"""
-
-    def __init__(self, app: ASGIApp, allowed: list[str]) -> None:
-        self.app = app
-        self.allowed = {name.lower() for name in allowed}
-
-    @staticmethod
-    def host_of(header: str) -> str:
-        if header.startswith("["):  # an IPv6 literal, with its brackets
-            return header.split("]", 1)[0] + "]"
-        return header.rsplit(":", 1)[0] if ":" in header else header
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or "*" in self.allowed:
-            await self.app(scope, receive, send)
-            return
-        header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-        if self.host_of(header).lower() in self.allowed:
-            await self.app(scope, receive, send)
-            return
-        response = PlainTextResponse("Invalid host header", status_code=400)
-        await response(scope, receive, send)
-
-
-class Csrf:
-    """One token per board process, derived from a random secret: every form carries it in a hidden
-    field. Another site's page cannot read it (the same-origin policy), so it cannot forge a POST."""
-
-    FIELD = "csrf"
-
-    def __init__(self, secret: bytes | None = None) -> None:
-        key = secret or secrets.token_bytes(32)
-        self.token = hmac.new(key, b"lambdajobs board actions", hashlib.sha256).hexdigest()
-
-    def valid(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
 
 def _local_path(target: str | None, default: str) -> str:
@@ -163,6 +86,7 @@ class Board:
         self.read_only = read_only
         self.csrf = csrf
         self.where = where
+        self.notices = Notices()
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -202,7 +126,7 @@ class Board:
             "read_only": self.read_only,
             "csrf_field": Csrf.FIELD,
             "csrf_token": self.csrf.token,
-            "notice": request.query_params.get("notice"),
+            "notice": self.notices.get(request.query_params.get("notice")),
             "updated": datetime.now(UTC),
             "poll_seconds": POLL_SECONDS,
             "self_url": str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
@@ -246,6 +170,10 @@ class Board:
             )
         return fields
 
+    def back(self, path: str, line: str) -> Response:
+        """Go to `path` (303) with the one-line outcome `line`, kept here under a key (`Notices`)."""
+        return RedirectResponse(_with_query(path, notice=self.notices.put(line)), status_code=303)
+
     async def act(self, request: Request, do: Callable[[], str], back: str) -> Response:
         """Run an action (blocking) and go back to `back` with its one-line outcome."""
         try:
@@ -256,7 +184,7 @@ class Board:
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 logger.exception("board: an action failed")
             line = f"error: {describe_error(exc)}"
-        return RedirectResponse(_with_query(back, notice=line), status_code=303)
+        return self.back(back, line)
 
     # -- overview ---------------------------------------------------------------------------------
 
@@ -398,7 +326,7 @@ class Board:
         else:
             ids = [i for i in form.get("message_id", []) if i]
             if not ids:
-                return RedirectResponse(_with_query(back, notice="nothing selected: nothing moved"), 303)
+                return self.back(back, "nothing selected: nothing moved")
         if form.get("job_id"):  # from a job's page: watch the redriven run there
             job, job_id = (form.get("job") or [""])[0], form["job_id"][0]
             back = _with_query(job_path(job or None, job_id), since=_now_iso())
@@ -441,9 +369,7 @@ class Board:
             return self.page(request, "purge.html", {**context, "key": key, "depth": None}, status=status)
         if not context["done"]:  # more than the operator agreed to delete: ask again
             return self.page(request, "purge.html", {**context, "key": key, "changed": context["line"]})
-        return RedirectResponse(
-            _with_query(f"/dead-letters/{quote(key, safe='@')}", notice=context["line"]), status_code=303
-        )
+        return self.back(f"/dead-letters/{quote(key, safe='@')}", context["line"])
 
     # -- schedules --------------------------------------------------------------------------------
 
@@ -471,9 +397,9 @@ class Board:
             if _not_found(exc):
                 return self.refused(request, describe_error(exc), status=404)
             line = f"error: {describe_error(exc)}"
-            return RedirectResponse(_with_query("/schedules", notice=line), status_code=303)
+            return self.back("/schedules", line)
         line = f"sent {sent}: it runs as soon as a worker takes it"
-        return RedirectResponse(_with_query(job_path(job, sent), notice=line), status_code=303)
+        return self.back(job_path(job, sent), line)
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.refused(request, f"Nothing here: {request.url.path}", status=404)
