@@ -31,6 +31,8 @@ Handler = Callable[[dict[str, Any], Any], Any]
 log = logging.getLogger("lambdajobs.local")
 MAX_RECEIVE = 10  # ReceiveMessage returns at most 10 messages
 MAX_WAIT_SECONDS = 20  # long polling at most 20 s
+#: How often a disabled (paused) mapping looks at its state again.
+PAUSED_CHECK_SECONDS = 0.25
 
 
 @dataclass
@@ -98,8 +100,14 @@ class EventSourceMapping:
         wait_seconds: int = 1,
         region: str = "us-east-1",
         config: StackConfig | None = None,
+        enabled: Callable[[], bool] | None = None,
     ) -> None:
         self.queue_url, self.queue_arn, self.handler = queue_url, queue_arn, handler
+        #: Whether the mapping may poll now (its `Enabled` in the local stack's Lambda, which
+        #: `lambdajobs.queue_control` changes); None: always.
+        self.enabled = enabled
+        #: Set while the poller holds off because the mapping is disabled (no receive in progress).
+        self.holding = threading.Event()
         #: Where the queue is (the local stack's endpoint, or moto in-process): its SQS client.
         self.config = config or StackConfig()
         self.function_name, self.timeout_seconds, self.memory_mb = function_name, timeout_seconds, memory_mb
@@ -196,8 +204,18 @@ class EventSourceMapping:
         thread.start()
         self._threads.append(thread)
 
+    @property
+    def paused(self) -> bool:
+        """Disabled: it receives nothing until enabled again (a batch received before still runs)."""
+        return self.enabled is not None and not self.enabled()
+
     def _loop(self) -> None:
         while not self._stop.is_set():
+            if self.paused:  # disabled, as UpdateEventSourceMapping(Enabled=False) leaves it
+                self.holding.set()
+                self._stop.wait(PAUSED_CHECK_SECONDS)
+                continue
+            self.holding.clear()
             if not self._slots.acquire(timeout=0.5):  # every slot busy: look at the stop flag again
                 continue
             try:

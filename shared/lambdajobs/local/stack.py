@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lambdajobs.local import atomic, persist
+from lambdajobs.local import atomic, event_sources, persist
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.functions import Fleet, LocalFunction, function_path, max_environments
 from lambdajobs.local.outcomes import JobOutcomes
@@ -147,6 +147,8 @@ class LocalStack:
         self.provisioned: Provisioned | None = None
         self.config = StackConfig(stack=stack, jobs=jobs)
         self.mappings: dict[str, EventSourceMapping] = {}
+        #: Each mapping's UUID in the server's Lambda (`lambdajobs.local.event_sources`), by its key.
+        self.mapping_uuids: dict[str, str] = {}
         self.scheduler: LocalScheduler | None = None
         self._previous_default: StackConfig | None = None
         self._atomic = False
@@ -315,6 +317,9 @@ class LocalStack:
         handler = make_handler(worker)
         if self.processes:
             self.fleet = self._fleet()
+        # each mapping in the server's Lambda too, where queue_control pauses and resumes it
+        if not self.mapping_uuids:  # once per server: started again, the workers keep their mappings
+            self.mapping_uuids = event_sources.register(self.config, self._sources())
         for spec in self.specs:
             if self.fleet is not None:
                 handler = self.fleet.handler(function_name(self.stack, spec.name))
@@ -371,8 +376,43 @@ class LocalStack:
 
         return handler_observed
 
+    def _sources(self) -> list[event_sources.Source]:
+        """Every event source of the stack, as CDK maps them: one per queue of a job, the workflow
+        queue's."""
+        assert self.provisioned is not None
+        found = [
+            event_sources.Source(
+                key=queues.key,
+                function_name=function_name(self.stack, spec.name),
+                handler=WORKER_HANDLER,
+                queue_arn=queues.queue_arn,
+                batch_size=spec.batch_size,
+                window_seconds=int(spec.max_batching_window_seconds),
+                max_concurrency=spec.concurrency_of(queues.level),
+            )
+            for spec in self.specs
+            for queues in self.provisioned.levels(spec.name)
+        ]
+        found.append(
+            event_sources.Source(
+                key=WORKFLOWS,
+                function_name=function_name(self.stack, "workflows"),
+                handler=CONTINUER_HANDLER,
+                queue_arn=self.provisioned.workflow_queue_arn,
+                batch_size=CONTINUER_BATCH_SIZE,
+                window_seconds=0,
+                max_concurrency=CONTINUER_MAX_CONCURRENCY,
+            )
+        )
+        return found
+
+    def _enabled(self, key: str, queue_arn: str) -> Any:
+        uuid = self.mapping_uuids.get(key)
+        return event_sources.enabled_reader(queue_arn, uuid) if uuid else None
+
     def _mapping(self, spec: JobSpec, queues: JobQueues, handler: Any) -> EventSourceMapping:
         return EventSourceMapping(
+            enabled=self._enabled(queues.key, queues.queue_arn),
             queue_url=queues.queue_url,
             queue_arn=queues.queue_arn,
             handler=handler,
@@ -402,6 +442,7 @@ class LocalStack:
                 return continuer.handle(event, context)
 
         return EventSourceMapping(
+            enabled=self._enabled(WORKFLOWS, self.provisioned.workflow_queue_arn),
             queue_url=self.provisioned.workflow_queue_url,
             queue_arn=self.provisioned.workflow_queue_arn,
             handler=handler,
