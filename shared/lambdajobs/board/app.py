@@ -2,13 +2,15 @@
 
 Every page is a plain GET whose state is all in its URL (a link can be shared); its live part is a
 partial template that htmx fetches again every few seconds (the `HX-Request` header asks for the
-partial alone). Every action is a POST of a plain form carrying the process's CSRF token, compared
+partial alone). Every action is a POST of a plain form carrying the board's CSRF token, compared
 with `hmac.compare_digest`; a POST without it gets 403 and changes nothing, and `read_only` refuses
 every POST. Errors (AWS refused, no such stack) render as one line in the page, never a traceback.
 
-Only loopback host names are accepted by default (a web page elsewhere cannot reach the board
-through DNS rebinding), pages may not be framed (no clickjacking of the purge button), and the
-Content-Security-Policy allows scripts from the board itself only.
+Only loopback host names, and the names given as `allowed_hosts` (`--allow-host`), are served,
+whatever address the board listens on (a web page elsewhere cannot reach it through DNS rebinding);
+a POST whose Origin names another site is refused even with a valid token; pages may not be framed
+(no clickjacking of the purge button), and the Content-Security-Policy allows scripts from the board
+itself only. See `lambdajobs.board.security`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from starlette.staticfiles import StaticFiles
 from lambdajobs.board import views_jobs, views_queues
 from lambdajobs.board.base import HERE, BoardBase, job_path
 from lambdajobs.board.data import BoardData
-from lambdajobs.board.security import LOOPBACK_HOSTS, Csrf, LoopbackHosts, SecurityHeaders
+from lambdajobs.board.security import (
+    Csrf,
+    LoopbackHosts,
+    SameOrigin,
+    SecurityHeaders,
+    allowed_host_names,
+)
 from lambdajobs.board.views_jobs import JobViews
 from lambdajobs.board.views_queues import QueueViews
 from lambdajobs.runtime.config import StackConfig
@@ -57,9 +65,11 @@ def create_app(
     `specs`: the jobs (default: those of `config.jobs`). `read_only`: no actions. `secret`: what the
     CSRF token is derived from (default: random per process). `cache_seconds`: how long CloudWatch
     and job-index answers are kept (default: 30 s on AWS, none with an endpoint such as the local
-    stack's, where they cost nothing). `allowed_hosts`: Host header values served (default: loopback
-    names only; ["*"] for any). `native_moves`: see `BoardData`.
+    stack's, where they cost nothing). `allowed_hosts`: host names served besides the loopback names
+    (`--allow-host`; there is no wildcard: ValueError for "*" or a name with a port).
+    `native_moves`: see `BoardData`.
     """
+    hosts = allowed_host_names(allowed_hosts or ())
     found = specs if specs is not None else _configured_jobs(config)
     if cache_seconds is None:
         cache_seconds = 0.0 if config.endpoint_url else 30.0
@@ -78,7 +88,8 @@ def create_app(
         routes=routes,
         middleware=[
             Middleware(SecurityHeaders),
-            Middleware(LoopbackHosts, allowed=allowed_hosts or list(LOOPBACK_HOSTS)),
+            Middleware(LoopbackHosts, allowed=hosts),
+            Middleware(SameOrigin),
         ],
         exception_handlers={404: board.not_found, 405: board.not_found, Exception: board.failed},
     )
