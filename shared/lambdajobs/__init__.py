@@ -32,6 +32,7 @@ try:
 
     from lambdajobs.runtime import LAZY as _LAZY
     from lambdajobs.runtime import (
+        TENANT_FIELD,
         Alarms,
         Backoff,
         JobCancelled,
@@ -77,8 +78,10 @@ if TYPE_CHECKING:
 #: bucket_prefix. Sending them: enqueue, enqueue_many. Their status: get_status, get_statuses, wait_for,
 #: count_finished, JobStatus, JobState. Workflows: sig, chain, group, chord, get_workflow,
 #: WorkflowStatus. Durable jobs: signal, SignalResult. Flow control: cancel, cancel_workflow,
-#: CancelResult, JobCancelled, ConcurrencyKey, Debounce. Which stack: StackConfig, using.
+#: CancelResult, JobCancelled, ConcurrencyKey, Debounce. Which stack: StackConfig, using. Searchable
+#: fields: TENANT_FIELD.
 __all__ = [
+    "TENANT_FIELD",
     "Alarms",
     "Backoff",
     "CancelResult",

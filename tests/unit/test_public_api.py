@@ -26,6 +26,7 @@ PUBLIC_API = {
     "Alarms",
     "RateLimit",
     "bucket_prefix",
+    "TENANT_FIELD",
     # sending them
     "enqueue",
     "enqueue_many",

@@ -46,10 +46,11 @@ from lambdajobs.runtime.errors import (
     WorkflowError,
 )
 from lambdajobs.runtime.lifecycle import JobState
-from lambdajobs.runtime.settings import bucket_prefix
+from lambdajobs.runtime.settings import TENANT_FIELD, bucket_prefix
 from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 __all__ = [
+    "TENANT_FIELD",
     "Alarms",
     "Backoff",
     "ClockError",

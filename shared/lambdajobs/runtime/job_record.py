@@ -65,21 +65,24 @@ PARKED_STATES: frozenset[JobState] = frozenset({JobState.SLEEPING, JobState.WAIT
 
 
 class JobIndex(StrEnum):
-    """What the opt-in job index (`settings.JOB_INDEX`) holds; each mode's cost is per job, on top of
-    the record's own two writes (DynamoDB charges one index write per entry put or deleted, two when
-    an entry's key changes):
+    """What the job index (`settings.JOB_INDEX`, in every stack) holds; each mode's cost is per job,
+    on top of the record's own two writes (DynamoDB charges one index write per entry put or deleted,
+    two when an entry's key changes):
 
-    - `off` (the default): no index, nothing written; jobs cannot be listed by state.
-    - `finished`: `retrying`, `succeeded` and `dead` records. A job that succeeds at once costs 1 more
-      write unit (its completion enters the index); each retry costs 2 more (it enters as
-      `retrying`, and leaves when the next attempt starts).
+    - `off` (the default): `dead` records only. A job that succeeds costs nothing more; a job that
+      dies costs 1 more write unit (its entry), so dead letters can be listed without receiving them.
+      Jobs cannot be listed in any other state.
+    - `finished`: `retrying`, `succeeded`, `dead`, `cancelled` and `superseded` records. A job that
+      succeeds at once costs 1 more write unit (its completion enters the index); each retry costs 2
+      more (it enters as `retrying`, and leaves when the next attempt starts).
     - `all`: `running`, `sleeping` and `waiting_signal` records too. A job that succeeds at once
       costs 3 more (it enters as `running`; completion moves it: a delete and a put); each retry
-      costs 4 more (running to
-      retrying, and back: each a delete and a put).
+      costs 4 more (running to retrying, and back: each a delete and a put).
 
     A record whose last attempt crashed (SQS, not the worker, dead-letters its message) keeps the
-    entry it had: none in `finished` mode, `running` in `all`; `get_status` reads it `dead`.
+    entry it had: none in `off` and `finished` modes, `running` in `all`; `get_status` reads it `dead`.
+    Searchable fields (`@job(searchable=...)`) add entries of their own, in every mode: 2 write units
+    per field per job (`lambdajobs.runtime.search`).
     """
 
     OFF = "off"
@@ -101,7 +104,7 @@ LISTED_STATES: tuple[JobState, ...] = (
 
 #: The states each mode of the job index holds.
 INDEXED_STATES: dict[JobIndex, frozenset[JobState]] = {
-    JobIndex.OFF: frozenset(),
+    JobIndex.OFF: frozenset({JobState.DEAD}),
     JobIndex.FINISHED: frozenset(
         {JobState.RETRYING, JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELLED, JobState.SUPERSEDED}
     ),
@@ -164,6 +167,22 @@ def _int(value: Any) -> int | None:
 
 def _text(value: Any) -> str | None:
     return str(value) if value is not None else None
+
+
+def _map(value: Any) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, dict) else None
+
+
+#: A stored payload above this (its JSON text) is cut (`payload_cut`): an item is at most 400 KB, and
+#: each of its later writes costs a write unit per KB.
+MAX_STORED_PAYLOAD_BYTES = 32 * 1024
+#: The last characters of a failure's traceback kept on the record.
+MAX_TRACEBACK_CHARS = 8 * 1024
+#: Failed attempts kept in `history` (the oldest dropped first): bounded by `max_attempts`, and across
+#: DLQ redrives by this.
+MAX_HISTORY = 25
+#: An error message in a history entry: its first characters.
+MAX_HISTORY_MESSAGE_CHARS = 200
 
 
 #: The attribute name prefixes of a durable job's checkpoints and of the signals sent to it.
@@ -230,6 +249,23 @@ class JobRecord:
     #: When a cancel of the job was recorded (RFC 3339): no run starts it any more, and a running one
     #: stops at its next check (`lambdajobs.runtime.cancellation`).
     cancel_requested: str | None = None
+    #: When the job was enqueued (RFC 3339): the envelope's `enqueued_at`, else SQS's SentTimestamp.
+    enqueued_at: str | None = None
+    #: The priority level whose queue ran it (a job with priorities only).
+    level: str | None = None
+    #: Its fair-queue tenant (the message's `MessageGroupId`).
+    tenant: str | None = None
+    #: A workflow member's place: {"id", "stage", "index"}.
+    workflow: dict[str, Any] | None = None
+    #: The envelope's payload as JSON text, stored by a failed attempt's write only (a success costs
+    #: nothing more); cut above `MAX_STORED_PAYLOAD_BYTES` (`payload_cut`).
+    payload: str | None = None
+    payload_cut: bool | None = None
+    #: The last failure's formatted traceback, PII-scrubbed, its last `MAX_TRACEBACK_CHARS`.
+    traceback: str | None = None
+    #: Each failed attempt, oldest first (at most `MAX_HISTORY`): {"attempt", "started", "ended",
+    #: "outcome", "error_type", "error_message"}.
+    history: tuple[dict[str, Any], ...] = ()
     #: False: no item (`missing`).
     exists: bool = True
 
@@ -270,6 +306,14 @@ class JobRecord:
             resume_group=_text(v.get("resume_group")),
             suspensions=_int(v.get("suspensions")),
             cancel_requested=_text(v.get("cancel_requested")),
+            enqueued_at=_text(v.get("enqueued_at")),
+            level=_text(v.get("level")),
+            tenant=_text(v.get("tenant")),
+            workflow=_map(v.get("workflow")),
+            payload=_text(v.get("payload")),
+            payload_cut=bool(v.get("payload_cut")) or None,
+            traceback=_text(v.get("traceback")),
+            history=tuple(h for h in (v.get("history") or ()) if isinstance(h, dict)),
         )
 
     def to_item(self) -> Item:
@@ -283,6 +327,8 @@ class JobRecord:
         for name, data in (self.signals or {}).items():
             values[SIGNAL_PREFIX + name] = data
         values["attempts"] = self.attempts or None
+        values["history"] = list(self.history) or None
+        values["payload_cut"] = True if self.payload_cut else None
         if self.progress is not None:
             values["progress"] = float(self.progress)
         return codec.encode(values)

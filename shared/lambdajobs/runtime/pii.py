@@ -135,3 +135,47 @@ def install(logger: Any) -> None:
     for handler in std.handlers:
         if handler.formatter is not None and not isinstance(handler.formatter, ScrubbingFormatter):
             handler.setFormatter(ScrubbingFormatter(handler.formatter))
+
+
+def _erase_path(node: Any, path: list[str]) -> Any:
+    """`node` with the value at `path` (a payload field, dotted) replaced by the mask."""
+    if not isinstance(node, dict) or not path or path[0] not in node:
+        return node
+    head, rest = path[0], path[1:]
+    return {**node, head: MASK if not rest else _erase_path(node[head], rest)}
+
+
+def _scrubbed(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {scrub(str(k)): _scrubbed(v) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [_scrubbed(v) for v in node]
+    if isinstance(node, str):
+        return scrub(node)
+    if isinstance(node, int | float) and not isinstance(node, bool):
+        text = str(node)
+        return MASK if scrub(text) != text else node
+    return node
+
+
+def mask_payload(payload: Any, fields: tuple[str, ...] | list[str]) -> Any:
+    """A payload as it may be shown: the declared `fields` (dotted paths) erased, and their values
+    masked wherever else they appear (another field, a nested list, a dict key), as the worker's log
+    lines are. A payload that is not a dict (a cut payload's text, say) has no fields to erase: only
+    values the fields had could be masked, and without the dict none are known, so it is returned
+    scrubbed of the values bound now (inside a worker's run: that record's).
+
+    Example:
+        >>> mask_payload({"to": "ada@example.com", "note": "for ada@example.com"}, ("to",))
+        {'to': '*****', 'note': 'for *****'}
+    """
+    fields = tuple(fields)
+    if not isinstance(payload, dict):
+        return _scrubbed(payload)
+    if not fields:
+        return payload
+    with bound(fields, payload):
+        erased: Any = payload
+        for name in fields:
+            erased = _erase_path(erased, name.split("."))
+        return _scrubbed(erased)

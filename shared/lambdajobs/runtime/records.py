@@ -12,13 +12,14 @@ attributes are listed in `lambdajobs.runtime.table`); every state is written by 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -53,8 +54,18 @@ from lambdajobs.runtime.job_record import (
     index_key,
 )
 from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS, REDRIVEN_ERROR
-from lambdajobs.runtime.settings import JOB_INDEX, JOB_INDEX_KEY, JOB_INDEX_SORT_KEY, WORKFLOW_ID_PREFIX
+from lambdajobs.runtime.settings import (
+    DLQ_RETENTION_SECONDS,
+    JOB_INDEX,
+    JOB_INDEX_KEY,
+    JOB_INDEX_SORT_KEY,
+    PURGED_ID_PREFIX,
+    WORKFLOW_ID_PREFIX,
+)
 from lambdajobs.runtime.workflow_item import Tally
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.spec import JobSpec
 
 
 def _iso(moment: datetime) -> str:
@@ -471,6 +482,58 @@ class JobRecordStore(BasePersistenceLayer):
         )
 
 
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _seconds(start: str | None, end: str | None) -> float | None:
+    begun, ended = _moment(start), _moment(end)
+    if begun is None or ended is None:
+        return None
+    return max(0.0, (ended - begun).total_seconds())
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a job: its number, when it started and ended (RFC 3339; `ended_at` None while it
+    runs), its outcome (a `JobState` value: `retrying` or `dead` for a failed one, `succeeded`,
+    `running`, ...) and, for a failure, the error's type and the start of its message."""
+
+    attempt: int
+    started_at: str | None
+    ended_at: str | None
+    outcome: str
+    error_type: str | None = None
+    error_message: str | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long it ran (None: it has not ended, or a time is missing)."""
+        return _seconds(self.started_at, self.ended_at)
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any]) -> Attempt:
+        """An attempt of a record's `history` (`JobRecord.history`)."""
+        return cls(
+            attempt=int(entry.get("attempt") or 0),
+            started_at=_text_or_none(entry.get("started")),
+            ended_at=_text_or_none(entry.get("ended")),
+            outcome=str(entry.get("outcome") or ""),
+            error_type=_text_or_none(entry.get("error_type")),
+            error_message=_text_or_none(entry.get("error_message")),
+        )
+
+
+def _text_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
 @dataclass(frozen=True)
 class JobStatus:
     """What `get_status` returns. A job not started yet (or an unknown id) reads as `pending`."""
@@ -504,6 +567,56 @@ class JobStatus:
     suspensions: int = 0
     #: When a cancel of the job was recorded (RFC 3339): a `running` job with one is asked to stop.
     cancel_requested: str | None = None
+    #: When the job was enqueued (RFC 3339): the envelope's `enqueued_at`, else SQS's SentTimestamp.
+    enqueued_at: str | None = None
+    #: The priority level whose queue ran it (jobs with priorities only).
+    level: str | None = None
+    #: Its fair-queue tenant (the message's `MessageGroupId`), if it had one.
+    tenant: str | None = None
+    #: A workflow member's place: {"id", "stage", "index"}.
+    workflow: dict[str, Any] | None = None
+    #: The payload as enqueued (unmasked: show it through `pii.mask_payload` with the job's
+    #: `pii_fields`), kept once an attempt failed (None for a job that never failed); a payload
+    #: above 32 KB is kept as the start of its JSON text (`payload_cut`).
+    payload: Any = None
+    payload_cut: bool = False
+    #: The last failure's formatted traceback (PII-scrubbed, its last 8 KB).
+    traceback: str | None = None
+    #: Each failed attempt, oldest first (see `attempt_rows` for every attempt).
+    history: tuple[Attempt, ...] = ()
+
+    def attempt_rows(self) -> list[Attempt]:
+        """Every attempt known, oldest first: the failed ones (`history`), then the current or last
+        one from the record (`started_at`, `finished_at`, `state`) when it is not a failure already
+        listed (a job running, succeeded, parked, cancelled, or one dead without running)."""
+        rows = list(self.history)
+        last = rows[-1] if rows else None
+        if self.started_at and self.attempts and (last is None or last.started_at != self.started_at):
+            ended = self.finished_at if self.state in FINAL_STATES else None
+            error = self.error if self.state is JobState.DEAD else None
+            rows.append(
+                Attempt(
+                    attempt=self.attempts,
+                    started_at=self.started_at,
+                    ended_at=ended,
+                    outcome=self.state.value,
+                    error_type=(error or {}).get("type"),
+                    error_message=(error or {}).get("message"),
+                )
+            )
+        return rows
+
+    @property
+    def queue_wait_seconds(self) -> float | None:
+        """From enqueue to the first attempt's start (None: not known, or not started)."""
+        first = self.history[0].started_at if self.history else self.started_at
+        return _seconds(self.enqueued_at, first)
+
+    @property
+    def run_seconds(self) -> float | None:
+        """How long the last attempt ran (None: it is still running, or has not started)."""
+        rows = self.attempt_rows()
+        return rows[-1].seconds if rows else None
 
     @property
     def described_state(self) -> str:
@@ -547,8 +660,26 @@ def status_of(job_id: str, record: JobRecord | None) -> JobStatus:
         progress_message=record.progress_message,
         waiting_until=record.waiting_until if state is JobState.WAITING else None,
         cancel_requested=record.cancel_requested,
+        **_history_fields(record),
         **_durable_fields(record, state),
     )
+
+
+def _history_fields(record: JobRecord) -> dict[str, Any]:
+    payload: Any = record.payload
+    if payload is not None and not record.payload_cut:
+        with contextlib.suppress(ValueError):
+            payload = json.loads(payload)
+    return {
+        "enqueued_at": record.enqueued_at,
+        "level": record.level,
+        "tenant": record.tenant,
+        "workflow": record.workflow,
+        "payload": payload,
+        "payload_cut": bool(record.payload_cut),
+        "traceback": record.traceback,
+        "history": tuple(Attempt.from_entry(entry) for entry in record.history),
+    }
 
 
 def _durable_fields(record: JobRecord, state: JobState) -> dict[str, Any]:
@@ -683,9 +814,10 @@ def index_off_message(stack: str, mode: str, wanted: str) -> str:
             "write units per job instead of 1."
         )
     return (
-        f"{wanted} needs the job index, which is off in stack '{stack}': set job_index='finished' on the "
-        'stack (cdk deploy -c job_index=finished), or declare a job with uses=("job_stats",). It costs '
-        "1 write unit per job ($0.63 per million jobs, us-east-1 on-demand)."
+        f"{wanted} needs the job index in mode 'finished' (stack '{stack}' indexes dead jobs only, its "
+        "mode 'off'): set job_index='finished' on the stack (cdk deploy -c job_index=finished), or "
+        'declare a job with uses=("job_stats",). It costs 1 write unit per job ($0.63 per million '
+        "jobs, us-east-1 on-demand)."
     )
 
 
@@ -697,7 +829,8 @@ def _require(store: JobRecordStore, state: JobState, wanted: str) -> None:
 
 @dataclass(frozen=True)
 class JobPage:
-    """One page of `list_jobs`: statuses newest first, and the cursor of the next page (None: last)."""
+    """One page of `list_jobs`, `list_dead` or `search`: statuses newest first, and the cursor of the
+    next page (None: last)."""
 
     items: list[JobStatus]
     cursor: str | None
@@ -720,42 +853,277 @@ def _decode_cursor(cursor: str) -> dict[str, Any]:
         ) from exc
 
 
+def _when(moment: datetime | str) -> str:
+    """A time as the index's sort key holds it (RFC 3339 UTC, to the millisecond)."""
+    if isinstance(moment, str):
+        parsed = _moment(moment)
+        if parsed is None:
+            raise InvalidOptionError(f"{moment!r} is not a time; give an RFC 3339 time or a datetime.")
+        moment = parsed
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return _iso(moment.astimezone(UTC))
+
+
+def _index_query(
+    store: JobRecordStore,
+    partition: str,
+    *,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    after: datetime | str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One Query of the job index's partition `partition`, newest first: entries in [since, until)
+    (times to the millisecond), or after `after` (excluded)."""
+    values: dict[str, Any] = {":ix": partition}
+    conditions = []
+    if after is not None:
+        values[":after"] = _when(after)
+        conditions.append("#at > :after")
+    if since is not None and until is not None:
+        values[":since"], values[":until"] = _when(since), _before(until)
+        conditions.append("#at BETWEEN :since AND :until")
+    elif since is not None:
+        values[":since"] = _when(since)
+        conditions.append("#at >= :since")
+    elif until is not None:
+        values[":until"] = _when(until)
+        conditions.append("#at < :until")
+    if len(conditions) > 1:  # one sort key condition at most: `after` with a range narrows `since`
+        raise InvalidOptionError("give `after` or a time range (since, until), not both.")
+    request: dict[str, Any] = {
+        "TableName": store.table,
+        "IndexName": JOB_INDEX,
+        "KeyConditionExpression": " AND ".join(["#ix = :ix", *conditions]),
+        "ExpressionAttributeNames": {
+            "#ix": JOB_INDEX_KEY,
+            **({"#at": JOB_INDEX_SORT_KEY} if conditions else {}),
+        },
+        "ExpressionAttributeValues": codec.encode(values),
+        "ScanIndexForward": False,
+        **extra,
+    }
+    if "Select" not in extra:
+        request["Limit"] = max(1, min(int(limit), 100))
+    if cursor:
+        request["ExclusiveStartKey"] = _decode_cursor(cursor)
+    return request
+
+
+def _before(until: datetime | str) -> str:
+    moment = _moment(_when(until))
+    assert moment is not None
+    return _iso(moment - timedelta(milliseconds=1))
+
+
+def _page_of(store: JobRecordStore, response: dict[str, Any], id_of: Callable[[str], str] = str) -> JobPage:
+    ids = [id_of(codec.item_id(item)) for item in response.get("Items", [])]
+    statuses = get_statuses(ids, store=store)
+    return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
+
+
 def list_jobs(
     job: str,
     state: JobState | str,
     *,
     limit: int = 25,
     cursor: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> JobPage:
     """A job's records in `state`, newest first: one Query on the job index (no table scan) and one
     BatchGetItem, so each status comes from the same reader as `get_status` (a record that moved on
-    since the index saw it shows its state now).
+    since the index saw it shows its state now). `since`/`until`: only records that entered `state`
+    in [since, until) (datetimes, naive ones read as UTC, or RFC 3339 text).
 
     Raises:
-        JobIndexOffError: the stack's job index does not hold `state` (off by default); the message
-            says how to turn it on.
+        JobIndexOffError: the stack's job index does not hold `state` (mode 'off' holds `dead`
+            only); the message says how to turn it on.
         ValueError: `state` is not a job state.
     """
     found_store = _store(config, store)
     wanted = JobState(state)
     _require(found_store, wanted, f"listing {wanted.value} jobs")
-    request: dict[str, Any] = {
-        "TableName": found_store.table,
-        "IndexName": JOB_INDEX,
-        "KeyConditionExpression": "#ix = :ix",
-        "ExpressionAttributeNames": {"#ix": JOB_INDEX_KEY},
-        "ExpressionAttributeValues": codec.encode({":ix": index_key(job, wanted)}),
-        "ScanIndexForward": False,
-        "Limit": max(1, min(int(limit), 100)),
-    }
-    if cursor:
-        request["ExclusiveStartKey"] = _decode_cursor(cursor)
-    response = found_store.client.query(**request)
-    ids = [codec.item_id(item) for item in response.get("Items", [])]
-    statuses = get_statuses(ids, store=found_store)
-    return JobPage(items=[statuses[i] for i in ids], cursor=_encode_cursor(response.get("LastEvaluatedKey")))
+    request = _index_query(
+        found_store, index_key(job, wanted), since=since, until=until, limit=limit, cursor=cursor
+    )
+    return _page_of(found_store, found_store.client.query(**request))
+
+
+#: Index entries `list_dead` reads at most per call when it filters by level (a page may then be short,
+#: with a cursor to go on).
+MAX_SCANNED_DEAD = 1000
+
+
+def _level_matches(status: JobStatus, level: str | None) -> bool:
+    return level is None or status.level == level
+
+
+def list_dead(
+    job: str,
+    *,
+    level: str | None = None,
+    after: datetime | str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> JobPage:
+    """`job`'s dead records, newest first, from the job index (which holds them in every mode): what
+    the worker recorded when it dead-lettered each job, read with no message received. `after`: only
+    records that died after then (a queue's last purge: `purged_at`). `level`: only the records of
+    that priority level's name (a job with priorities; the job's own queue is its lowest level's
+    name); None: every level.
+
+    One Query and one BatchGetItem per page; filtered by level, up to `MAX_SCANNED_DEAD` entries are
+    read for one page (a short page then comes with a cursor to go on).
+    """
+    found_store = _store(config, store)
+    partition = index_key(job, JobState.DEAD)
+    if level is None:
+        request = _index_query(found_store, partition, after=after, limit=limit, cursor=cursor)
+        return _page_of(found_store, found_store.client.query(**request))
+    wanted = max(1, min(int(limit), 100))
+    items: list[JobStatus] = []
+    scanned = 0
+    while len(items) < wanted and scanned < MAX_SCANNED_DEAD:
+        request = _index_query(found_store, partition, after=after, limit=100, cursor=cursor)
+        response = found_store.client.query(**request)
+        entries = response.get("Items", [])
+        scanned += len(entries)
+        statuses = get_statuses([codec.item_id(e) for e in entries], store=found_store)
+        for entry in entries:
+            status = statuses[codec.item_id(entry)]
+            if _level_matches(status, level) and status.state is JobState.DEAD:
+                items.append(status)
+            cursor = _encode_cursor(entry)
+            if len(items) >= wanted:
+                break
+        if len(items) < wanted and not response.get("LastEvaluatedKey"):
+            return JobPage(items=items, cursor=None)
+    return JobPage(items=items, cursor=cursor)
+
+
+def count_dead(
+    job: str,
+    *,
+    level: str | None = None,
+    after: datetime | str | None = None,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> int:
+    """How many of `job`'s records are dead (that died after `after`, of priority level `level`): a
+    counting Query on the job index, in every mode; with `level`, the entries' records are read too
+    (one BatchGetItem per 100)."""
+    found_store = _store(config, store)
+    partition = index_key(job, JobState.DEAD)
+    if level is None:
+        request = _index_query(found_store, partition, after=after, Select="COUNT")
+        total = 0
+        while True:
+            response = found_store.client.query(**request)
+            total += int(response.get("Count", 0))
+            if not response.get("LastEvaluatedKey"):
+                return total
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    count, cursor = 0, None
+    while True:
+        page = list_dead(job, level=level, after=after, limit=100, cursor=cursor, store=found_store)
+        count += len(page.items)
+        cursor = page.cursor
+        if cursor is None:
+            return count
+
+
+def _purge_marker(queue_key: str) -> str:
+    return PURGED_ID_PREFIX + queue_key
+
+
+def mark_purged(
+    queue_key: str, *, config: StackConfig | None = None, store: JobRecordStore | None = None
+) -> str:
+    """Record that a queue (its `settings.queue_key`: `<job>` or `<job>@<level>`; a DLQ's listing reads
+    its source queue's key) was purged now: a DLQ listing (`list_dead(after=purged_at(...))`) shows
+    only records that died after. One PutItem, kept 14 days (a DLQ's retention: no message older is
+    left). Returns the time recorded (RFC 3339)."""
+    found_store = _store(config, store)
+    stamp = lifecycle.now_iso()
+    found_store.client.put_item(
+        TableName=found_store.table,
+        Item=codec.encode(
+            {
+                "id": _purge_marker(queue_key),
+                "purged_at": stamp,
+                "expiration": int(time.time()) + DLQ_RETENTION_SECONDS,
+            }
+        ),
+    )
+    return stamp
+
+
+def purged_at(
+    queue_key: str, *, config: StackConfig | None = None, store: JobRecordStore | None = None
+) -> str | None:
+    """When the queue was last purged (`mark_purged`), or None. One consistent GetItem."""
+    found_store = _store(config, store)
+    response = found_store.client.get_item(
+        TableName=found_store.table, Key=codec.key(_purge_marker(queue_key)), ConsistentRead=True
+    )
+    value = codec.decode(response.get("Item")).get("purged_at")
+    return str(value) if value is not None else None
+
+
+def search(
+    spec: JobSpec | str,
+    field: str,
+    value: Any,
+    *,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> JobPage:
+    """The jobs of `spec` (a job or its name) whose searchable `field` (`@job(searchable=...)`; the
+    tenant is `TENANT_FIELD`) had `value` when enqueued, newest first; `since`/`until`: enqueued in
+    [since, until). One Query on the job index and one BatchGetItem per page. A field that is also a
+    `pii_fields` field is matched by its exact value's digest. Jobs enqueued before the field was
+    declared searchable (or whose first attempt has not started) are not found.
+
+    Raises:
+        InvalidOptionError: `field` is not one of the job's searchable fields (the message names them).
+        UnknownJobError: no job of that name is declared.
+    """
+    from lambdajobs.runtime import search as entries
+    from lambdajobs.runtime.spec import get_spec
+
+    found_spec = get_spec(spec) if isinstance(spec, str) else spec
+    if field not in found_spec.searchable:
+        declared = ", ".join(found_spec.searchable) or "none"
+        raise InvalidOptionError(
+            f"job '{found_spec.name}' has no searchable field {field!r} (declared: {declared}); "
+            f"declare it with @job(searchable=(...))."
+        )
+    found_store = _store(config, store)
+    text = entries.value_text(value)
+    if text is None:
+        return JobPage(items=[], cursor=None)
+    indexed = entries.index_value(text, hashed=field in found_spec.pii_fields, salt=found_store.config.stack)
+    request = _index_query(
+        found_store,
+        entries.index_key(found_spec.name, field, indexed),
+        since=since,
+        until=until,
+        limit=limit,
+        cursor=cursor,
+    )
+    return _page_of(found_store, found_store.client.query(**request), lambda i: entries.job_id_of(i, field))
 
 
 def _index_range(

@@ -60,11 +60,13 @@ ENV_ACCOUNT = "LAMBDAJOBS_ACCOUNT"
 ENV_PARTITION = "LAMBDAJOBS_PARTITION"  # aws, aws-cn, aws-us-gov, ...
 ENV_URL_SUFFIX = "LAMBDAJOBS_URL_SUFFIX"  # the partition's DNS suffix: amazonaws.com, amazonaws.com.cn, ...
 
-#: The job index: the job table's one optional global secondary index, which lists a job's records
-#: by state, newest first (the board, `lambdajobs jobs`) and counts them over a time range (the daily
-#: report, `uses=("job_stats",)`). Partition key `ix` = "<job>#<state>", sort key `ix_at` = when the
-#: record entered that state; keys only. Sparse: a record carries `ix` only in the states its mode
-#: indexes (see `lambdajobs.runtime.lifecycle.JobIndex`), so with the index off nothing is written.
+#: The job index: the job table's one global secondary index (in every stack, whatever its mode),
+#: which lists a job's records by state, newest first (the board, `lambdajobs jobs`), counts them
+#: over a time range (the daily report, `uses=("job_stats",)`), and holds the search entries of
+#: searchable fields (`SEARCH_ID_PREFIX`). Partition key `ix` = "<job>#<state>" (a search entry's:
+#: "<job>?<field>=<value>"), sort key `ix_at` = when the record entered that state (a search entry's:
+#: when its job was enqueued); keys only. Sparse: a record carries `ix` only in the states its mode
+#: indexes (see `lambdajobs.runtime.job_record.JobIndex`): in mode "off", `dead` records only.
 JOB_INDEX = "by_job_state"
 JOB_INDEX_KEY = "ix"
 JOB_INDEX_SORT_KEY = "ix_at"
@@ -105,6 +107,14 @@ ATTR_RATE_SLOT = "lambdajobs.rate_slot"
 RESERVED_ID_PREFIX = "lambdajobs#"
 #: A workflow's item in the job table: `lambdajobs#wf#<workflow id>` (IAM conditions name the prefix).
 WORKFLOW_ID_PREFIX = RESERVED_ID_PREFIX + "wf#"
+#: A search entry of a searchable field (`@job(searchable=...)`): `lambdajobs#sx#<field>#<job id>`,
+#: written by the worker at a job's first attempt (IAM conditions name the prefix).
+SEARCH_ID_PREFIX = RESERVED_ID_PREFIX + "sx#"
+#: When a queue was last purged: `lambdajobs#purged#<queue key>` (`records.mark_purged`).
+PURGED_ID_PREFIX = RESERVED_ID_PREFIX + "purged#"
+#: The searchable "field" that is a job's fair-queue tenant (its message's `MessageGroupId`), not a
+#: payload field: `@job(searchable=("@tenant",))`; exported as `lambdajobs.TENANT_FIELD`.
+TENANT_FIELD = "@tenant"
 #: On the copy that continues a parked durable job: its wake-up (epoch ms). A copy that carries it is
 #: expected: one that arrives before the record's wake-up (clocks differ) waits for it, where any
 #: other copy of a parked job is a duplicate (`lambdajobs.runtime.durable`).

@@ -85,6 +85,7 @@ class JobSpec:
     enqueues: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     pii_fields: tuple[str, ...] = ()
+    searchable: tuple[str, ...] = ()
     alarms: Alarms = field(default_factory=Alarms)
     rate_limit: RateLimit | None = None
     concurrency_key: ConcurrencyKey | None = None
@@ -358,6 +359,41 @@ def _check_pii_fields(spec: JobSpec) -> None:
         )
 
 
+def _path_problem(model: type[BaseModel], path: str) -> str | None:
+    """Why a dotted path is not a field of the payload model (nested models followed), or None."""
+    from typing import get_args
+
+    node: Any = model
+    for part in path.split("."):
+        fields_ = getattr(node, "model_fields", None) if isinstance(node, type) else None
+        if fields_ is None or part not in fields_:
+            return f"{part!r} is not a field of {getattr(node, '__name__', node)}"
+        annotation = fields_[part].annotation
+        models = [a for a in (annotation, *get_args(annotation)) if isinstance(a, type)]
+        node = next((a for a in models if issubclass(a, BaseModel)), annotation)
+    return None
+
+
+def _check_searchable(spec: JobSpec) -> None:
+    """`searchable` names payload fields (dotted paths through nested models) or the tenant
+    (`TENANT_FIELD`), each once."""
+    from lambdajobs.runtime.settings import TENANT_FIELD
+
+    for path in spec.searchable:
+        problem = None
+        if not isinstance(path, str) or not path:
+            problem = "not a field name"
+        elif path != TENANT_FIELD:
+            problem = _path_problem(spec.payload_model, path)
+        if problem:
+            raise DeclarationError(
+                f"job '{spec.name}': searchable field {path!r}: {problem}; name payload fields (dotted "
+                f"for nested ones) or {TENANT_FIELD!r} (the tenant)."
+            )
+    if len(set(spec.searchable)) != len(spec.searchable):
+        raise DeclarationError(f"job '{spec.name}': searchable={list(spec.searchable)} names a field twice.")
+
+
 def _check_references(spec: JobSpec) -> None:
     """`uses` names stack resources lambdajobs has; `enqueues` names jobs."""
     name = spec.name
@@ -418,6 +454,7 @@ _DECLARATION_CHECKS: tuple[Callable[[JobSpec], None], ...] = (
     _check_backoff,
     _check_alarms,
     _check_pii_fields,
+    _check_searchable,
     _check_references,
     _check_idempotency_key,
 )
@@ -465,6 +502,7 @@ def job(
     rate_limit: str | RateLimit | None = None,
     concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
+    searchable: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -519,6 +557,11 @@ def job(
             with each level's concurrency (otherwise the lowest has `max_concurrency` and each level
             above twice the one below). Each level has its own queue, DLQ and event source on the
             job's function; `enqueue` without `priority=` uses the lowest, the job's own queue.
+        searchable: Payload fields (dotted paths) the job's records can be found by
+            (`records.search`, the board, the CLI), and `"@tenant"`
+            (`lambdajobs.TENANT_FIELD`) for the fair-queue tenant. The worker writes one search entry
+            per field at a job's first attempt: 2 write units per field per job (none when unset). A
+            field also in `pii_fields` is stored hashed, and found by its exact value only.
 
     Raises:
         DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
@@ -608,6 +651,7 @@ def _register(
     rate_limit: str | RateLimit | None = None,
     concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
+    searchable: tuple[str, ...] | list[str] = (),
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
@@ -636,6 +680,7 @@ def _register(
         enqueues=tuple(enqueues),
         uses=tuple(uses),
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
+        searchable=(searchable,) if isinstance(searchable, str) else tuple(searchable),
         alarms=alarms if alarms is not None else Alarms(),
         rate_limit=limit,
         concurrency_key=per_key,
