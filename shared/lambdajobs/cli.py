@@ -7,18 +7,21 @@ dev` prints). Errors are one line on stderr and a non-zero exit, never a traceba
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich import box
@@ -30,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lambdajobs.runtime.job_record import LISTED_STATES
+from lambdajobs.text import visible
 
 app = typer.Typer(
     name="lambdajobs",
@@ -41,8 +45,44 @@ dlq_app = typer.Typer(help="Failed jobs: list, show, redrive, purge.", no_args_i
 cron_app = typer.Typer(help="Scheduled jobs: next fire times, run one now.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 app.add_typer(cron_app, name="cron")
-console = Console()
-err = Console(stderr=True)
+
+
+class TextConsole(Console):
+    """A console that prints what it is given as text: job ids, errors and bodies come from producers
+    and jobs, so no rich markup (`[/]`, `[bold]`) or emoji code is read in a string, and control
+    characters are shown as escapes (`lambdajobs.text.visible`), in a line as in a table's title or
+    cell. Styles come only from the `Text` the CLI builds with `styled` and `as_text`, which escape
+    their text too."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(markup=False, emoji=False, highlight=False, **options)
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        options.update(markup=False, emoji=False)
+        return super().render_str(visible(text), **options)
+
+
+def as_text(*parts: str | tuple[str, str] | Text) -> Text:
+    """One printable line from parts: a string (any text, control characters escaped), a (string,
+    style) pair, or a `Text` built here."""
+    built = Text()
+    for part in parts:
+        if isinstance(part, Text):
+            built.append_text(part)
+        elif isinstance(part, tuple):
+            built.append(visible(part[0]), style=part[1])
+        else:
+            built.append(visible(str(part)))
+    return built
+
+
+def styled(value: Any, style: str = "") -> Text:
+    """`value` as text in `style`, control characters escaped."""
+    return as_text((str(value), style))
+
+
+console = TextConsole()
+err = TextConsole(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: How long redrive hides the DLQ messages it works on. If it is interrupted, the ones it had not
@@ -53,6 +93,18 @@ REDRIVE_VISIBILITY_SECONDS = 300
 #: The stack this invocation works on, built once from the options (never written to os.environ).
 _config: Any = None
 _jobs_option: str | None = None
+
+
+def _show_version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("lambdajobs")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            number = "unknown (not installed)"
+        typer.echo(f"lambdajobs {number}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -68,6 +120,9 @@ def _root(
     region: str = typer.Option(None, help="AWS region (default: AWS_REGION / the profile's region)"),
     endpoint_url: str = typer.Option(
         None, envvar="AWS_ENDPOINT_URL", help="AWS endpoint, e.g. the local stack's"
+    ),
+    _version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="print the version and exit"
     ),
 ) -> None:
     """lambdajobs: serverless background jobs on AWS."""
@@ -116,17 +171,23 @@ def _all_jobs() -> list[Any]:
 
 
 def _table(*columns: str, title: str | None = None, show_header: bool = True) -> Table:
-    """A table whose cells wrap instead of being cut short: ids and reasons must stay whole."""
+    """A table whose cells wrap instead of being cut short: ids and reasons must stay whole. (Its
+    title and string cells are text: `TextConsole` renders them.)"""
     table = Table(title=title, show_header=show_header)
     for column in columns:
         table.add_column(column, overflow="fold")
     return table
 
 
-def _fail(message: str, code: int = 1) -> None:
-    # escape: messages quote things like [tool.lambdajobs], which rich would take for markup
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+def _fail(message: str, code: int = 1) -> NoReturn:
+    # text: messages quote things like [tool.lambdajobs] and ids, never read as markup
+    err.print(as_text(("error:", "red"), " ", message), soft_wrap=True)
     raise typer.Exit(code)
+
+
+def say(message: str) -> None:
+    """One line of output (or several: line breaks kept), as text."""
+    console.print(message, soft_wrap=True)
 
 
 def help_text(doc: str | None) -> str | None:
@@ -216,6 +277,21 @@ def _queues(job: str, priority: str | None = None) -> tuple[str, str]:
 WORKFLOWS = "workflows"
 
 
+def _queue_levels(
+    spec: Any, priority: str | None = None
+) -> list[tuple[str | None, str | None, str, str, str]]:
+    """(queue level, priority name, label, queue URL, DLQ URL) of every queue of a job, highest
+    priority first (only the one of `priority` when given). The label is the job, with its priority
+    when it has several."""
+    wanted = spec.levels if priority is None else (spec.level_for(priority),)
+    found = []
+    for level in wanted:
+        named = spec.priority_of(level)
+        queue_url, dlq_url = _queues(spec.name, named)
+        found.append((level, named, f"{spec.name} ({named})" if named else spec.name, queue_url, dlq_url))
+    return found
+
+
 def _levels(job: str, priority: str | None = None) -> list[tuple[str, str, str]]:
     """(label, queue URL, DLQ URL) of every queue of a job, highest priority first (only the one of
     `priority` when given). The label is the job, with its level when it has several. `workflows`
@@ -226,14 +302,7 @@ def _levels(job: str, priority: str | None = None) -> list[tuple[str, str, str]]
         if not dlq_url:
             _fail(f"stack '{cfg.stack}' has no workflow queue: deploy it with this version of lambdajobs.")
         return [(WORKFLOWS, cfg.workflow_queue(), str(dlq_url))]
-    spec = _spec(job)
-    wanted = spec.levels if priority is None else (spec.level_for(priority),)
-    found = []
-    for level in wanted:
-        named = spec.priority_of(level)
-        queue_url, dlq_url = _queues(spec.name, named)
-        found.append((f"{spec.name} ({named})" if named else spec.name, queue_url, dlq_url))
-    return found
+    return [(label, q, d) for _, _, label, q, d in _queue_levels(_spec(job), priority)]
 
 
 JOB_ARGUMENT = typer.Argument(
@@ -261,6 +330,65 @@ def parse_duration(text: str) -> timedelta:
         )
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
     return timedelta(**{unit: int(match[1])})
+
+
+def parse_time(option: str, text: str | None) -> datetime | None:
+    """A --since/--until value: an ISO 8601 time (UTC unless it has an offset), or a duration back
+    from now ('2h': two hours ago)."""
+    if text is None:
+        return None
+    if re.fullmatch(r"\s*\d+\s*[smhd]\s*", text):
+        return datetime.now(UTC) - parse_duration(text)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        _fail(
+            f"{option} {text!r} is not understood; pass an ISO 8601 time (2026-12-01T09:00:00Z) or a "
+            "duration back from now (30m, 2h, 3d).",
+            2,
+        )
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def in_range(option: str, value: float | None, low: float, high: float | None = None) -> None:
+    """A usage error (one line, exit 2) when an option's number is out of its range."""
+    if value is None or (value >= low and (high is None or value <= high)):
+        return
+    allowed = f"{low:g} to {high:g}" if high is not None else f"{low:g} or more"
+    _fail(f"{option} {value:g} is out of range: pass {allowed}.", 2)
+
+
+# -- --json: one document on stdout ----------------------------------------------------------------
+
+JSON_OPTION = typer.Option(
+    False,
+    "--json",
+    help="one JSON document on stdout instead of tables (its shape: docs, how-to/cli); errors stay "
+    "one line on stderr, exit codes as without it",
+)
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON can hold it: dataclasses as objects, enums as their value, times in ISO 8601."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    return value
+
+
+def emit_json(document: Any) -> None:
+    """Print one JSON document on stdout: ASCII only, so no control character or bidirectional
+    override of a job's text reaches the terminal (JSON escapes them)."""
+    typer.echo(json.dumps(plain(document), indent=2, ensure_ascii=True, default=str))
 
 
 # -- account ----------------------------------------------------------------------------------------
@@ -395,7 +523,7 @@ def _say_lines(lines: list[str]) -> None:
 
 
 def _warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(as_text(("warning:", "yellow"), " ", message), soft_wrap=True)
 
 
 def _option_value(extra: list[str], *names: str) -> str | None:
@@ -475,9 +603,11 @@ def _upgrade_check(
     if stopping:
         for deletion in stopping:
             err.print(
-                f"[red]error:[/red] {escape(deletion.line())}: {escape(deletion.what_to_do())}; or pass "
-                "--allow-deleting-queues to delete them with it.",
-                highlight=False,
+                as_text(
+                    ("error:", "red"),
+                    f" {deletion.line()}: {deletion.what_to_do()}; or pass --allow-deleting-queues to "
+                    "delete them with it.",
+                ),
                 soft_wrap=True,
             )
         raise typer.Exit(1)
@@ -582,15 +712,99 @@ def cdk(cdk_args: list[str] = CDK_ARGS) -> None:
 # -- queues, enqueue, status -----------------------------------------------------------------------
 
 
+def _pauses(spec: Any) -> tuple[dict[str, Any], list[Any]]:
+    """The job's event source mappings by queue key (paused or not) and its retention warnings; ({},
+    []) when they cannot be read (no mapping, or no lambda:ListEventSourceMappings permission)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from lambdajobs import queue_control
+
+    try:
+        found = queue_control.mappings(spec, config=config())
+        by_key = {m.queue_key: m for m in found}
+        paused = [m for m in found if m.paused]
+        warnings = queue_control.retention_warnings(spec, config=config(), found=paused) if paused else []
+    except (ClientError, BotoCoreError):
+        return {}, []
+    return by_key, warnings
+
+
 @app.command()
 @friendly
-def queues() -> None:
+def queues(as_json: bool = JSON_OPTION) -> None:
     """Per queue: waiting, in flight, delayed, DLQ, succeeded and dead in the last hour, oldest age,
-    health."""
+    health (paused: its worker does not receive, `lambdajobs resume` starts it again)."""
     from botocore.exceptions import ClientError
 
     from lambdajobs.ops import job_counts, oldest_age_seconds, queue_health
+    from lambdajobs.runtime.settings import queue_key
 
+    now = datetime.now(UTC)
+    no_counts = False
+    refused: str | None = None
+    jobs_found: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for spec in _all_jobs():
+        try:
+            counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
+        except ClientError as exc:  # no CloudWatch (or index) read permission: the counters anyway
+            counts, refused = None, f"{exc.operation_name}: {exc.response.get('Error', {}).get('Code')}"
+        no_counts = no_counts or (counts is None and refused is None)
+        mappings, retention = _pauses(spec)
+        warnings += [w.describe() for w in retention]
+        rows = []
+        for level, named, label, queue_url, dlq_url in _queue_levels(spec):
+            health = queue_health(spec.name, queue_url, dlq_url, config=config())
+            try:
+                age = oldest_age_seconds(queue_url, config=config())
+            except ClientError:
+                age = None  # no CloudWatch read permission: show the counters anyway
+            mapping = mappings.get(queue_key(spec.name, level))
+            rows.append(
+                {
+                    "label": label,
+                    "level": named,
+                    "waiting": health.depth,
+                    "in_flight": health.in_flight,
+                    "delayed": health.delayed,
+                    "dlq": health.dlq_depth,
+                    "dlq_in_flight": health.dlq_in_flight,
+                    "oldest_seconds": age,
+                    "health": _health_word(spec, health, age),
+                    "paused": None if mapping is None else mapping.paused,
+                    "paused_since": mapping.since if mapping is not None and mapping.paused else None,
+                }
+            )
+        jobs_found.append(
+            {
+                "job": spec.name,
+                "succeeded_1h": counts["succeeded"] if counts else None,
+                "dead_1h": counts["dead"] if counts else None,
+                "queues": rows,
+            }
+        )
+    note = None
+    if refused:
+        note = f"ok/dead: not counted, AWS refused {refused}"
+    elif no_counts:
+        from lambdajobs.runtime.records import index_off_message
+
+        note = "ok/dead: " + index_off_message(config().stack, "off", "counting jobs on the local stack")
+    if as_json:
+        emit_json({"jobs": jobs_found, "counts_note": note, "retention_warnings": warnings})
+        return
+    console.print(_queues_table(jobs_found))
+    for warning in warnings:
+        _warn(warning)
+    if note:
+        say(note)
+
+
+#: How `lambdajobs queues` colours a queue's health.
+HEALTH_STYLES = {"failing": "red", "stale": "yellow", "backlog": "yellow", "ok": "green"}
+
+
+def _queues_table(jobs_found: list[dict[str, Any]]) -> Table:
     # narrow enough for 80 columns: two-line headers, no outer borders, a job's name never folded
     # (a long queue label wraps at its space; a header or a number never folds)
     table = Table(title="queues", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
@@ -599,64 +813,40 @@ def queues() -> None:
         widest = max(len(word) for word in column.split())
         table.add_column(column, justify="right", no_wrap=True, min_width=widest)
     table.add_column("health", no_wrap=True, min_width=len("backlog"))
-    now = datetime.now(UTC)
-    no_counts = False
-    refused: str | None = None
-    for spec in _all_jobs():
-        try:
-            counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
-        except ClientError as exc:  # no CloudWatch (or index) read permission: the counters anyway
-            counts, refused = None, f"{exc.operation_name}: {exc.response.get('Error', {}).get('Code')}"
-        no_counts = no_counts or (counts is None and refused is None)
-        levels = _levels(spec.name)
-        for label, queue_url, dlq_url in levels:
-            health = queue_health(spec.name, queue_url, dlq_url, config=config())
-            try:
-                age = oldest_age_seconds(queue_url, config=config())
-            except ClientError:
-                age = None  # no CloudWatch read permission: show the counters anyway
-            last = (label, queue_url) == levels[-1][:2]  # a job's counts once, on its own queue's row
-            dlq = str(health.dlq_depth)
-            if health.dlq_in_flight:
-                dlq += f" ({health.dlq_in_flight} hidden)"
+    for found in jobs_found:
+        for row in found["queues"]:
+            last = row is found["queues"][-1]  # a job's counts once, on its own queue's row
+            counted = [found["succeeded_1h"], found["dead_1h"]]
+            dlq = str(row["dlq"]) + (f" ({row['dlq_in_flight']} hidden)" if row["dlq_in_flight"] else "")
+            health = styled(row["health"], HEALTH_STYLES[row["health"]])
+            if row["paused"]:
+                health = as_text(("paused", "bold yellow"), " ", health)
             table.add_row(
-                label,
-                str(health.depth),
-                str(health.in_flight),
-                str(health.delayed),
+                row["label"],
+                str(row["waiting"]),
+                str(row["in_flight"]),
+                str(row["delayed"]),
                 dlq,
-                str(counts["succeeded"]) if counts and last else "-" if last else "",
-                str(counts["dead"]) if counts and last else "-" if last else "",
-                _age(age),
-                _health_word(spec, health, age),
+                *[("-" if n is None else str(n)) if last else "" for n in counted],
+                _age(row["oldest_seconds"]),
+                health,
             )
-    console.print(table)
-    if refused:
-        console.print(f"ok/dead: not counted, AWS refused {refused}", highlight=False, markup=False)
-    elif no_counts:
-        from lambdajobs.runtime.records import index_off_message
-
-        console.print(
-            "ok/dead: " + index_off_message(config().stack, "off", "counting jobs on the local stack"),
-            soft_wrap=True,
-            highlight=False,
-            markup=False,
-        )
+    return table
 
 
 def _health_word(spec: Any, health: Any, age: float | None) -> str:
     limits = spec.alarms
     if health.dlq_depth > (limits.dlq_messages_above or 0):
-        return "[red]failing[/red]"
+        return "failing"
     if (
         age is not None
         and limits.oldest_message_age_seconds_above is not None
         and (age > limits.oldest_message_age_seconds_above)
     ):
-        return "[yellow]stale[/yellow]"
+        return "stale"
     if limits.queue_depth_above is not None and health.depth > limits.queue_depth_above:
-        return "[yellow]backlog[/yellow]"
-    return "[green]ok[/green]"
+        return "backlog"
+    return "ok"
 
 
 @app.command()
@@ -665,7 +855,9 @@ def enqueue(
     job: str = typer.Argument(..., metavar="JOB", help="job name"),
     payload_json: str = typer.Argument(..., metavar="PAYLOAD", help="the payload, as a JSON object"),
     job_id: str = typer.Option(None, "--id", help="job id (default: derived or a new uuid)"),
-    delay: int = typer.Option(0, "--delay", help="delay in seconds"),
+    delay: int = typer.Option(
+        0, "--delay", help="delay in seconds, 0 or more (above 900: a one-time schedule sends it)"
+    ),
     run_at: str = typer.Option(
         None, "--run-at", help="ISO 8601 time with an offset, e.g. 2026-12-01T09:00:00-05:00"
     ),
@@ -694,13 +886,14 @@ def enqueue(
         _fail(f'malformed payload JSON ({exc}); pass an object such as \'{{"to": "ada@example.com"}}\'.')
     if not isinstance(payload, dict):
         _fail(f"the payload must be a JSON object, not a {type(payload).__name__}.")
+    in_range("--delay", delay, 0)
     when = None
     if run_at:
         try:
             when = datetime.fromisoformat(run_at)
         except ValueError:
             _fail(f"--run-at {run_at!r} is not an ISO 8601 time; use e.g. 2026-12-01T09:00:00+00:00.")
-    console.print(
+    say(
         send(
             _spec(job),
             payload,
@@ -728,60 +921,149 @@ STATUS_TIMED_OUT = 5
 STATUS_CANCELLED = 6
 
 
+def _pii_fields(job: str | None) -> tuple[str, ...] | None:
+    """The `pii_fields` of a declared job; None when the job is not declared here (its fields are
+    unknown, so nothing of its payload can be shown)."""
+    if not job or not _declared(job):
+        return None
+    return tuple(_spec(job).pii_fields)
+
+
+def _masked_payload(job: str | None, payload: Any) -> Any:
+    """A record's payload as it may be shown: masked by its job's `pii_fields` (runtime/pii.py);
+    None when the job is not declared in this jobs package."""
+    from lambdajobs.runtime import pii
+
+    fields = _pii_fields(job)
+    if payload is None or fields is None:
+        return None
+    return pii.mask_payload(payload, fields)
+
+
+def status_document(info: Any) -> dict[str, Any]:
+    """A `JobStatus` as `--json` prints it: its fields (the payload masked by the job's pii_fields),
+    `described_state`, and the derived `queue_wait_seconds`, `run_seconds` and `attempt_rows`."""
+    document = plain(info)
+    document["described_state"] = info.described_state
+    if "payload" in document:
+        document["payload"] = _masked_payload(info.job, info.payload)
+    for name in ("queue_wait_seconds", "run_seconds"):
+        if hasattr(info, name):
+            document[name] = getattr(info, name)
+    if hasattr(info, "attempt_rows"):
+        document["attempt_rows"] = plain(info.attempt_rows())
+    return document
+
+
+#: The fields `lambdajobs status` shows, in order (those a record has).
+STATUS_FIELDS = (
+    "job",
+    "attempts",
+    "progress",
+    "progress_message",
+    "waiting_until",
+    "wake_at",
+    "level",
+    "tenant",
+    "enqueued_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def _status_table(info: Any) -> Table:
+    from lambdajobs.ops import duration_text, until_text
+
+    table = _table("field", "value", show_header=False, title=f"job {info.job_id}")
+    # the state as people read it: "waiting for signal approval", not "waiting_signal"
+    table.add_row("state", info.described_state)
+    for key in STATUS_FIELDS:
+        value = getattr(info, key, None)
+        if value not in (None, ""):
+            table.add_row(key, f"{value} ({until_text(value)})" if key == "wake_at" else str(value))
+    for key in ("queue_wait_seconds", "run_seconds"):
+        seconds = getattr(info, key, None)
+        if seconds is not None:
+            table.add_row(key.removesuffix("_seconds").replace("_", " "), duration_text(seconds * 1000))
+    member = getattr(info, "workflow", None)
+    if member:
+        table.add_row("workflow", f"{member.get('id')} (stage {member.get('stage')}, #{member.get('index')})")
+    if info.suspensions:
+        table.add_row("suspensions", f"{info.suspensions} (sleeps, signal waits, continuations)")
+    # strings: what a job or its error wrote is shown as written (TextConsole), never as markup
+    if info.error:
+        table.add_row("error", f"{info.error.get('type')}: {info.error.get('message')}")
+    if info.note and not info.error:
+        table.add_row("note", info.note)
+    if info.result is not None:
+        table.add_row("result", json.dumps(info.result))
+    payload = _masked_payload(info.job, getattr(info, "payload", None))
+    if payload is not None:
+        cut = " (cut)" if getattr(info, "payload_cut", False) else ""
+        table.add_row("payload" + cut, json.dumps(payload, ensure_ascii=False))
+    return table
+
+
+def _attempts_table(info: Any) -> Table | None:
+    """Every attempt of a job that failed at least once: start, duration, outcome, error."""
+    from lambdajobs.ops import duration_text
+
+    rows = info.attempt_rows() if getattr(info, "history", ()) else []
+    if not rows:
+        return None
+    table = _table("#", "started", "duration", "outcome", "error", title="attempts")
+    for row in rows:
+        error = f"{row.error_type}: {row.error_message}" if row.error_type else ""
+        seconds = row.seconds
+        table.add_row(
+            str(row.attempt),
+            row.started_at or "-",
+            "-" if seconds is None else duration_text(seconds * 1000),
+            row.outcome or "-",
+            error,
+        )
+    return table
+
+
 @app.command()
 @friendly
 def status(
     job_id: str = typer.Argument(..., metavar="JOB_ID", help="job id"),
     wait: float = typer.Option(0, help="wait up to this many seconds for a final state"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """A job's state, attempts, progress, result and last error; a durable job's steps done, with
-    their durations, and when a sleeping or waiting job continues (wake_at).
+    their durations, and when a sleeping or waiting job continues (wake_at). A job that failed once
+    also shows its payload (masked by its pii_fields), every attempt and the last traceback.
 
     Exit codes: 0 the job has a record (with --wait: it succeeded); 1 an error; 2 a usage error; 3 no
     record (an unknown id, or a job not started yet: nothing is written at enqueue); 4 the job is
     dead; 5 --wait ran out before the job finished; 6 the job was cancelled or superseded (it never
     runs under this id).
     """
-    from lambdajobs.ops import until_text
     from lambdajobs.runtime.errors import WaitTimeoutError
     from lambdajobs.runtime.records import get_status, wait_for
 
+    in_range("--wait", wait, 0)
     cfg = _config
     timed_out = False
     try:
         info = wait_for(job_id, wait, poll_seconds=1, config=cfg) if wait else get_status(job_id, config=cfg)
     except WaitTimeoutError as exc:
         info, timed_out = exc.status, True
-    table = _table("field", "value", show_header=False, title=f"job {job_id}")
-    # the state as people read it: "waiting for signal approval", not "waiting_signal"
-    table.add_row("state", Text(info.described_state))
-    for key in (
-        "job",
-        "attempts",
-        "progress",
-        "progress_message",
-        "waiting_until",
-        "wake_at",
-        "created_at",
-        "started_at",
-        "finished_at",
-    ):
-        value = getattr(info, key)
-        if value not in (None, ""):
-            shown = f"{value} ({until_text(value)})" if key == "wake_at" else str(value)
-            table.add_row(key, Text(shown))
-    if info.suspensions:
-        table.add_row("suspensions", Text(f"{info.suspensions} (sleeps, signal waits, continuations)"))
-    # Text: what a job or its error wrote is shown as written, never read as rich markup
-    if info.error:
-        table.add_row("error", Text(f"{info.error.get('type')}: {info.error.get('message')}"))
-    if info.note and not info.error:
-        table.add_row("note", Text(info.note))
-    if info.result is not None:
-        table.add_row("result", Text(json.dumps(info.result)))
-    console.print(table)
-    if info.steps:
-        console.print(_steps_table(info.steps))
+    if as_json:
+        emit_json(status_document(info))
+    else:
+        console.print(_status_table(info))
+        attempts = _attempts_table(info)
+        if attempts is not None:
+            console.print(attempts)
+        if info.steps:
+            console.print(_steps_table(info.steps))
+        if getattr(info, "traceback", None):
+            console.print(styled("traceback (last failure):", "bold"))
+            say(str(info.traceback))
     if timed_out:
         _fail(f"job '{job_id}' is still {info.described_state} after {wait:g} s (--wait).", STATUS_TIMED_OUT)
     if info.state == "dead":
@@ -798,10 +1080,8 @@ def _steps_table(steps: Any) -> Table:
 
     table = _table("#", "step", "duration", "finished_at", title=f"steps ({len(steps)} done)")
     for number, step in enumerate(steps, 1):
-        # Text: a step's name is the job's own text, never rich markup
-        table.add_row(
-            str(number), Text(step.name), duration_text(step.duration_ms), Text(step.finished_at or "-")
-        )
+        # a step's name is the job's own text: a string cell, shown as written (TextConsole)
+        table.add_row(str(number), step.name, duration_text(step.duration_ms), step.finished_at or "-")
     return table
 
 
@@ -928,6 +1208,40 @@ def cancel(
         raise typer.Exit(CANCEL_FINISHED)
 
 
+LIMIT_HELP = "rows per page, 1 to 1000"
+SINCE_OPTION = typer.Option(
+    None, "--since", help="only jobs from this time on: ISO 8601 (2026-12-01T09:00:00Z) or back from now (2h)"
+)
+UNTIL_OPTION = typer.Option(None, "--until", help="only jobs before this time: ISO 8601, or back from now")
+CURSOR_OPTION = typer.Option(
+    None, "--cursor", "--after", help="the next page: the cursor a previous page printed"
+)
+
+
+def _job_detail(status: Any) -> str:
+    """A listed job's last column: when a parked job goes on, its error, or its result."""
+    from lambdajobs.runtime.job_record import PARKED_STATES
+
+    if status.state in PARKED_STATES:  # a durable job between invocations: when it goes on
+        return status.described_state + (f", wakes {status.wake_at}" if status.wake_at else "")
+    if status.error:
+        return f"{status.error.get('type')}: {status.error.get('message')}"
+    return "" if status.result is None else json.dumps(status.result)[:200]
+
+
+def _jobs_table(title: str, items: list[Any], wanted: Any = None) -> Table:
+    """Listed jobs; `wanted`: the state listed (None: any state, shown in a column of its own)."""
+    columns = ("job id", "attempts", "at", "error / result")
+    table = _table(*(columns if wanted is not None else ("job id", "state", *columns[1:])), title=title)
+    for status in items:
+        at = status.finished_at or status.started_at or status.updated_at or "-"
+        moved = "" if wanted is None or status.state is wanted else f" (now {status.described_state})"
+        shown = [status.job_id + moved] if wanted is not None else [status.job_id, status.described_state]
+        # strings: ids, errors and results are shown as written (TextConsole), never as markup
+        table.add_row(*shown, str(status.attempts), at, _job_detail(status))
+    return table
+
+
 @app.command()
 @friendly
 def jobs(
@@ -937,14 +1251,20 @@ def jobs(
         "--state",
         help=f"{', '.join(LISTABLE[:-1])} or {LISTABLE[-1]} (without it: every state the index holds)",
     ),
-    limit: int = typer.Option(20, "--limit", help="at most this many per state"),
-    after: str = typer.Option(None, "--after", help="the next page: the cursor a previous page printed"),
+    since: str = SINCE_OPTION,
+    until: str = UNTIL_OPTION,
+    limit: int = typer.Option(50, "--limit", help="at most this many per state, 1 to 1000"),
+    cursor: str = CURSOR_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """A job's records by state, newest first (needs the job index: the command says how to turn it on)."""
+    """A job's records by state, newest first, a page at a time (needs the job index: the command says
+    how to turn it on); --since/--until: entered that state in a time range."""
     from lambdajobs.runtime.errors import InvalidOptionError
-    from lambdajobs.runtime.job_record import PARKED_STATES, JobState
+    from lambdajobs.runtime.job_record import JobState
     from lambdajobs.runtime.records import index_off_message, list_jobs, listed_states
 
+    in_range("--limit", limit, 1, 1000)
+    start, end = parse_time("--since", since), parse_time("--until", until)
     spec = _spec(job)
     cfg = config()
     held = listed_states(cfg)
@@ -958,32 +1278,77 @@ def jobs(
         if not held:
             _fail(index_off_message(cfg.stack, cfg.job_index_mode(), f"`lambdajobs jobs {spec.name}`"))
         wanted = held
-    if after and len(wanted) != 1:
-        raise InvalidOptionError("--after pages through one state: pass --state too.")
-    for wanted_state in wanted:
-        page = list_jobs(spec.name, wanted_state, limit=limit, cursor=after, config=cfg)
-        table = _table(
-            "job id", "attempts", "at", "error / result", title=f"{spec.name}: {wanted_state.value}"
+    if cursor and len(wanted) != 1:
+        raise InvalidOptionError("--cursor pages through one state: pass --state too.")
+    ranged: dict[str, Any] = {k: v for k, v in (("since", start), ("until", end)) if v is not None}
+    pages = [(s, list_jobs(spec.name, s, limit=limit, cursor=cursor, config=cfg, **ranged)) for s in wanted]
+    if as_json:
+        emit_json(
+            {
+                "job": spec.name,
+                "states": [
+                    {
+                        "state": s.value,
+                        "items": [status_document(i) for i in page.items],
+                        "cursor": page.cursor,
+                    }
+                    for s, page in pages
+                ],
+            }
         )
-        for status in page.items:
-            at = status.finished_at or status.started_at or status.updated_at or "-"
-            if status.state in PARKED_STATES:  # a durable job between invocations: when it goes on
-                detail = status.described_state + (f", wakes {status.wake_at}" if status.wake_at else "")
-            elif status.error:
-                detail = f"{status.error.get('type')}: {status.error.get('message')}"
-            else:
-                detail = "" if status.result is None else json.dumps(status.result)[:200]
-            moved = "" if status.state is wanted_state else f" (now {status.described_state})"
-            # Text: ids, errors and results are shown as written, never read as rich markup
-            table.add_row(Text(status.job_id + moved), str(status.attempts), at, Text(detail))
-        console.print(table)
+        return
+    window = " ".join(f"--{k} {v}" for k, v in (("since", since), ("until", until)) if v)
+    for wanted_state, page in pages:
+        console.print(_jobs_table(f"{spec.name}: {wanted_state.value}", page.items, wanted_state))
         if page.cursor:
-            console.print(
-                f"more: lambdajobs jobs {spec.name} --state {wanted_state.value} --after {page.cursor}",
-                soft_wrap=True,
-                highlight=False,
-                markup=False,
+            say(
+                f"more: lambdajobs jobs {spec.name} --state {wanted_state.value} "
+                + (f"{window} " if window else "")
+                + f"--limit {limit} --cursor {page.cursor}"
             )
+
+
+@app.command()
+@friendly
+def search(
+    job: str = typer.Argument(..., metavar="JOB", help="job name"),
+    field: str = typer.Argument(
+        ...,
+        metavar="FIELD",
+        help="one of the job's searchable fields: a payload path (customer_id, address.country) or @tenant",
+    ),
+    value: str = typer.Argument(..., metavar="VALUE", help="the value the field had at enqueue"),
+    since: str = typer.Option(
+        None, "--since", help="enqueued from this time on: ISO 8601, or back from now (2h)"
+    ),
+    until: str = typer.Option(None, "--until", help="enqueued before this time: ISO 8601, or back from now"),
+    limit: int = typer.Option(50, "--limit", help=LIMIT_HELP),
+    cursor: str = CURSOR_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """A job's jobs whose searchable FIELD had VALUE when they were enqueued, newest first, whatever
+    their state (@job(searchable=...); docs: how-to/search). A field that is also a pii_fields field
+    is matched by its exact value."""
+    from lambdajobs.runtime.records import search as find
+
+    in_range("--limit", limit, 1, 1000)
+    start, end = parse_time("--since", since), parse_time("--until", until)
+    spec = _spec(job)
+    page = find(spec, field, value, since=start, until=end, limit=limit, cursor=cursor, config=config())
+    if as_json:
+        document = {"job": spec.name, "field": field, "value": value}
+        emit_json({**document, "items": [status_document(i) for i in page.items], "cursor": page.cursor})
+        return
+    console.print(_jobs_table(f"{spec.name}: {field} = {value}", page.items))
+    shown = f"{len(page.items)} found"
+    if page.cursor:
+        window = "".join(f" --{k} {v}" for k, v in (("since", since), ("until", until)) if v)
+        value_arg = shlex.quote(value)
+        say(
+            f"{shown}; more: lambdajobs search {spec.name} {field} {value_arg}{window} --cursor {page.cursor}"
+        )
+    else:
+        say(shown)
 
 
 @app.command()
@@ -993,12 +1358,14 @@ def workflow(
         ..., metavar="WORKFLOW_ID", help="workflow id (what .enqueue() returned)"
     ),
     wait: float = typer.Option(0, help="wait up to this many seconds for the workflow to end"),
+    as_json: bool = JSON_OPTION,
 ) -> None:
     """A workflow's state, progress, and per stage its jobs and members by state."""
     import time
 
     from lambdajobs.runtime.workflow import get_workflow
 
+    in_range("--wait", wait, 0)
     info = get_workflow(workflow_id, config=_config)
     deadline = time.monotonic() + wait
     while wait and not info.done and info.state != "unknown" and time.monotonic() < deadline:
@@ -1006,6 +1373,9 @@ def workflow(
         info = get_workflow(workflow_id, config=_config)
     if info.state == "unknown":
         _fail(f"no workflow '{workflow_id}' in stack '{_config.stack}' ({info.note}).")
+    if as_json:
+        emit_json(info)
+        return
     summary = _table("field", "value", show_header=False, title=f"workflow {workflow_id}")
     for key in ("state", "kind", "progress", "callback_job_id", "reason", "created_at", "ended_at"):
         value = getattr(info, key)
@@ -1030,63 +1400,241 @@ def workflow(
 # -- dead letters ----------------------------------------------------------------------------------
 
 
+def _dlq_targets(job: str, priority: str | None) -> list[tuple[Any, str | None, str, str, str]]:
+    """(spec or None, queue level, label, queue URL, DLQ URL) of the DLQs a `dlq` command works on:
+    a job's (every priority level's, or one's), or the workflow queue's (no spec: no records)."""
+    if job == WORKFLOWS and not _declared(job):
+        return [(None, None, *_levels(job)[0])]
+    spec = _spec(job)
+    return [(spec, level, label, q, d) for level, _, label, q, d in _queue_levels(spec, priority)]
+
+
+def _masked_letter(job: str | None, d: Any) -> dict[str, Any]:
+    """What may be shown of a received dead letter, as the board shows it: the body's envelope with
+    its job's `pii_fields` erased and their values masked wherever else they appear (the id, the
+    reason, the attributes); a body that is not JSON is not shown when the job declares pii_fields
+    (nothing in it can be found to mask)."""
+    from lambdajobs.runtime import pii
+
+    envelope = d.envelope
+    names = [n for n in (job, envelope.get("job")) if n and isinstance(n, str) and _declared(n)]
+    fields = tuple(dict.fromkeys(f for n in names for f in _spec(n).pii_fields))
+    paths = tuple(f"payload.{f}" for f in fields)  # the payload's fields, as paths in the envelope
+    with pii.bound(paths, envelope):
+        body: Any = None
+        note = d.body_error
+        if envelope:
+            body, note = pii.mask_payload(envelope, paths), None
+        elif fields:
+            note = f"body not shown: {d.body_error}; it may hold personal data."
+        else:
+            body = d.body
+        return {
+            "message_id": d.message_id,
+            "job_id": pii.scrub(d.job_id) if d.job_id else None,
+            "error_type": pii.scrub(d.error_type),
+            "reason": pii.scrub(d.reason),
+            "attempts": d.attempts,
+            "failed_at": d.failed_at,
+            "sent_at": d.sent_at,
+            "age_seconds": d.age_seconds(),
+            "receive_count": d.receive_count,
+            "attributes": {
+                name: pii.scrub(str(value.get("StringValue", value.get("BinaryValue", ""))))
+                for name, value in sorted(d.attributes.items())
+            },
+            "body": body,
+            "body_note": note,
+        }
+
+
+def _say_received(letters: list[dict[str, Any]]) -> None:
+    """Received letters, oldest first: the message id first on its line, never cut or folded (it is
+    what `dlq show --id` and `dlq redrive --id` take), then the reason indented."""
+    for d in letters:
+        age = _age(d["age_seconds"])
+        shown = f"  {d['job_id'] or '-'}  {d['error_type']}  attempts {d['attempts']}  age {age}"
+        console.print(as_text((d["message_id"], "cyan"), shown), soft_wrap=True)
+        console.print(f"    {d['reason']}", soft_wrap=True)
+
+
 @dlq_app.command("list")
 @friendly
 def dlq_list(
     job: str = JOB_ARGUMENT,
-    limit: int = typer.Option(50, help="at most this many"),
-    priority: str = PRIORITY_OPTION,
+    limit: int = typer.Option(50, help="at most this many per DLQ, 1 to 100"),
+    cursor: str = typer.Option(None, "--cursor", help="the next page: the cursor a previous page printed"),
+    error: str = typer.Option(
+        None, "--error", help="only failures of this error type, e.g. TransientSendError"
+    ),
+    older_than: str = typer.Option(None, "--older-than", help="only letters older than this, e.g. 30m, 2d"),
+    priority: str = typer.Option(
+        None, "--priority", "--level", help="one priority level of the job; without it, every level"
+    ),
+    receive: bool = typer.Option(
+        False,
+        "--receive",
+        help="receive the DLQ's messages to show them, the unrecorded too (SQS moved them: crashes, "
+        "throttles, init failures); each receive counts on the message",
+    ),
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """Failed jobs in a job's DLQ (every priority level's), with their reason, attempts and age."""
-    from lambdajobs.ops import peek_dead_letters
+    """Failed jobs in a job's DLQ (every priority level's), newest first, with their reason, attempts
+    and age: read from the dead records the worker wrote, so listing receives nothing (no message's
+    receive count changes). Messages SQS moved itself are counted as unrecorded; --receive receives
+    the messages to show them all. The workflow queue's DLQ (`workflows`) has no records: it is received."""
+    from lambdajobs import dead_letters
 
-    shown = 0
-    for label, _, dlq_url in _levels(job, priority):
-        letters = peek_dead_letters(dlq_url, limit=limit, config=config())
-        console.print(f"[bold]{escape(label)}: dead letters[/bold] ({len(letters)})", highlight=False)
-        # One line per message, never cut or folded (a message id must stay whole at any width, to be
-        # copied into `dlq show`), then its reason indented.
-        for d in sorted(letters, key=lambda d: d.sent_at):
-            line = Text(d.message_id, style="cyan")
-            line.append(
-                f"  {d.job_id or '-'}  {d.error_type}  attempts {d.attempts}  age {_age(d.age_seconds())}"
+    in_range("--limit", limit, 1, 100)
+    minimum_age = parse_duration(older_than) if older_than else None
+    targets = _dlq_targets(job, priority)
+    if cursor and len(targets) != 1:
+        _fail(f"--cursor pages through one DLQ: pass --priority too (job {job} has {len(targets)}).", 2)
+    queues_found: list[dict[str, Any]] = []
+    for spec, level, label, _, dlq_url in targets:
+        found: dict[str, Any] = {"label": label, "level": spec.priority_of(level) if spec else None}
+        if spec is None or receive:
+            letters = dead_letters.peek(config(), dlq_url, limit=limit)
+            name = spec.name if spec is not None else None
+            found["received"] = [_masked_letter(name, d) for d in letters[:limit]]
+        else:
+            page = dead_letters.list_letters(
+                config(),
+                spec,
+                level,
+                cursor=cursor,
+                limit=limit,
+                error_type=error,
+                older_than=minimum_age,
+                dlq_url=dlq_url,
             )
-            console.print(line, soft_wrap=True, highlight=False)
-            console.print(Text(f"    {d.reason}"), soft_wrap=True, highlight=False)
-        shown += len(letters)
-    console.print(f"{shown} shown; `lambdajobs dlq show {job} <message id>` shows one", highlight=False)
+            found.update(
+                items=page.items,
+                cursor=page.cursor,
+                recorded=page.recorded,
+                depth=page.depth,
+                unrecorded=page.unrecorded,
+            )
+        queues_found.append(found)
+    if as_json:
+        emit_json({"job": job, "queues": queues_found})
+        return
+    for found in queues_found:
+        _say_dlq(job, found)
+
+
+def _say_dlq(job: str, found: dict[str, Any]) -> None:
+    label = found["label"]
+    if "received" in found:
+        letters = found["received"]
+        console.print(as_text((f"{label}: dead letters", "bold"), f" ({len(letters)} received)"))
+        _say_received(letters)
+        say(f"{len(letters)} shown; `lambdajobs dlq show {job} --id <message id>` shows one")
+        return
+    console.print(
+        as_text(
+            (f"{label}: dead letters", "bold"),
+            f" ({found['depth']} in the DLQ: {found['recorded']} recorded, {found['unrecorded']} unrecorded)",
+        )
+    )
+    # One line per letter, never cut or folded: the job id first (what `dlq show --job-id` takes),
+    # then its reason indented.
+    for entry in found["items"]:
+        shown = f"  {entry.error_type}  attempts {entry.attempts}  failed {entry.failed_at or '-'}"
+        console.print(as_text((entry.job_id, "cyan"), shown), soft_wrap=True)
+        console.print(f"    {entry.reason}", soft_wrap=True)
+    priority = f" --priority {found['level']}" if found["level"] else ""
+    say(f"{len(found['items'])} shown; `lambdajobs dlq show {job} --job-id <job id>` shows one")
+    if found["cursor"]:
+        say(f"more: lambdajobs dlq list {job}{priority} --cursor {found['cursor']}")
+    if found["unrecorded"]:
+        say(
+            f"{found['unrecorded']} unrecorded (SQS moved them: crashes, throttles, init failures): "
+            f"`lambdajobs dlq list {job}{priority} --receive` receives the messages to show them"
+        )
+
+
+def _advance(bar: Progress, task: Any, scanned: int) -> None:
+    bar.update(task, completed=scanned)
+
+
+def _advance_report(bar: Progress, task: Any, report: Any) -> None:
+    bar.update(task, completed=report.scanned)
+
+
+def _scanning(label: str) -> Progress:
+    """The progress line of a scan of a DLQ (on stderr, gone once it ends)."""
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        TextColumn("{task.completed} messages looked at", markup=False),
+        console=err,
+        transient=True,
+    )
 
 
 @dlq_app.command("show")
 @friendly
 def dlq_show(
     job: str = JOB_ARGUMENT,
-    message_id: str = typer.Argument(..., metavar="MESSAGE_ID", help="as `dlq list` shows it"),
+    message_id: str = typer.Argument(
+        None, metavar="[MESSAGE_ID]", help="the same as --id", show_default=False
+    ),
+    by_id: str = typer.Option(None, "--id", metavar="MESSAGE_ID", help="the message's id"),
+    job_id: str = typer.Option(
+        None, "--job-id", metavar="JOB_ID", help="the failed job's id (as `dlq list` shows it)"
+    ),
+    priority: str = PRIORITY_OPTION,
+    as_json: bool = JSON_OPTION,
 ) -> None:
-    """One failed job: reason, attributes and body."""
-    from lambdajobs.ops import peek_dead_letters
+    """One failed job: reason, attributes and body, the body's pii_fields masked as the board masks
+    them. Found by receiving the DLQ's messages until it comes (a progress line says how many were
+    looked at); each one received is released at once."""
+    from lambdajobs import dead_letters
 
-    found = []
-    for _, _, dlq_url in _levels(job):
-        letters = peek_dead_letters(dlq_url, limit=10_000, config=config())
-        found += [d for d in letters if d.message_id == message_id]
-    if not found:
-        _fail(f"message {message_id} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
-    d = found[0]
-    table = _table("field", "value", show_header=False, title=f"{job}: {message_id}")
+    wanted = by_id or message_id
+    if (wanted is None) == (job_id is None):
+        _fail("name one dead letter: --id MESSAGE_ID or --job-id JOB_ID.", 2)
+    found = None
+    name: str | None = None
+    for spec, _, label, _, dlq_url in _dlq_targets(job, priority):
+        with _scanning(label) as bar:
+            task = bar.add_task(f"looking for it in the DLQ of {label}:", total=None)
+            found = dead_letters.find(
+                config(),
+                dlq_url,
+                message_id=wanted,
+                job_id=job_id,
+                progress=functools.partial(_advance, bar, task),
+            )
+        if found is not None:
+            name = spec.name if spec is not None else None
+            break
+    what = f"message {wanted}" if wanted else f"job {job_id}"
+    if found is None:
+        _fail(f"{what} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
+    shown = _masked_letter(name, found)
+    if as_json:
+        emit_json({"job": job, **shown})
+        return
+    table = _table("field", "value", show_header=False, title=f"{job}: {shown['message_id']}")
     for key, value in (
-        ("job id", d.job_id or "-"),
-        ("error", d.error_type),
-        ("reason", d.reason),
-        ("attempts", d.attempts),
-        ("failed at", d.failed_at or "-"),
-        ("age", _age(d.age_seconds())),
+        ("job id", shown["job_id"] or "-"),
+        ("error", shown["error_type"]),
+        ("reason", shown["reason"]),
+        ("attempts", shown["attempts"]),
+        ("failed at", shown["failed_at"] or "-"),
+        ("age", _age(shown["age_seconds"])),
+        ("receives", shown["receive_count"]),
     ):
         table.add_row(key, str(value))
-    for name, value in sorted(d.attributes.items()):
-        table.add_row(f"attribute {name}", str(value.get("StringValue", value.get("BinaryValue"))))
+    for attribute, value in shown["attributes"].items():
+        table.add_row(f"attribute {attribute}", value)
     console.print(table)
-    console.print_json(d.body) if d.envelope else console.print(d.body)
+    if shown["body_note"]:
+        say(shown["body_note"])
+    if shown["body"] is not None:
+        body = shown["body"]
+        say(json.dumps(body, indent=2, ensure_ascii=False) if not isinstance(body, str) else body)
 
 
 @dlq_app.command("redrive")
@@ -1097,15 +1645,29 @@ def dlq_redrive(
         None, "--error", help="only failures of this error type, e.g. TransientSendError"
     ),
     older_than: str = typer.Option(None, "--older-than", help="only messages older than this, e.g. 30m, 2d"),
-    limit: int = typer.Option(None, "--limit", help="move at most this many"),
+    limit: int = typer.Option(None, "--limit", help="move at most this many, 1 or more"),
     dry_run: bool = typer.Option(False, "--dry-run", help="show what would move, move nothing"),
     priority: str = PRIORITY_OPTION,
+    message_id: str = typer.Option(None, "--id", metavar="MESSAGE_ID", help="only this message"),
+    job_id: str = typer.Option(None, "--job-id", metavar="JOB_ID", help="only this failed job's message"),
 ) -> None:
     """Send failed jobs back to the job's queue (each priority level's DLQ to its own level's queue):
     body and attributes as they were. A message leaves the DLQ only after its send succeeded, so an
-    interrupted redrive loses nothing."""
+    interrupted redrive loses nothing. --id or --job-id: one message, found by receiving until it
+    comes (a progress line says how many were looked at)."""
     from lambdajobs.ops import redrive
 
+    in_range("--limit", limit, 1)
+    if message_id is not None or job_id is not None:
+        if message_id is not None and job_id is not None:
+            _fail("name one dead letter: --id MESSAGE_ID or --job-id JOB_ID, not both.", 2)
+        if error or older_than or limit is not None or dry_run:
+            _fail(
+                "--id and --job-id redrive one message: pass no --error, --older-than, --limit or --dry-run.",
+                2,
+            )
+        _redrive_one(job, priority, message_id, job_id)
+        return
     minimum_age = parse_duration(older_than) if older_than else None
     moved = scanned = failed = 0
     for label, queue_url, dlq_url in _levels(job, priority):
@@ -1113,7 +1675,7 @@ def dlq_redrive(
         if left is not None and left <= 0:
             break
         with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console
+            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), console=console
         ) as bar:
             task = bar.add_task(f"redrive {label}", total=None)
             report = redrive(
@@ -1130,9 +1692,33 @@ def dlq_redrive(
             )
         moved, scanned, failed = moved + report.moved, scanned + report.scanned, failed + report.failed
     verb = "would move" if dry_run else "moved"
-    console.print(f"{verb} {moved} of {scanned} dead letters of {job}; {failed} failed")
+    say(f"{verb} {moved} of {scanned} dead letters of {job}; {failed} failed")
     if failed:
         _fail(f"{failed} messages could not be sent back; they stay in the DLQ. Run the command again.")
+
+
+def _redrive_one(job: str, priority: str | None, message_id: str | None, job_id: str | None) -> None:
+    """`dlq redrive --id/--job-id`: one message back to its queue, with a progress line."""
+    from lambdajobs import dead_letters
+
+    for _, _, label, queue_url, dlq_url in _dlq_targets(job, priority):
+        with _scanning(label) as bar:
+            task = bar.add_task(f"looking for it in the DLQ of {label}:", total=None)
+            report = dead_letters.redrive(
+                config(),
+                dlq_url,
+                queue_url,
+                message_ids=[message_id] if message_id else None,
+                job_ids=[job_id] if job_id else None,
+                on_progress=functools.partial(_advance_report, bar, task),
+            )
+        if report.selected:
+            say(dead_letters.moved_line(report, label))
+            if report.failed:
+                _fail("it could not be sent back; it stays in the DLQ. Run the command again.")
+            return
+    what = f"message {message_id}" if message_id else f"job {job_id}"
+    _fail(f"{what} is not in the DLQ of {job}; `lambdajobs dlq list {job}` lists them.")
 
 
 @dlq_app.command("purge")
@@ -1142,18 +1728,28 @@ def dlq_purge(
     yes: bool = typer.Option(False, "--yes", help="do not ask"),
     priority: str = PRIORITY_OPTION,
 ) -> None:
-    """Delete every message in a job's DLQ (every priority level's; cannot be undone)."""
+    """Delete every message in a job's DLQ (every priority level's; cannot be undone). It asks first;
+    without a terminal (a script, CI) pass --yes."""
     from lambdajobs.ops import queue_health
+    from lambdajobs.runtime.records import mark_purged
+    from lambdajobs.runtime.settings import queue_key
 
-    levels = _levels(job, priority)
-    count = sum(queue_health(job, q, d, config=config()).dlq_depth for _, q, d in levels)
-    where = "the DLQ" if len(levels) == 1 else f"the {len(levels)} DLQs"
-    if not yes and not typer.confirm(f"Delete all {count} messages in {where} of {job}?", default=False):
-        console.print("nothing deleted.")
-        raise typer.Exit(1)
-    for _, _, dlq_url in levels:
+    targets = _dlq_targets(job, priority)
+    count = sum(queue_health(job, q, d, config=config()).dlq_depth for _, _, _, q, d in targets)
+    where = "the DLQ" if len(targets) == 1 else f"the {len(targets)} DLQs"
+    if not yes:
+        try:
+            confirmed = typer.confirm(f"Delete all {count} messages in {where} of {job}?", default=False)
+        except typer.Abort:  # no answer: no terminal (stdin closed), or Ctrl-C at the question
+            _fail("refusing to purge without a terminal: pass --yes.")
+        if not confirmed:
+            say("nothing deleted.")
+            raise typer.Exit(1)
+    for spec, level, _, _, dlq_url in targets:
         config().client("sqs").purge_queue(QueueUrl=dlq_url)
-    console.print(f"purged {where} of {job} ({count} messages).")
+        if spec is not None:  # a listing shows only the letters dead after this (records.purged_at)
+            mark_purged(queue_key(spec.name, level), config=config())
+    say(f"purged {where} of {job} ({count} messages).")
 
 
 # -- cron ------------------------------------------------------------------------------------------
@@ -1161,13 +1757,31 @@ def dlq_purge(
 
 @cron_app.command("list")
 @friendly
-def cron_list(count: int = typer.Option(3, help="how many fire times")) -> None:
+def cron_list(
+    count: int = typer.Option(3, help="how many fire times, 1 to 100"), as_json: bool = JSON_OPTION
+) -> None:
     """Scheduled jobs and their next fire times, in their time zone."""
+    in_range("--count", count, 1, 100)
+    found = [
+        (spec, spec.schedule.next_fire_times(count)) for spec in _all_jobs() if spec.schedule is not None
+    ]
+    if as_json:
+        emit_json(
+            {
+                "jobs": [
+                    {
+                        "job": spec.name,
+                        "schedule": spec.schedule.expression,
+                        "timezone": spec.schedule.timezone,
+                        "next": [t.isoformat() for t in times],
+                    }
+                    for spec, times in found
+                ]
+            }
+        )
+        return
     table = _table("job", "schedule", "time zone", "next fire times", title="cron jobs")
-    for spec in _all_jobs():
-        if spec.schedule is None:
-            continue
-        times = spec.schedule.next_fire_times(count)
+    for spec, times in found:
         shown = ", ".join(f"{t:%Y-%m-%d %H:%M %Z} ({t.astimezone(UTC):%H:%M}Z)" for t in times)
         table.add_row(spec.name, spec.schedule.expression, spec.schedule.timezone, shown)
     console.print(table)
@@ -1186,7 +1800,7 @@ def cron_trigger(job: str = typer.Argument(..., metavar="JOB", help="a cron job'
     slot = datetime.now(UTC).replace(second=0, microsecond=0)
     body = json.dumps(spec.scheduled_envelope(slot_text(slot)), separators=(",", ":"))
     config().client("sqs").send_message(QueueUrl=queue_url, MessageBody=body)
-    console.print(f"{spec.name}@{slot_text(slot)}")
+    say(f"{spec.name}@{slot_text(slot)}")
 
 
 # -- board -----------------------------------------------------------------------------------------
@@ -1196,15 +1810,29 @@ def cron_trigger(job: str = typer.Argument(..., metavar="JOB", help="a cron job'
 @friendly
 def board(
     host: str = typer.Option("127.0.0.1", help="address to listen on (default: this machine only)"),
-    port: int = typer.Option(8080, help="port to listen on"),
+    port: int = typer.Option(8080, help="port to listen on, 1 to 65535"),
     read_only: bool = typer.Option(
         False, "--read-only", help="show everything, change nothing (no redrive, purge or trigger)"
     ),
+    allow_host: list[str] = typer.Option(
+        None,
+        "--allow-host",
+        metavar="NAME",
+        help="a host name (or address) browsers reach the board by, besides the loopback names; "
+        "repeatable; needed with a --host other than loopback",
+    ),
 ) -> None:
-    """A web page for the stack's jobs, queues, dead letters and schedules (lambdajobs[board])."""
+    """A web page for the stack's jobs, queues, dead letters and schedules (lambdajobs[board]).
+
+    It answers only requests whose Host header names it: the loopback names (127.0.0.1, localhost,
+    [::1]) and each --allow-host, so a web page elsewhere cannot reach it through DNS rebinding. A
+    --host other than loopback (0.0.0.0, an address of this machine) needs the names other machines
+    use, e.g. --host 0.0.0.0 --allow-host board.internal.example.
+    """
     import contextlib
     import socket
 
+    in_range("--port", port, 1, 65535)
     try:
         import jinja2  # noqa: F401
         import starlette  # noqa: F401
@@ -1213,9 +1841,10 @@ def board(
         _fail(f"lambdajobs board needs {exc.name}: pip install 'lambdajobs[board]'")
     from lambdajobs.board import create_app
 
+    allowed = _allowed_host_names(host, allow_host or [])
     cfg = config()
-    loopback = host in ("127.0.0.1", "localhost", "::1")
-    app_ = create_app(cfg, _all_jobs(), read_only=read_only, allowed_hosts=None if loopback else ["*"])
+    loopback = host in LOOPBACK_NAMES
+    app_ = create_app(cfg, _all_jobs(), read_only=read_only, allowed_hosts=allowed)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:  # as uvicorn binds: with address reuse
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -1226,19 +1855,19 @@ def board(
     shown = f"[{host}]" if ":" in host else host
     where = cfg.endpoint_url or f"AWS{' ' + cfg.region if cfg.region else ''}"
     console.print(
-        f"lambdajobs board: stack '{cfg.stack}' on {where}, at [bold]http://{shown}:{port}/[/bold]"
-        + (" (read-only)" if read_only else ""),
+        as_text(
+            f"lambdajobs board: stack '{cfg.stack}' on {where}, at ",
+            (f"http://{shown}:{port}/", "bold"),
+            " (read-only)" if read_only else "",
+        ),
         soft_wrap=True,
-        highlight=False,
     )
+    if allow_host:
+        say(f"it answers the Host names {', '.join(allowed)} only.")
     if not loopback:
-        err.print(
-            f"[yellow]warning:[/yellow] the board has no login: whoever reaches {host}:{port} can "
-            + (
-                "read every job's record." if read_only else "redrive, purge and trigger jobs (--read-only?)."
-            ),
-            soft_wrap=True,
-            highlight=False,
+        _warn(
+            f"the board has no login: whoever reaches {host}:{port} can "
+            + ("read every job's record." if read_only else "redrive, purge and trigger jobs (--read-only?).")
         )
     console.print("Ctrl-C stops it.")
 
@@ -1255,6 +1884,31 @@ def board(
     with contextlib.suppress(Stopped):
         uvicorn.run(app_, host=host, port=port, log_level="warning")
     console.print("stopped.")
+
+
+#: --host values that reach this machine only.
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def _allowed_host_names(host: str, given: list[str]) -> list[str]:
+    """Every Host name the board answers: the loopback names and the --allow-host names
+    (`board.security.allowed_host_names`: no wildcard, no port). One-line usage errors for a bad name,
+    and for a --host other than loopback without any name."""
+    from lambdajobs.board.security import LOOPBACK_HOSTS, allowed_host_names
+
+    try:
+        names = allowed_host_names(given)
+    except ValueError as exc:
+        _fail(f"--allow-host: {exc}.", 2)
+    if host not in LOOPBACK_NAMES and len(names) == len(LOOPBACK_HOSTS):
+        example = host if host not in ("0.0.0.0", "::") else "ADDRESS"
+        _fail(
+            f"--host {host} serves other machines, and the board answers only the Host names it is "
+            f"given: add --allow-host NAME for each name they reach it by (e.g. --allow-host "
+            f"board.internal.example, or --allow-host {example}).",
+            2,
+        )
+    return names
 
 
 def _dev_table(local: Any) -> Table:
@@ -1318,8 +1972,8 @@ def _dev_table(local: Any) -> Table:
             str(mapping.stats.invocations),
             *function,
         )
-    if init_errors:  # Text: an error's brackets are not rich markup
-        table.caption = Text("\n".join(f"{job}: {error}" for job, error in sorted(init_errors.items())))
+    if init_errors:  # text: an error's brackets are not rich markup, its control characters escaped
+        table.caption = styled("\n".join(f"{job}: {error}" for job, error in sorted(init_errors.items())))
         table.caption_style = "red"
     return table
 
@@ -1395,6 +2049,10 @@ def dev(
         import moto.server  # noqa: F401
     except ModuleNotFoundError:
         _fail("lambdajobs dev needs moto, the embedded AWS: pip install 'lambdajobs[local]'")
+    in_range("--port", port, 0, 65535)
+    in_range("--refresh-seconds", refresh_seconds, 0.1)
+    if max_processes is not None:
+        in_range("--max-processes", max_processes, 1)
     if port and not _port_free(port):
         _fail(f"port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port.")
     stop = threading.Event()
@@ -1418,7 +2076,7 @@ def dev(
             console.print(note, soft_wrap=True, highlight=False)
         local.start_workers()
         exports = " ".join(f"{k}={v}" for k, v in local.environment().items())
-        console.print(f"lambdajobs local stack on [bold]{local.endpoint}[/bold] (stack '{stack}')")
+        console.print(as_text("lambdajobs local stack on ", (local.endpoint, "bold"), f" (stack '{stack}')"))
         console.print("Point boto3, a producer or the CLI at it from another shell:")
         console.print(f"  export {exports}", soft_wrap=True, highlight=False)
         console.print("  lambdajobs queues")

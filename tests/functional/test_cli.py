@@ -183,9 +183,16 @@ def test_dlq_show_gives_reason_attempts_and_body(cli, deliver_runner, sink, cloc
     shown = cli("dlq", "show", "deliver", letter["MessageId"])
     assert shown.exit_code == 0, shown.output
     assert "PermanentError" in shown.output and "invalid recipient address" in shown.output
-    assert '"mail-bad-1"' in shown.output
-    missing = cli("dlq", "show", "deliver", "no-such-message")
+    # the body's pii_fields masked as the board masks them: the field, and its value in the id
+    assert '"to": "*****"' in shown.output and '"mail-*****"' in shown.output
+    assert "bad-1" not in shown.output
+    clock.shift(1)  # the show released what it received: visible again "now" once the clock moves
+    by_job_id = cli("dlq", "show", "deliver", "--job-id", "mail-bad-1", "--json")
+    assert by_job_id.exit_code == 0, by_job_id.output
+    assert json.loads(by_job_id.stdout)["body"]["payload"]["to"] == "*****"
+    missing = cli("dlq", "show", "deliver", "--id", "no-such-message")
     assert "not in the DLQ" in one_line_error(missing)
+    assert "--id MESSAGE_ID or --job-id" in one_line_error(cli("dlq", "show", "deliver"))
 
 
 def test_queues_enqueue_and_status(cli, deliver_runner, sink, clock):
@@ -445,8 +452,11 @@ def test_a_body_nested_too_deeply_is_dead_lettered_with_its_reason_and_listed(cl
     [dead] = deliver_runner.dlq_messages()
     assert dead["MessageAttributes"]["lambdajobs.error_type"]["StringValue"] == "EnvelopeError"
     assert "nested too deeply" in dead["MessageAttributes"]["lambdajobs.reason"]["StringValue"]
-    # AND the operator's list shows it with that reason instead of crashing on it
-    listed = cli("dlq", "list", "deliver")
+    # AND the operator's list counts it as unrecorded (no job id, no record), and receiving shows it
+    # with that reason instead of crashing on it
+    counted = cli("dlq", "list", "deliver")
+    assert counted.exit_code == 0 and "1 unrecorded" in counted.output, counted.output
+    listed = cli("dlq", "list", "deliver", "--receive")
     assert listed.exit_code == 0, listed.output
     assert "EnvelopeError" in listed.output and "nested too deeply" in listed.output
     clock.shift(1)  # the list made them visible again "now": moto shows them once the clock moves
@@ -537,19 +547,29 @@ def narrow(stack, *args: str, input: str | None = None):
     )
 
 
-def test_dlq_list_keeps_message_ids_whole_at_80_columns(stack, deliver_runner, sink, clock):
-    kill_messages(deliver_runner, sink, clock, transient=[], invalid=["bad-1", "bad-2"])
-    ids = [m["MessageId"] for m in deliver_runner.dlq_messages()]
+def test_dlq_list_keeps_ids_whole_at_80_columns(stack, deliver_runner, sink, clock):
+    job_ids = [f"order-2026-11-29-{i:04d}-{'x' * 40}" for i in range(2)]
+    for job_id in job_ids:
+        enqueue("deliver", Message(to="bad-address", subject="s", body="b"), job_id=job_id)
+    deliver_runner.drain()
+    message_ids = [m["MessageId"] for m in deliver_runner.dlq_messages()]
     clock.shift(1)
     listed = narrow(stack, "dlq", "list", "deliver")
     assert listed.exit_code == 0, listed.output
     lines = listed.output.splitlines()
-    for message_id in ids:  # each on one line, whole, first on it: a double-click copies it
-        assert [line for line in lines if line.startswith(message_id)], listed.output
+    for job_id in job_ids:  # each on one line, whole, first on it: a double-click copies it
+        assert [line for line in lines if line.startswith(job_id)], listed.output
     assert listed.output.count("invalid recipient address") == 2
+    # AND the copied id is what `dlq show --job-id` takes
+    assert narrow(stack, "dlq", "show", "deliver", "--job-id", job_ids[0]).exit_code == 0
     clock.shift(1)
-    # AND the copied id is what `dlq show` takes
-    assert narrow(stack, "dlq", "show", "deliver", ids[0]).exit_code == 0
+    # AND the received listing puts each message id first, whole, for `dlq show --id`
+    received = narrow(stack, "dlq", "list", "deliver", "--receive")
+    assert received.exit_code == 0, received.output
+    for message_id in message_ids:
+        assert [line for line in received.output.splitlines() if line.startswith(message_id)]
+    clock.shift(1)
+    assert narrow(stack, "dlq", "show", "deliver", "--id", message_ids[0]).exit_code == 0
 
 
 def test_queues_counts_dlq_messages_in_flight_and_jobs_done_in_the_last_hour(sink, clock):
