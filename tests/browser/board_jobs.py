@@ -10,6 +10,9 @@ declarations must not land in the process registry other tests read.
 - `board_digest`: a cron job (the schedules page, "trigger now");
 - `board_approval`: a durable job: one step ("draft", `pause` seconds), then a wait for signal
   "approval" of 10 minutes (its wake-up is an SQS delay: no schedule).
+- `board_order` (`pii_fields=("email",)`, `searchable=("customer", "@tenant")`, priorities
+  high/normal, 3 attempts 1 s apart): fails its first `fail_times` attempts naming the address, then logs
+  "order packed" and succeeds (the job page's payload, attempts, traceback and logs; search).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from pydantic import BaseModel
 
 from lambdajobs import JobContext, PermanentError, cron, job
+from lambdajobs.runtime.backoff import Backoff
 
 #: Addresses `board_signup` refuses (a test puts one in, then takes it out to redrive).
 BROKEN: set[str] = set()
@@ -72,3 +76,24 @@ def board_approval(payload: Approval, ctx: JobContext) -> dict[str, object]:
     ctx.step("draft", lambda: time.sleep(payload.pause) or "drafted")
     decision = ctx.wait_for_signal("approval", timeout_seconds=600)
     return {"decision": decision}
+
+
+class Order(BaseModel):
+    customer: str
+    email: str
+    fail_times: int = 0
+
+
+@job(
+    pii_fields=("email",),
+    searchable=("customer", "@tenant"),
+    priorities=("high", "normal"),
+    max_attempts=3,
+    backoff=Backoff.fixed(1),
+)
+def board_order(payload: Order, ctx: JobContext) -> dict[str, str]:
+    if ctx.attempt <= payload.fail_times:
+        # names the address on purpose: the record's error and traceback must hold it masked
+        raise RuntimeError(f"warehouse cannot reach {payload.email}")
+    ctx.logger.info("order packed", extra={"customer": payload.customer})
+    return {"packed": payload.customer}
