@@ -1397,6 +1397,52 @@ def workflow(
     console.print(stages)
 
 
+def _mappings_line(verb: str, spec: Any, changed: list[Any]) -> str:
+    queues = ", ".join(m.queue_key for m in changed)
+    plural = "s" if len(changed) != 1 else ""
+    return f"{verb} {spec.name}: {queues} ({len(changed)} event source mapping{plural})"
+
+
+@app.command()
+@friendly
+def pause(
+    job: str = typer.Argument(..., metavar="JOB", help="job name"),
+    priority: str = PRIORITY_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a job's worker receiving from its queues (every priority level's, or one's): their Lambda
+    event source mappings are disabled. Messages stay in the queue, and enqueues go on; on AWS Lambda
+    stops polling within seconds (a batch already received finishes). SQS deletes a message that
+    waits longer than the queue's retention (4 days): `lambdajobs queues` warns a day before.
+    `lambdajobs resume JOB` starts it again."""
+    from lambdajobs import queue_control
+
+    spec = _spec(job)
+    changed = queue_control.pause(spec, priority, config=config())
+    if as_json:
+        emit_json({"job": spec.name, "mappings": changed})
+        return
+    say(_mappings_line("paused", spec, changed) + f"; `lambdajobs resume {spec.name}` starts it again.")
+
+
+@app.command()
+@friendly
+def resume(
+    job: str = typer.Argument(..., metavar="JOB", help="job name"),
+    priority: str = PRIORITY_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Let a paused job's worker receive from its queues again (every priority level's, or one's)."""
+    from lambdajobs import queue_control
+
+    spec = _spec(job)
+    changed = queue_control.resume(spec, priority, config=config())
+    if as_json:
+        emit_json({"job": spec.name, "mappings": changed})
+        return
+    say(_mappings_line("resumed", spec, changed) + ".")
+
+
 # -- dead letters ----------------------------------------------------------------------------------
 
 
