@@ -11,7 +11,7 @@ import pytest
 from lambdajobs.runtime import aws, lifecycle
 from lambdajobs.runtime.errors import ConfigurationError, InvalidOptionError, JobIndexOffError
 from lambdajobs.runtime.lifecycle import JobState
-from lambdajobs.runtime.records import count_finished, list_jobs, listed_states
+from lambdajobs.runtime.records import count_dead, count_finished, list_dead, list_jobs, listed_states
 from lambdajobs.runtime.spec import job_index_mode
 from lambdajobs.testing import TestStack
 from tests.functional.conftest import JOBS_PACKAGE
@@ -185,15 +185,30 @@ def test_all_mode_lists_running_jobs(sink):
 def test_with_the_index_off_listing_and_counting_say_how_to_turn_it_on(sink):
     with indexed_stack(None) as stack:
         assert stack.provisioned.job_index == "off"
-        assert listed_states() == []
-        with pytest.raises(JobIndexOffError, match=r"off in stack 'test'.*job_index='finished'.*job_stats"):
+        assert listed_states() == [JobState.DEAD]
+        with pytest.raises(JobIndexOffError, match=r"dead jobs only.*'off'.*job_index='finished'.*job_stats"):
             list_jobs("deliver", "succeeded")
         now = datetime.now(UTC)
         with pytest.raises(JobIndexOffError, match="job_index='finished'"):
             count_finished("deliver", now - timedelta(days=1), now)
-        # and the table has no index at all: nothing is paid for it
+        # and the table has the index all the same: mode off writes dead records to it
         table = aws.client("dynamodb").describe_table(TableName=stack.config.table_name())["Table"]
-        assert not table.get("GlobalSecondaryIndexes")
+        assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["by_job_state"]
+
+
+def test_with_the_index_off_a_dead_job_costs_one_index_write_and_is_listed(sink):
+    with indexed_stack("off") as stack:
+        counter = count_index_writes(stack)
+        good = stack.enqueue("deliver", mail("ada@example.com"))
+        dead = stack.enqueue("deliver", mail("not-an-address"))
+        stack.runner("deliver").drain()
+        assert stack.status(good).state is JobState.SUCCEEDED
+        assert stack.status(dead).state is JobState.DEAD
+        # THEN only the dead job entered the index: 1 write unit, none for the success
+        assert counter.units == 1
+        assert [s.job_id for s in list_jobs("deliver", "dead").items] == [dead]
+        assert [s.job_id for s in list_dead("deliver").items] == [dead]
+        assert count_dead("deliver") == 1
 
 
 def test_counts_of_finished_jobs_come_from_the_index(sink):

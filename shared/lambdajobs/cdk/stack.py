@@ -267,15 +267,16 @@ class LambdaJobs(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             removal_policy=RemovalPolicy.RETAIN,
         )
-        if self.job_index != "off":
-            # The job index (opt-in): a job's records by state, newest first, keys only; sparse, so
-            # only the states of its mode are written (settings.JOB_INDEX).
-            self.table.add_global_secondary_index(
-                index_name=JOB_INDEX,
-                partition_key=dynamodb.Attribute(name=JOB_INDEX_KEY, type=dynamodb.AttributeType.STRING),
-                sort_key=dynamodb.Attribute(name=JOB_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
-                projection_type=dynamodb.ProjectionType.KEYS_ONLY,
-            )
+        # The job index, in every stack: a job's records by state, newest first, keys only; sparse,
+        # so only the states of its mode are written (settings.JOB_INDEX; mode "off": dead records),
+        # and the entries of searchable fields. One index for all: CloudFormation changes one global
+        # secondary index per update, so the mode changes what is written, never the table.
+        self.table.add_global_secondary_index(
+            index_name=JOB_INDEX,
+            partition_key=dynamodb.Attribute(name=JOB_INDEX_KEY, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=JOB_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
         self.bucket = s3.Bucket(
             self,
             "DataBucket",

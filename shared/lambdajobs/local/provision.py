@@ -84,7 +84,7 @@ class Provisioned:
     workflow_queue_url: str = ""
     workflow_queue_arn: str = ""
     workflow_dlq_url: str = ""
-    #: The job index's mode ("off", "finished", "all"): the table has the index unless "off".
+    #: The job index's mode ("off", "finished", "all"): what the index (always there) holds.
     job_index: str = "off"
 
     @property
@@ -214,38 +214,29 @@ def _queue_with_dlq(
 
 
 def provision_table(name: str, config: StackConfig, *, job_index: str = "off") -> str:
-    """The job table, with the job index unless `job_index` is "off" (as the stack builds it)."""
+    """The job table, with the job index (in every mode, as the stack builds it: mode "off" indexes
+    dead records, and searchable fields' entries use it too)."""
+    del job_index  # the index is there whatever the mode: its writers decide what it holds
     ddb = config.client("dynamodb")
-    indexed: dict[str, Any] = {}
-    if job_index != "off":
-        indexed = {
-            "GlobalSecondaryIndexes": [
-                {
-                    "IndexName": JOB_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": JOB_INDEX_KEY, "KeyType": "HASH"},
-                        {"AttributeName": JOB_INDEX_SORT_KEY, "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "KEYS_ONLY"},
-                }
-            ]
-        }
     ddb.create_table(
         TableName=name,
         AttributeDefinitions=[
             {"AttributeName": "id", "AttributeType": "S"},
-            *(
-                [
-                    {"AttributeName": JOB_INDEX_KEY, "AttributeType": "S"},
-                    {"AttributeName": JOB_INDEX_SORT_KEY, "AttributeType": "S"},
-                ]
-                if indexed
-                else []
-            ),
+            {"AttributeName": JOB_INDEX_KEY, "AttributeType": "S"},
+            {"AttributeName": JOB_INDEX_SORT_KEY, "AttributeType": "S"},
         ],
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
         BillingMode="PAY_PER_REQUEST",
-        **indexed,
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": JOB_INDEX,
+                "KeySchema": [
+                    {"AttributeName": JOB_INDEX_KEY, "KeyType": "HASH"},
+                    {"AttributeName": JOB_INDEX_SORT_KEY, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
     )
     ddb.update_time_to_live(
         TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -96,6 +97,18 @@ def _index(
         values[":ix"] = index_key(job, state)
     else:
         remove += ["ix", "ix_at"]
+
+
+def _set_each(
+    attributes: Mapping[str, Any] | None, sets: list[str], names: dict[str, str], values: dict[str, Any]
+) -> None:
+    """SET clauses for each attribute of `attributes` that has a value (through `#names`: `level`, say,
+    is a DynamoDB reserved word): what a write records beside the state, in the same request."""
+    for name, value in (attributes or {}).items():
+        if value is not None:
+            sets.append(f"#a_{name} = :a_{name}")
+            names[f"#a_{name}"] = name
+            values[f":a_{name}"] = value
 
 
 #: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
@@ -208,6 +221,7 @@ def acquire(
     index: str | None = None,
     fresh: bool = False,
     resumed: bool = False,
+    about: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """pending/retrying/waiting/dead/expired/sleeping/waiting_signal -> running: take the job's lock
     and record the attempt. Returns (the item when it was created here by the `fresh` PutItem, else
@@ -216,6 +230,9 @@ def acquire(
 
     `resumed`: a durable job's copy that continues it (`durable.RESUME`): its progress stays (it carries
     across continuations); any other run starts with none.
+
+    `about`: what the record keeps of the message, written in the same request (`enqueued_at`,
+    `level`, `tenant`, `workflow`: `JobRecord`'s fields of those names; None values are left out).
 
     `fresh`: the job most likely has no record yet (a message's first attempt): first one PutItem
     that only lands on no record (the same write units; a much shorter request, which on moto is
@@ -241,7 +258,17 @@ def acquire(
     now = time.time()
     if fresh:
         created = _create(
-            client, table, job_id, job, now, expiration, in_progress_expiration, attempt, max_attempts, index
+            client,
+            table,
+            job_id,
+            job,
+            now,
+            expiration,
+            in_progress_expiration,
+            attempt,
+            max_attempts,
+            index,
+            about,
         )
         if created is not None:
             return created, created
@@ -272,6 +299,8 @@ def acquire(
     if not resumed:
         remove += ["progress", "progress_message"]
     _index(index, job, JobState.RUNNING, sets, remove, values)
+    names = dict(NAMES)
+    _set_each(about, sets, names, values)
     request = codec.update(
         table,
         job_id,
@@ -280,7 +309,7 @@ def acquire(
         remove=remove,
         condition=allowed.expression,
         values=values,
-        names=NAMES,
+        names=names,
         ReturnValuesOnConditionCheckFailure="ALL_OLD",
         ReturnValues="ALL_NEW",
     )
@@ -306,6 +335,7 @@ def _create(
     attempt: int | None,
     max_attempts: int | None,
     index: str | None,
+    about: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The record of a job's first run, if it has none: the item written (the lock is taken), or
     None when a record is there (the caller's UpdateItem decides)."""
@@ -325,6 +355,8 @@ def _create(
         ix=index_key(job, JobState.RUNNING) if indexed else None,
         ix_at=stamp if indexed else None,
     )
+    if about:
+        record = replace(record, **{k: v for k, v in about.items() if v is not None})
     item = record.to_item()
     try:
         client.put_item(TableName=table, Item=item, ConditionExpression=NO_RECORD.expression)
@@ -449,6 +481,7 @@ def fail(
     over_retrying: bool = False,
     tally: Tally | None = None,
     index: str | None = None,
+    details: Mapping[str, Any] | None = None,
 ) -> None:
     """running -> retrying/dead (`release=True`: the run that held the lock failed; with `lock`, only
     while the record still carries that run's lock: `JobRecord.may_release`), or (none) -> dead
@@ -460,6 +493,9 @@ def fail(
     dead one, or a `running` one whose lock has expired. If the condition fails the record moved on:
     not ours to change. With `tally` (a workflow member), a move to `dead` is counted in the
     workflow's item in the same transaction.
+
+    `details`: what the failure keeps beside its error, in the same write (`payload`, `payload_cut`,
+    `traceback`, `history`: `JobRecord`'s fields of those names, as the run that failed built them).
     """
     if state not in (JobState.RETRYING, JobState.DEAD):
         raise LambdaJobsError(f"fail() moves a job to retrying or dead, not {state}")
@@ -487,6 +523,8 @@ def fail(
         sets.append("expiration = if_not_exists(expiration, :exp)")
         values[":exp"] = int(time.time()) + ttl_seconds
         allowed = JobRecord.may_mark_dead_condition(over_retrying, int(time.time() * 1000))
+    names = {**NAMES, "#error": "error"}
+    _set_each(details, sets, names, values)
     _apply(
         client,
         table,
@@ -494,7 +532,7 @@ def fail(
         sets=sets,
         remove=remove,
         condition=allowed.expression,
-        names={**NAMES, "#error": "error"},
+        names=names,
         values={**values, **allowed.values},
         tally=tally if state is JobState.DEAD else None,
         outcome=JobState.DEAD,

@@ -16,6 +16,7 @@ import contextlib
 import json
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -47,6 +48,10 @@ from lambdajobs.runtime.job_record import (
     FINAL_STATES,
     INDEXED_STATES,
     LISTED_STATES,
+    MAX_HISTORY,
+    MAX_HISTORY_MESSAGE_CHARS,
+    MAX_STORED_PAYLOAD_BYTES,
+    MAX_TRACEBACK_CHARS,
     PARKED_STATES,
     JobIndex,
     JobRecord,
@@ -75,6 +80,43 @@ def _iso(moment: datetime) -> str:
 def error_fields(exc: BaseException) -> dict[str, str]:
     """An error as stored and logged: its type, and its message with the job's PII values masked."""
     return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
+
+
+def stored_payload(payload: Any) -> tuple[str, bool]:
+    """A payload as a failed attempt stores it: its JSON text, cut above `MAX_STORED_PAYLOAD_BYTES`
+    (True: cut)."""
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
+    data = text.encode()
+    if len(data) <= MAX_STORED_PAYLOAD_BYTES:
+        return text, False
+    return data[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
+
+
+def failure_details(
+    run: dict[str, Any], exc: BaseException, outcome: JobState, acquired: dict[str, Any] | None
+) -> dict[str, Any]:
+    """What a failed attempt's write keeps beside its error (`lifecycle.fail`'s `details`): the payload
+    (`run["payload"]`, the envelope's), the traceback (scrubbed of the record's PII values: `pii` is
+    bound while the job runs; its last `MAX_TRACEBACK_CHARS`), and the history with this attempt
+    appended (the record as this run's acquire wrote it: `acquired`), its last `MAX_HISTORY`."""
+    before = JobRecord.from_item(acquired) if acquired else None
+    error = error_fields(exc)
+    entry = {
+        "attempt": int(run.get("attempt") or 0),
+        "started": before.started_at if before is not None else None,
+        "ended": lifecycle.now_iso(),
+        "outcome": outcome.value,
+        "error_type": error["type"],
+        "error_message": error["message"][:MAX_HISTORY_MESSAGE_CHARS],
+    }
+    details: dict[str, Any] = {
+        "traceback": pii.scrub("".join(traceback.format_exception(exc)))[-MAX_TRACEBACK_CHARS:],
+        "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
+    }
+    if "payload" in run:
+        details["payload"], cut = stored_payload(run["payload"])
+        details["payload_cut"] = True if cut else None
+    return details
 
 
 class IdempotencyConfigPerThread(IdempotencyConfig):
@@ -183,6 +225,7 @@ class JobRecordStore(BasePersistenceLayer):
                 # rate-limited job that waited finds one, and pays one more write unit)
                 fresh=run.get("attempt") == 1 and not run.get("resumed"),
                 resumed=bool(run.get("resumed")),
+                about=run.get("about"),
             )
         except RecordHeldError as exc:
             self._local.held = exc.item  # for the worker: what refused it (`held`)
@@ -235,6 +278,7 @@ class JobRecordStore(BasePersistenceLayer):
             )
             return
         state = lifecycle.after_failure(exception, int(data["attempt"]), int(data["max_attempts"]))
+        acquired, _ = self.acquired()
         lifecycle.fail(
             self.client,
             self.table,
@@ -247,6 +291,7 @@ class JobRecordStore(BasePersistenceLayer):
             lock=self.lock_token(),
             tally=self.tally(data.get("workflow")),
             index=self.config.job_index,
+            details=failure_details(data, exception, state, acquired),
         )
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -412,6 +413,9 @@ class Worker:
             run["resumed"] = True
         if d.member is not None:  # its outcome is counted in the workflow's item
             run["workflow"] = {"id": d.member.id, "stage": d.member.stage}
+        # kept on the record by the writes that happen anyway: the acquire, a failure's
+        run["about"] = about(d)
+        run["payload"] = d.raw_payload
         ctx = self._context(d, job_id, context, fresh)
         started = time.perf_counter()
         outcome = _Outcome(start_by_us=go.start_by_us)
@@ -429,7 +433,32 @@ class Worker:
             _outcome.reset(token)
             if outcome.started:
                 self._metric("JobDuration", MetricUnit.Milliseconds, (time.perf_counter() - started) * 1000)
+        if outcome.started and d.attempt == 1 and d.spec.searchable and not d.redriven:
+            self._search_entries(d, run["about"])
         return self.effects.apply(d, after)
+
+    def _search_entries(self, d: Delivery, about: dict[str, Any]) -> None:
+        """The job's search entries (`lambdajobs.runtime.search`), at its first attempt, in one
+        BatchWriteItem. A failure never fails the job: it is logged and counted."""
+        from lambdajobs.runtime import search
+
+        assert d.job_id is not None
+        items = search.entries(
+            d.spec.name,
+            d.job_id,
+            d.spec.searchable,
+            d.raw_payload,
+            tenant=about.get("tenant"),
+            pii_fields=d.spec.pii_fields,
+            enqueued_at=about.get("enqueued_at") or lifecycle.now_iso(),
+            expiration=int(time.time()) + self.stack_config.record_ttl_seconds,
+            salt=self.stack_config.stack,
+        )
+        try:
+            search.write(self.store.client, self.store.table, items)
+        except Exception as exc:
+            logger.warning("could not write the job's search entries", extra={"error": error_fields(exc)})
+            self._count("JobSearchEntryFailed", 1)
 
     def _context(self, d: Delivery, job_id: str, context: Any, fresh: bool) -> JobContext:
         """The run's `ctx`, with its durable state."""
@@ -504,6 +533,28 @@ class Worker:
         )
         self._count("JobFailed", 1)
         return gates.failed(d, outcome.error, lock, self.rng, unreleased=bool(unreleased))
+
+
+def about(d: Delivery) -> dict[str, Any]:
+    """What the job's record keeps of its message (`lifecycle.acquire`'s `about`): when it was
+    enqueued (the envelope's `enqueued_at`, else SQS's SentTimestamp), the priority level whose queue
+    ran it (jobs with priorities), its fair-queue tenant, and a workflow member's place."""
+    envelope = d.envelope
+    enqueued = envelope.enqueued_at if envelope is not None else None
+    if enqueued is None:
+        sent = d.record.attributes.sent_timestamp
+        enqueued = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent and str(sent).isdigit() else None
+    elif enqueued.tzinfo is None:
+        enqueued = enqueued.replace(tzinfo=UTC)
+    member = d.member
+    return {
+        "enqueued_at": enqueued.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if enqueued is not None
+        else None,
+        "level": (d.source_level or d.spec.default_priority) if d.spec.priorities else None,
+        "tenant": (d.record.raw_event.get("attributes") or {}).get("MessageGroupId") or None,
+        "workflow": {"id": member.id, "stage": member.stage, "index": member.index} if member else None,
+    }
 
 
 def _wait_for(go: Run, count: Callable[[str, float], None]) -> None:
