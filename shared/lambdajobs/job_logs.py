@@ -234,13 +234,17 @@ def start(
     return Logs(job_id=job_id, status="running", source=group, query_id=str(answer["queryId"]))
 
 
-def _row_line(row: list[dict[str, str]]) -> LogLine:
+def _row_line(row: list[dict[str, str]], job_id: str) -> LogLine | None:
+    """A result row as a line; None for a line of another job (the query filters on the id; this
+    holds even where a query engine does not)."""
     fields = {cell.get("field", ""): cell.get("value", "") for cell in row}
     try:
         entry = json.loads(fields.get("@message", ""))
     except ValueError:
         entry = None
     if isinstance(entry, dict):
+        if entry.get("correlation_id") not in (None, job_id):
+            return None
         line = _line_of(entry)
         return line if line.timestamp else replace(line, timestamp=fields.get("@timestamp"))
     return LogLine(
@@ -251,7 +255,12 @@ def _row_line(row: list[dict[str, str]]) -> LogLine:
 
 
 def results(
-    config: StackConfig, job_id: str, query_id: str, source: str = "", *, limit: int = MAX_LINES
+    config: StackConfig,
+    job_id: str,
+    query_id: str,
+    source: str = "CloudWatch Logs Insights",
+    *,
+    limit: int = MAX_LINES,
 ) -> Logs:
     """What the query `query_id` (from `start`) found so far: `status` "running" while CloudWatch
     still runs it (ask again), "complete" with its lines, or "failed" with why.
@@ -269,7 +278,7 @@ def results(
     if status != "Complete":
         note = f"the Logs Insights query ended {status.lower()}: open the page again to run it again."
         return Logs(job_id=job_id, status="failed", source=source, query_id=query_id, note=note)
-    rows = [_row_line(row) for row in answer.get("results", [])]
+    rows = [line for line in (_row_line(row, job_id) for row in answer.get("results", [])) if line]
     return Logs(
         job_id=job_id,
         status="complete",
