@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lambdajobs import dead_letters as letters
 from lambdajobs import ops
 from lambdajobs.ops import DeadLetter, QueueHealth
 from lambdajobs.runtime import pii, records
@@ -46,7 +47,9 @@ from lambdajobs.runtime.spec import JobSpec
 WORKFLOWS_KEY = "_workflows"
 SCHEDULER_KEY = "_scheduler"
 #: How many dead letters a page peeks at most (each peek receives and releases: O(n) calls / 10).
-MAX_PEEK = 500
+MAX_PEEK = letters.MAX_PEEK
+#: The least time finished counts and activity are kept (see `BoardData`).
+COUNTS_SECONDS = 15.0
 #: How many pending one-time schedules the schedules page reads (one GetSchedule each).
 MAX_ONE_TIME = 100
 #: A body longer than this is cut in the page.
@@ -78,6 +81,13 @@ class QueueRow:
     health: QueueHealth | None = None
     oldest_seconds: float | None = None
     error: str | None = None
+    #: Whether its worker's event sources are off (`queue_control`); None: not known (no mapping,
+    #: or it could not be read: `pause_note` says why).
+    paused: bool | None = None
+    paused_since: datetime | None = None
+    pause_note: str | None = None
+    #: A paused queue whose oldest message nears the queue's retention: what SQS deletes, and when.
+    retention_warning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +172,10 @@ class _Cache:
             self._kept[key] = (now, value)
         return value
 
+    def forget(self, key: Any) -> None:
+        with self._lock:
+            self._kept.pop(key, None)
+
 
 @contextmanager
 def _masking(fields: tuple[str, ...], payload: Any) -> Iterator[Callable[[str], str]]:
@@ -170,37 +184,13 @@ def _masking(fields: tuple[str, ...], payload: Any) -> Iterator[Callable[[str], 
         yield pii.scrub
 
 
-def _erase(node: Any, path: list[str]) -> Any:
-    """`node` with the value at `path` (a payload field, dotted) replaced by the mask."""
-    if not isinstance(node, dict) or not path or path[0] not in node:
-        return node
-    head, rest = path[0], path[1:]
-    return {**node, head: pii.MASK if not rest else _erase(node[head], rest)}
-
-
-def _scrubbed(node: Any, scrub: Callable[[str], str]) -> Any:
-    if isinstance(node, dict):
-        return {scrub(str(k)): _scrubbed(v, scrub) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_scrubbed(v, scrub) for v in node]
-    if isinstance(node, str):
-        return scrub(node)
-    if isinstance(node, int | float) and not isinstance(node, bool):
-        text = str(node)
-        return pii.MASK if scrub(text) != text else node
-    return node
-
-
 def mask_envelope(envelope: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """An envelope with its payload's PII fields erased, and their values masked wherever else they
-    appear (the id, another field, a nested list): what `pii` does to the worker's log lines."""
-    payload = envelope.get("payload")
-    with _masking(fields, payload) as scrub:
-        if isinstance(payload, dict):
-            for name in fields:
-                payload = _erase(payload, name.split("."))
-            envelope = {**envelope, "payload": payload}
-        return dict(_scrubbed(envelope, scrub))
+    appear (the id, another field, a nested list): `pii.mask_payload` over the envelope, the fields
+    being the payload's."""
+    if not fields or not isinstance(envelope.get("payload"), dict):
+        return dict(envelope)  # no field, or no payload to find its values in: nothing to mask
+    return dict(pii.mask_payload(envelope, tuple(f"payload.{name}" for name in fields)))
 
 
 class BoardData:
@@ -223,6 +213,11 @@ class BoardData:
         self.by_name = {s.name: s for s in self.specs}
         self.native_moves = config.endpoint_url is None if native_moves is None else native_moves
         self._cache = _Cache(cache_seconds)
+        #: Finished counts and activity are counted at most every `COUNTS_SECONDS`, whatever
+        #: `cache_seconds` (the local stack's is 0): a page polling every few seconds counts no more.
+        self._counts_cache = _Cache(max(cache_seconds, COUNTS_SECONDS))
+        #: Redrives running in the background, by id (their progress page polls them).
+        self.redrives = letters.Tasks()
 
     # -- queues -----------------------------------------------------------------------------------
 
@@ -315,7 +310,7 @@ class BoardData:
 
     # -- overview ---------------------------------------------------------------------------------
 
-    def _row(self, queue: Queue) -> QueueRow:
+    def _row(self, queue: Queue, pause: dict[str, Any] | None = None) -> QueueRow:
         from botocore.exceptions import ClientError
 
         assert queue.url is not None
@@ -329,14 +324,63 @@ class BoardData:
             )
         except ClientError:  # no CloudWatch read permission: the counters anyway (as `queues` does)
             oldest = None
-        return QueueRow(queue=queue, health=health, oldest_seconds=oldest)
+        return QueueRow(queue=queue, health=health, oldest_seconds=oldest, **(pause or {}))
+
+    def _pause_states(self, spec: JobSpec) -> dict[str, dict[str, Any]]:
+        """Per queue key of the job: paused, since when, and a retention warning (`queue_control`):
+        one ListEventSourceMappings per queue, and per paused queue one GetQueueAttributes (and one
+        CloudWatch call on AWS); kept `cache_seconds` (a pause or resume here forgets it)."""
+        from lambdajobs import queue_control
+
+        def compute() -> dict[str, dict[str, Any]]:
+            try:
+                found = queue_control.mappings(spec, config=self.config)
+            except Exception as exc:
+                note = describe_error(exc)
+                return {q: {"pause_note": note} for q in (queue_key(spec.name, lv) for lv in spec.levels)}
+            states: dict[str, dict[str, Any]] = {}
+            for m in found:
+                state = states.setdefault(m.queue_key, {"paused": False})
+                if m.paused:  # one mapping off is a queue not (fully) read
+                    state.update(paused=True, paused_since=m.since)
+            if any(m.paused for m in found):
+                try:
+                    for warning in queue_control.retention_warnings(spec, config=self.config, found=found):
+                        states[warning.queue_key]["retention_warning"] = warning.describe()
+                except Exception as exc:
+                    for state in states.values():
+                        state.setdefault("pause_note", describe_error(exc))
+            return states
+
+        found: dict[str, dict[str, Any]] = self._cache.get(("paused", spec.name), compute)
+        return found
+
+    def set_paused(self, key: str, paused: bool) -> str:
+        """Pause (or resume) a job's queue: its worker's event sources off (on). One line."""
+        from lambdajobs import queue_control
+
+        queue = self.queue(key)
+        if queue.job is None:
+            raise QueueNotFoundError(f"queue '{key}' is not a job's: only a job's queue can be paused.")
+        spec = self.spec(queue.job)
+        level = self._level(spec, queue)
+        priority = spec.priority_of(level) if spec.priorities else None
+        change = queue_control.pause if paused else queue_control.resume
+        changed = change(spec, priority, config=self.config)
+        self._cache.forget(("paused", spec.name))
+        if paused:
+            return (
+                f"paused {queue.label}: {len(changed)} event source(s) off; its messages wait in the queue "
+                "(SQS deletes what is older than the queue's retention, 4 days)"
+            )
+        return f"resumed {queue.label}: {len(changed)} event source(s) on"
 
     def _counts(self, job: str, hours: int) -> dict[str, int] | None:
         def compute() -> dict[str, int] | None:
             until = datetime.now(UTC)
             return ops.job_counts(job, until - timedelta(hours=hours), until, config=self.config)
 
-        found: dict[str, int] | None = self._cache.get(("counts", job, hours), compute)
+        found: dict[str, int] | None = self._counts_cache.get(("counts", job, hours), compute)
         return found
 
     def job_rows(self, spec: JobSpec) -> JobRows:
@@ -347,12 +391,13 @@ class BoardData:
         except Exception as exc:
             error = describe_error(exc)
             return JobRows(job=spec.name, rows=[QueueRow(Queue(spec.name, spec.name, ""), error=error)])
-        rows = [self._row(q) for q in queues]
+        pauses = self._pause_states(spec)
+        rows = [self._row(q, pauses.get(q.key)) for q in queues]
         hour = day = activity = None
         note = None
         try:
             hour, day = self._counts(spec.name, 1), self._counts(spec.name, 24)
-            activity = self._cache.get(
+            activity = self._counts_cache.get(
                 ("activity", spec.name), lambda: ops.activity(spec.name, minutes=60, config=self.config)
             )
         except JobIndexOffError as exc:
@@ -448,17 +493,66 @@ class BoardData:
                 link_id=job_id,
             )
 
-    def dead_letters(self, queue: Queue, limit: int = 50) -> list[Letter]:
-        """Up to `limit` messages of a DLQ, oldest first, masked; they stay in the DLQ."""
-        letters = ops.peek_dead_letters(queue.dlq_url, limit=min(limit, MAX_PEEK), config=self.config)
-        return [self._letter(queue, d) for d in sorted(letters, key=lambda d: d.sent_at)]
+    def dead_letters(
+        self,
+        queue: Queue,
+        cursor: str | None = None,
+        *,
+        limit: int = 50,
+        error_type: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> letters.LetterPage:
+        """A page of a DLQ's letters from the dead records: nothing received (`dead_letters`). The
+        workflow queue's and the Scheduler's DLQs have no records: all their messages are unrecorded."""
+        if queue.job is None:
+            found = self.depth(queue.dlq_url)
+            return letters.LetterPage(items=[], cursor=None, recorded=0, depth=found, unrecorded=found)
+        spec = self.spec(queue.job)
+        return letters.list_letters(
+            self.config,
+            spec,
+            self._level(spec, queue),
+            cursor=cursor,
+            limit=limit,
+            error_type=error_type,
+            older_than=older_than,
+            dlq_url=queue.dlq_url,
+        )
+
+    @staticmethod
+    def _level(spec: JobSpec, queue: Queue) -> str | None:
+        """The queue level of a job's queue (its key `job@level`; None: the job's own queue)."""
+        return queue.key.split("@", 1)[1] if "@" in queue.key else None
+
+    def matching(self, queue: Queue, error_type: str | None, older_than: timedelta | None) -> int | None:
+        """How many recorded letters pass the filter (None: a queue without records)."""
+        if queue.job is None:
+            return None
+        spec = self.spec(queue.job)
+        return letters.count_matching(
+            self.config, spec, self._level(spec, queue), error_type=error_type, older_than=older_than
+        )
+
+    def peek(self, queue: Queue, *, only_unrecorded: bool) -> list[Letter]:
+        """Receive a DLQ's messages to show them (each one's receive count goes up by one), masked:
+        only those the worker never recorded (SQS moved them) for a job's DLQ."""
+        found = letters.peek(self.config, queue.dlq_url, only_unrecorded=only_unrecorded)
+        return [self._letter(queue, d) for d in found]
+
+    def find(self, queue: Queue, wanted: str) -> Letter | None:
+        """The message of `queue`'s DLQ whose message id or job id is `wanted` (receives until found)."""
+        found = letters.find(self.config, queue.dlq_url, message_id=wanted)
+        if found is None:
+            found = letters.find(self.config, queue.dlq_url, job_id=wanted)
+        return self._letter(queue, found) if found is not None else None
 
     def find_dead_letter(self, job: str, job_id: str) -> Letter | None:
-        """A job's message in its DLQs (any level), if it is among the first `MAX_PEEK` of each."""
+        """A job's message in its DLQs (any level): receives until it is found (`letters.find`).
+        It changes receive counts: an action, not something to do on every view of a page."""
         for queue in self.job_queues(self.spec(job)):
-            for d in ops.peek_dead_letters(queue.dlq_url, limit=MAX_PEEK, config=self.config):
-                if d.job_id == job_id:
-                    return self._letter(queue, d)
+            found = letters.find(self.config, queue.dlq_url, job_id=job_id)
+            if found is not None:
+                return self._letter(queue, found)
         return None
 
     def _target(self, queue: Queue, envelope: dict[str, Any]) -> str | None:
@@ -470,53 +564,77 @@ class BoardData:
         if spec is None:
             return None
         priority = envelope.get("priority")
-        return self.config.queue_url(spec.name, spec.level_for(str(priority) if priority else None))
+        try:
+            return self.config.queue_url(spec.name, spec.level_for(str(priority) if priority else None))
+        except Exception:  # a priority the job no longer has: it stays
+            return None
 
-    def redrive(self, queue: Queue, message_ids: list[str] | None = None) -> str:
-        """Send a DLQ's messages back (those of `message_ids`, or all): one line saying what moved.
+    def redrive(
+        self,
+        queue: Queue,
+        message_ids: list[str] | None = None,
+        *,
+        job_ids: list[str] | None = None,
+        error_type: str | None = None,
+        older_than: timedelta | None = None,
+        progress: letters.Progress | None = None,
+    ) -> str:
+        """Send a DLQ's messages back: those of `message_ids` or `job_ids` (a selection), else every
+        one passing the filter (none: all). One line saying what moved.
 
-        All of a job's or the workflow queue's DLQ on AWS: SQS's StartMessageMoveTask, which moves
-        them in the background at up to 500 messages a second. Otherwise `ops.redrive`, which deletes
-        a message from the DLQ only once it was sent back (a filter, or the local stack).
+        All of a job's or the workflow queue's DLQ on AWS, unfiltered: SQS's StartMessageMoveTask,
+        which moves them in the background at up to 500 messages a second. Otherwise
+        `letters.redrive`, batch by batch, `progress` updated as it goes.
         """
-        if message_ids is None and queue.url and self.native_moves:
+        selection = message_ids is not None or job_ids is not None
+        unfiltered = not selection and not error_type and older_than is None
+        if unfiltered and queue.url and self.native_moves:
             return self._move_task(queue)
-        if queue.url:
-            report = ops.redrive(
-                queue.dlq_url,
-                queue.url,
-                message_ids=message_ids,
-                visibility_seconds=60,
-                config=self.config,
-            )
-            return self._moved(report.moved, report.failed, queue)
-        # The Scheduler's DLQ: each message back to its own job's queue.
-        targets: dict[str, list[str]] = {}
-        unknown = 0
-        for d in ops.peek_dead_letters(queue.dlq_url, limit=MAX_PEEK, config=self.config):
-            if message_ids is not None and d.message_id not in message_ids:
-                continue
-            target = self._target(queue, d.envelope)
-            if target is None:
-                unknown += 1
-            else:
-                targets.setdefault(target, []).append(d.message_id)
-        moved = failed = 0
-        for target, ids in targets.items():
-            report = ops.redrive(
-                queue.dlq_url, target, message_ids=ids, visibility_seconds=60, config=self.config
-            )
-            moved, failed = moved + report.moved, failed + report.failed
-        line = self._moved(moved, failed, queue)
-        return line + (f"; {unknown} name no job of this stack and stay" if unknown else "")
-
-    @staticmethod
-    def _moved(moved: int, failed: int, queue: Queue) -> str:
-        plural = "s" if moved != 1 else ""
-        line = f"moved {moved} message{plural} from the DLQ of {queue.label} back to its queue"
-        if failed:
-            line += f"; {failed} could not be sent back and stay in the DLQ: try again"
+        target: letters.Target = queue.url or (lambda d: self._target(queue, d.envelope))
+        report = letters.redrive(
+            self.config,
+            queue.dlq_url,
+            target,
+            message_ids=message_ids,
+            job_ids=job_ids,
+            error_type=error_type,
+            older_than=older_than,
+            progress=progress,
+        )
+        line = letters.moved_line(report, queue.label)
+        left = report.scanned - report.selected
+        if queue.kind == "scheduler" and left and not selection:
+            line += f"; {left} name no job of this stack (or do not pass the filter) and stay"
+        if selection:
+            missing = len(message_ids or ()) + len(job_ids or ()) - report.selected
+            if missing > 0:
+                line += f"; {missing} selected not found in the DLQ (redriven already, or purged)"
         return line
+
+    def start_redrive(
+        self,
+        queue: Queue,
+        *,
+        message_ids: list[str] | None = None,
+        job_ids: list[str] | None = None,
+        error_type: str | None = None,
+        older_than: timedelta | None = None,
+        expected: int | None = None,
+    ) -> letters.Progress:
+        """`redrive` as a background task of the board (its progress polled by id)."""
+        progress = letters.Progress(label=queue.label, key=queue.key, expected=expected)
+
+        def run(p: letters.Progress) -> str:
+            return self.redrive(
+                queue,
+                message_ids,
+                job_ids=job_ids,
+                error_type=error_type,
+                older_than=older_than,
+                progress=p,
+            )
+
+        return self.redrives.start(progress, run)
 
     def _move_task(self, queue: Queue) -> str:
         sqs = self.config.client("sqs")
@@ -533,11 +651,14 @@ class BoardData:
 
     def purge(self, queue: Queue, expected: int) -> tuple[bool, int, str]:
         """Delete every message of a DLQ, if it holds no more than the `expected` the operator
-        confirmed. Returns (purged, count now, one line)."""
+        confirmed, and mark the queue purged now (its dead records from before are no longer listed).
+        Returns (purged, count now, one line)."""
         count = self.depth(queue.dlq_url)
         if count > expected:
             return False, count, f"the DLQ of {queue.label} now holds {count} messages, not {expected}"
         self.config.client("sqs").purge_queue(QueueUrl=queue.dlq_url)
+        if queue.job is not None:  # after: a letter dead in between is counted as unrecorded, not lost
+            records.mark_purged(queue.key, config=self.config)
         return True, count, f"purged the DLQ of {queue.label} ({count} messages)"
 
     # -- schedules ------------------------------------------------------------------------------
@@ -561,6 +682,49 @@ class BoardData:
         body = json.dumps(spec.scheduled_envelope(slot), separators=(",", ":"))
         self.config.client("sqs").send_message(QueueUrl=self.config.queue_url(spec.name), MessageBody=body)
         return f"{spec.name}@{slot}"
+
+    def run_once_now(self, name: str) -> tuple[str | None, str, str]:
+        """Run a pending one-time schedule (`enqueue(run_at=...)`) now: send the envelope it would
+        send, to the same queue (same job id: it runs once), then delete the schedule. If the delete
+        fails, the schedule still fires at its time and its run finds the job done (the job id is the
+        idempotency key). Returns (job, job id, one line).
+
+        (A message sent with an SQS delay cannot be moved forward: SQS has no call for it. Only a
+        schedule, which holds its message outside SQS, can be run early.)
+        """
+        _, group, _ = self.config.scheduler_settings()
+        scheduler = self.config.client("scheduler")
+        item = scheduler.get_schedule(Name=name, GroupName=group)
+        target = item.get("Target", {})
+        body = str(target.get("Input") or "")
+        try:
+            envelope = json.loads(body)
+        except ValueError:
+            envelope = None
+        if not isinstance(envelope, dict) or not envelope.get("id") or not envelope.get("job"):
+            raise ConfigurationError(f"schedule {name} does not hold a job's envelope: not run.")
+        spec = self.spec(str(envelope["job"]))
+        priority = envelope.get("priority")
+        url = self.config.queue_url(spec.name, spec.level_for(str(priority) if priority else None))
+        group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
+        self.config.client("sqs").send_message(
+            QueueUrl=url, MessageBody=body, **({"MessageGroupId": group_id} if group_id else {})
+        )
+        job_id = str(envelope["id"])
+        with _masking(spec.pii_fields, envelope.get("payload")) as scrub:
+            shown = scrub(job_id)
+        try:
+            scheduler.delete_schedule(Name=name, GroupName=group)
+        except Exception as exc:
+            return (
+                spec.name,
+                job_id,
+                (
+                    f"sent {shown} now; its schedule could not be deleted ({describe_error(exc)}): when it "
+                    "fires, its run finds the job done"
+                ),
+            )
+        return spec.name, job_id, f"sent {shown} now and deleted its schedule: it runs once"
 
     def one_time_schedules(self, limit: int = MAX_ONE_TIME) -> tuple[list[OneTime], bool]:
         """Pending one-time schedules (`enqueue(run_at=...)`), soonest first, at most `limit`; and
