@@ -243,3 +243,25 @@ def test_the_json_api_answers_what_the_pages_show_masked_the_same(local, page, r
         answer = api.get(path)
         assert answer.status == code, (path, answer.status, answer.text())
         assert set(answer.json()) == {"error"} and answer.json()["error"], path
+
+
+WORDS = "Call +1-555-0100 now"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/jobs/board_order?state={WORDS}",
+        f"/jobs/{WORDS}",
+        f"/search/board_order?field={WORDS}&value=x",
+        f"/search/{WORDS}?field=customer&value=x",
+        f"/jobs/board_order?state=dead&since={WORDS}",
+    ],
+)
+def test_an_error_about_a_link_never_repeats_its_words(page, path):
+    # WHEN a link carries words of its own where the board expects a state, job, field or time
+    response = page.goto(path)
+    # THEN the page refuses it in the board's own words
+    assert response is not None and response.status in (400, 404)
+    expect(page.locator("p.error")).to_be_visible()
+    assert "555-0100" not in page.locator("main").inner_text()

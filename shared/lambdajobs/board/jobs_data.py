@@ -407,7 +407,7 @@ class JobsData:
             tenant=status.tenant,
             config=self.config,
         )
-        return new_id, f"enqueued again as a new job: this one, with the payload of {view.shown_id}"
+        return new_id, "enqueued again as a new job: this one, with the same payload, level and tenant"
 
     def signal(self, job_id: str, name: str, data: Any) -> str:
         from lambdajobs.runtime.durable import signal

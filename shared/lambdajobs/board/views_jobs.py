@@ -30,7 +30,7 @@ from lambdajobs.board.base import (
 )
 from lambdajobs.board.data import describe_error
 from lambdajobs.board.jobs_data import QUEUED_NOTE, JobsData, Listed, parse_time
-from lambdajobs.runtime.errors import InvalidOptionError, JobIndexOffError
+from lambdajobs.runtime.errors import JobIndexOffError
 from lambdajobs.runtime.job_record import PARKED_STATES, JobState
 
 #: How often the logs panel asks again for a Logs Insights query that still runs.
@@ -38,13 +38,19 @@ LOGS_POLL_SECONDS = 1
 
 
 class BadRequestError(ValueError):
-    """A query string the view cannot use (a bad state, time or field): 400 with the reason."""
+    """A URL the view cannot use (a bad state, time or job): `status` (400, or 404 for what names
+    nothing) with the reason, which never repeats the URL's own text."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _state(text: str) -> JobState:
     found = next((s for s in LISTED if s.value == text), None)
     if found is None:
-        raise BadRequestError(f"state '{text}' cannot be listed; choose one of {[s.value for s in LISTED]}.")
+        # the URL's text is not repeated: a link's own words never reach the page's banner
+        raise BadRequestError(f"this state cannot be listed; choose one of {[s.value for s in LISTED]}.", 404)
     return found
 
 
@@ -52,8 +58,10 @@ def _times(request: Request) -> tuple[Any, Any]:
     try:
         since = parse_time(request.query_params.get("since"))
         until = parse_time(request.query_params.get("until"))
-    except ValueError as exc:
-        raise BadRequestError(f"not a time: {exc} (give 2026-12-02T13:45, UTC, or RFC 3339).") from None
+    except ValueError:
+        raise BadRequestError(
+            "'since' or 'until' is not a time: give 2026-12-02T13:45 (UTC) or RFC 3339."
+        ) from None
     if since is not None and until is not None and since >= until:
         raise BadRequestError("'since' must be before 'until'.")
     return since, until
@@ -74,6 +82,20 @@ class JobViews(BoardBase):
     @property
     def jobs_data(self) -> JobsData:
         return JobsData(self.data)
+
+    def _known(self, job: str) -> None:
+        """Raises BadRequestError (404) for a job this board does not know."""
+        if job not in self.data.by_name:
+            raise BadRequestError("no such job in this board's jobs package: see the jobs page.", 404)
+
+    def _declared(self, job: str, field: str) -> None:
+        """Raises BadRequestError (400) for a field the job does not declare searchable."""
+        declared = self.data.by_name[job].searchable
+        if field not in declared:
+            raise BadRequestError(
+                f"not a searchable field of {job}; it declares: {', '.join(declared) or 'none'} "
+                "(@job(searchable=(...)))."
+            )
 
     # -- jobs ---------------------------------------------------------------------------------------
 
@@ -132,9 +154,10 @@ class JobViews(BoardBase):
     async def job_list(self, request: Request) -> Response:
         job = request.path_params["job"]
         try:
+            self._known(job)
             context, build = self._list_context(request, job)
         except BadRequestError as exc:
-            return self.refused(request, str(exc), 404 if "state" in str(exc) else 400)
+            return self.refused(request, str(exc), exc.status)
 
         def build_all() -> dict[str, Any]:
             found = build()
@@ -157,20 +180,22 @@ class JobViews(BoardBase):
         value = request.query_params.get("value", "")
         cursor = request.query_params.get("cursor") or None
         try:
+            self._known(job)
             since, until = _times(request)
         except BadRequestError as exc:
-            return self.refused(request, str(exc), 400)
+            return self.refused(request, str(exc), exc.status)
+        try:
+            self._declared(job, field)
+        except BadRequestError as exc:  # the page anyway: its form names the fields to choose from
+            context: dict[str, Any] = {"error": str(exc), "items": [], "next_cursor": None}
+            status = exc.status
+        else:
 
-        def build() -> dict[str, Any]:
-            try:
+            def build() -> dict[str, Any]:
                 found = self.jobs_data.search(job, field, value, cursor, since=since, until=until)
-            except InvalidOptionError as exc:  # not a searchable field of the job: the form says which
-                return {"error": str(exc), "bad_request": True}
-            return {"items": found.items, "next_cursor": found.cursor}
+                return {"items": found.items, "next_cursor": found.cursor}
 
-        context, status = await self.gather(build)
-        if context.get("bad_request"):
-            status = 400
+            context, status = await self.gather(build)
         context.update(
             job=job,
             field=field,
@@ -317,10 +342,11 @@ class JobViews(BoardBase):
     async def api_jobs(self, request: Request) -> Response:
         job = request.path_params["job"]
         try:
+            self._known(job)
             state = _state(request.query_params.get("state", JobState.DEAD.value))
             since, until = _times(request)
         except BadRequestError as exc:
-            return self.json({"error": str(exc)}, 404 if "state" in str(exc) else 400)
+            return self.json({"error": str(exc)}, exc.status)
         cursor = request.query_params.get("cursor") or None
 
         def build() -> dict[str, Any]:
@@ -354,15 +380,14 @@ class JobViews(BoardBase):
         value = request.query_params.get("value", "")
         cursor = request.query_params.get("cursor") or None
         try:
+            self._known(job)
+            self._declared(job, field)
             since, until = _times(request)
         except BadRequestError as exc:
-            return self.json({"error": str(exc)}, 400)
+            return self.json({"error": str(exc)}, exc.status)
 
         def build() -> dict[str, Any]:
-            try:
-                found = self.jobs_data.search(job, field, value, cursor, since=since, until=until)
-            except InvalidOptionError as exc:
-                return {"error": str(exc), "status": 400}
+            found = self.jobs_data.search(job, field, value, cursor, since=since, until=until)
             return {"value": {"job": job, "field": field, "items": found.items, "cursor": found.cursor}}
 
         return await self._api(build)
