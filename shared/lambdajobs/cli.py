@@ -309,7 +309,7 @@ JOB_ARGUMENT = typer.Argument(
     ..., metavar="JOB", help=f"job name (or `{WORKFLOWS}`: the workflow queue's notices)", show_default=False
 )
 PRIORITY_OPTION = typer.Option(
-    None, "--priority", help="one priority level of the job (default: every level)"
+    None, "--priority", help="one priority level of the job; without it, every level"
 )
 
 
@@ -1565,18 +1565,21 @@ def dlq_list(
     if as_json:
         emit_json({"job": job, "queues": queues_found})
         return
+    shown = 0
     for found in queues_found:
-        _say_dlq(job, found)
+        shown += _say_dlq(job, found)
+    how = "--id <message id>" if any("received" in f for f in queues_found) else "--job-id <job id>"
+    say(f"{shown} shown; `lambdajobs dlq show {job} {how}` shows one")
 
 
-def _say_dlq(job: str, found: dict[str, Any]) -> None:
+def _say_dlq(job: str, found: dict[str, Any]) -> int:
+    """Print one DLQ's page; returns how many letters it showed."""
     label = found["label"]
     if "received" in found:
         letters = found["received"]
         console.print(as_text((f"{label}: dead letters", "bold"), f" ({len(letters)} received)"))
         _say_received(letters)
-        say(f"{len(letters)} shown; `lambdajobs dlq show {job} --id <message id>` shows one")
-        return
+        return len(letters)
     console.print(
         as_text(
             (f"{label}: dead letters", "bold"),
@@ -1590,7 +1593,6 @@ def _say_dlq(job: str, found: dict[str, Any]) -> None:
         console.print(as_text((entry.job_id, "cyan"), shown), soft_wrap=True)
         console.print(f"    {entry.reason}", soft_wrap=True)
     priority = f" --priority {found['level']}" if found["level"] else ""
-    say(f"{len(found['items'])} shown; `lambdajobs dlq show {job} --job-id <job id>` shows one")
     if found["cursor"]:
         say(f"more: lambdajobs dlq list {job}{priority} --cursor {found['cursor']}")
     if found["unrecorded"]:
@@ -1598,6 +1600,7 @@ def _say_dlq(job: str, found: dict[str, Any]) -> None:
             f"{found['unrecorded']} unrecorded (SQS moved them: crashes, throttles, init failures): "
             f"`lambdajobs dlq list {job}{priority} --receive` receives the messages to show them"
         )
+    return len(found["items"])
 
 
 def _advance(bar: Progress, task: Any, scanned: int) -> None:

@@ -676,8 +676,12 @@ def test_jobs_takes_every_state_the_job_index_can_hold():
     assert list(LISTABLE) == [s.value for s in JobState if s in INDEXED_STATES[JobIndex.ALL]]
 
 
-def test_jobs_with_the_index_off_says_how_to_turn_it_on(cli):
-    line = one_line_error(cli("jobs", "deliver"))
+def test_jobs_with_the_index_off_lists_dead_jobs_and_says_how_to_list_more(cli):
+    # mode off indexes dead records only (the DLQ listing reads them): those are listed
+    listed = cli("jobs", "deliver")
+    assert listed.exit_code == 0 and "deliver: dead" in listed.output, listed.output
+    assert "deliver: succeeded" not in listed.output
+    line = one_line_error(cli("jobs", "deliver", "--state", "succeeded"))
     assert "job index" in line and "job_index='finished'" in line and "write unit" in line
     assert "not a state" in one_line_error(cli("jobs", "deliver", "--state", "happy"))
 
