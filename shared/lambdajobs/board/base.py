@@ -40,6 +40,9 @@ WATCH_SECONDS = 15 * 60
 #: The states the jobs page lists, in this order: every state the job index can hold.
 LISTED = LISTED_STATES
 MAX_FORM_BYTES = 256 * 1024
+#: What a page says of a job or queue its URL names and the stack does not have: in the board's own
+#: words, never the URL's (a link from elsewhere must not put its text in the board's banner).
+NOT_FOUND_LINE = "no such job or queue on this stack: pick one from the overview or the jobs page."
 logger = logging.getLogger("lambdajobs.board")
 
 
@@ -136,8 +139,8 @@ class BoardBase:
         try:
             return await run_in_threadpool(build), 200
         except Exception as exc:
-            if _not_found(exc):
-                return {"error": describe_error(exc)}, 404
+            if _not_found(exc):  # named by the URL: its words are not repeated (a link chose them)
+                return {"error": NOT_FOUND_LINE}, 404
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 logger.exception("board: a page failed")
             return {"error": describe_error(exc)}, 502
@@ -168,7 +171,7 @@ class BoardBase:
             line = await run_in_threadpool(do)
         except Exception as exc:
             if _not_found(exc):
-                return self.refused(request, describe_error(exc), status=404)
+                return self.refused(request, NOT_FOUND_LINE, status=404)
             if os.environ.get("LAMBDAJOBS_DEBUG"):
                 logger.exception("board: an action failed")
             line = f"error: {describe_error(exc)}"
@@ -180,7 +183,7 @@ class BoardBase:
         return JSONResponse(_plain(value), status_code=status)
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
-        return self.refused(request, f"Nothing here: {request.url.path}", status=404)
+        return self.refused(request, "Nothing here: this board has no such page.", status=404)
 
     async def failed(self, request: Request, exc: Exception) -> Response:
         logger.error("board: %s %s failed: %s", request.method, request.url.path, describe_error(exc))
