@@ -100,6 +100,8 @@ CAMPAIGN_CONNECTIONS = ConcurrencyKey("campaign_id", 4)
     rate_limit=MAIL_PROVIDER_QUOTA,
     concurrency_key=CAMPAIGN_CONNECTIONS,
     priorities=("high", "normal"),
+    # an operator finds a campaign's mails by its id: `lambdajobs search send_email campaign_id c-1`
+    searchable=("campaign_id",),
 )
 def send_email(payload: SendEmail, ctx: JobContext) -> dict[str, str]:
     if not _ADDRESS.match(payload.to):
