@@ -25,6 +25,15 @@ class Invoice(BaseModel):
 @job(max_concurrency=10, reserved_concurrency=20)
 def send_invoice(payload: Invoice) -> None:
     pass
+
+
+class Lookup(BaseModel):
+    customer_id: str
+
+
+@job(searchable=("customer_id",))
+def find_customer(payload: Lookup) -> None:
+    pass
 """
 
 
@@ -73,6 +82,38 @@ def function_of(template, job):
         and r["Properties"].get("Environment", {}).get("Variables", {}).get("LAMBDAJOBS_JOB") == job
     ]
     return fn
+
+
+def role_statements(template, job):
+    """The statements of the inline policies of `job`'s worker role."""
+    [role] = [
+        r["Properties"]["Role"]["Fn::GetAtt"][0]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Environment", {}).get("Variables", {}).get("LAMBDAJOBS_JOB") == job
+    ]
+    return [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"].get("Roles", [])
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_only_a_job_with_searchable_fields_writes_search_entries_and_only_those(acme):
+    template, _ = acme
+
+    def batch_writes(job):
+        return [
+            s
+            for s in role_statements(template, job)
+            if "dynamodb:BatchWriteItem" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+        ]
+
+    [grant] = batch_writes("find_customer")
+    assert grant["Action"] == "dynamodb:BatchWriteItem"
+    assert grant["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["lambdajobs#sx#*"]}}
+    assert batch_writes("send_invoice") == []
 
 
 def test_per_job_permissions_and_environment_through_the_hook(acme):
@@ -167,20 +208,23 @@ def test_reservations_above_what_lambda_leaves_are_refused(tmp_path, monkeypatch
         LambdaJobsStack(App(), "greedy", jobs="probe_greedy")
 
 
-def test_the_job_index_is_off_by_default_and_costs_nothing(acme):
-    # no job of acme's uses job_stats: no index on the table, workers write none, operators query none
+def test_the_job_index_is_always_there_and_mode_off_indexes_dead_jobs_only(acme):
+    # no job of acme's uses job_stats: mode off, yet the table has the index (dead records, search
+    # entries), operators query it, and no worker does (none declares job_stats)
     template, stack = acme
     assert stack.lambdajobs.job_index == "off"
     [table] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]
-    assert "GlobalSecondaryIndexes" not in table
+    [index] = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "by_job_state" and index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
     assert function_of(template, "send_invoice")["Environment"]["Variables"]["LAMBDAJOBS_JOB_INDEX"] == "off"
-    actions = [
-        s["Action"]
+    querying = [
+        r["Type"]
         for r in template["Resources"].values()
         if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
         for s in r["Properties"]["PolicyDocument"]["Statement"]
+        if "dynamodb:Query" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
-    assert not [a for a in actions if "dynamodb:Query" in (a if isinstance(a, list) else [a])]
+    assert querying == ["AWS::IAM::ManagedPolicy"]  # the operator policy's, no worker's
     [manifest] = [
         r["Properties"]["Value"]
         for r in template["Resources"].values()

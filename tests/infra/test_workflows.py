@@ -431,8 +431,10 @@ def test_operators_reach_the_workflow_queue_and_its_dlq_as_a_jobs(template, stac
     grants = managed_policy_grants(template, stack, stack.operator_policy)
     grants_on_table = grants[logical_id(stack, stack.table)]
     assert {"dynamodb:GetItem", "dynamodb:BatchGetItem"} <= set().union(*grants_on_table)
-    # besides, `lambdajobs signal`: UpdateItem of job records only (test_schedules)
+    # besides, `lambdajobs signal`: UpdateItem of job records only (test_schedules); a DLQ purge's
+    # marker: PutItem of those items only (test_records)
     assert set().union(*grants_on_table) - {"dynamodb:GetItem", "dynamodb:BatchGetItem"} == {
+        "dynamodb:PutItem",
         "dynamodb:Query",
         "dynamodb:UpdateItem",
     }

@@ -23,8 +23,10 @@ from lambdajobs.runtime.errors import ConfigurationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     QUEUE_RETENTION_SECONDS,
+    SEARCH_ID_PREFIX,
     WORKER_HANDLER,
     dead_letter_queue_name,
+    log_group_name,
     manifest_parameter,
     queue_name,
 )
@@ -147,6 +149,7 @@ def lambdajobs_function(
     environment: Mapping[str, str],
     fix: str,
     reserved_concurrency: int | None = None,
+    log_group_name: str | None = None,
 ) -> LambdaJobsFunction:
     """A lambdajobs function in `scope` (a job's worker, the workflow continuer): the Python runtime on
     arm64, the Powertools layer, its own log group (`Logs`) with `log_retention`, JSON logs, and
@@ -162,7 +165,7 @@ def lambdajobs_function(
         layers=list(layers),
         timeout=Duration.seconds(timeout_seconds),
         memory_size=memory_mb,
-        log_group=logs.LogGroup(scope, "Logs", retention=log_retention),
+        log_group=logs.LogGroup(scope, "Logs", retention=log_retention, log_group_name=log_group_name),
         # Lambda's JSON log format: platform lines are JSON too, and the levels filter at the source
         # (Powertools' Logger follows the application level). System INFO keeps the START and
         # REPORT lines (duration, memory used, init duration).
@@ -340,6 +343,8 @@ class JobWorker(Construct):
             ),
             fix=f"Job {spec.name}: lambdajobs' own variables take well under 1 KB whatever the job "
             f"declares; look at the variables you add with add_environment.",
+            # named by rule: in the manifest for the logs panel, and in the operator's grant by pattern
+            log_group_name=log_group_name(self.stack_name, spec.name),
         )
         self.event_source = self._consume(spec, None, self.queue, self.dead_letter_queue)
         self.levels: dict[str, LevelQueues] = {
@@ -374,6 +379,18 @@ class JobWorker(Construct):
                 resources=[table.table_arn],
             )
         )
+        if spec.searchable:
+            # A job's search entries (`lambdajobs.runtime.search`): one BatchWriteItem of
+            # `lambdajobs#sx#<field>#<job id>` items at its first attempt; no other item.
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:BatchWriteItem"],
+                    resources=[table.table_arn],
+                    conditions={
+                        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{SEARCH_ID_PREFIX}*"]}
+                    },
+                )
+            )
         # Debounce (`lambdajobs.runtime.debounce.claim`): the arriving enqueue reads its key's item
         # (`lambdajobs#debounce#<job>#<hash>`) and marks it claimed, a superseded one writes its own
         # record; concurrency per key (`lambdajobs.runtime.keyslots`): GetItem and UpdateItem of the
@@ -388,6 +405,8 @@ class JobWorker(Construct):
                     "queue_url": self.queue.queue_url,
                     "queue_arn": self.queue.queue_arn,
                     "dlq_url": self.dead_letter_queue.queue_url,
+                    # the worker's log group (`lambdajobs.job_logs`: a job's lines on the board)
+                    "log_group": log_group_name(self.stack_name, spec.name),
                     # every level but the lowest (which is the job's own queue, above); {} without
                     "levels": {
                         level: {

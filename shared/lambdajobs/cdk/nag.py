@@ -16,6 +16,7 @@ from lambdajobs.runtime.settings import (
     bucket_prefix,
     dead_letter_queue_pattern,
     job_queue_pattern,
+    log_group_pattern,
 )
 
 if TYPE_CHECKING:
@@ -164,14 +165,21 @@ def suppress(stack: LambdaJobs) -> None:
                 "under the stack's path), schedule jobs for later (one-time schedules named per job id, in "
                 "the stack's one-time group only) and delete them (lambdajobs cancel); "
                 "cloudwatch:GetMetricStatistics and GetMetricData (the age of a queue's oldest message, "
-                "a job's counts) and scheduler:ListSchedules (the board's pending runs) support no "
-                "resource-level permission.",
+                "a job's counts), scheduler:ListSchedules (the board's pending runs), "
+                "lambda:ListEventSourceMappings and logs:GetQueryResults/StopQuery support no "
+                "resource-level permission; pausing a queue reads and updates event source mappings "
+                "(named by a UUID CloudFormation gives) only of this stack's functions (a lambda:FunctionArn "
+                "condition); a job's logs are queried in this stack's worker log groups only "
+                "(/lambdajobs/<stack>/*).",
                 applies_to=[
                     manifest_entries,
                     one_time_schedules,
                     "Resource::*",
                     job_queues,
                     job_dlqs,
+                    "Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:event-source-mapping:*",
+                    "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+                    + log_group_pattern(stack_name),
                 ],
             )
         ],

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, Duration, NestedStack, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, NestedStack, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -43,10 +43,12 @@ from lambdajobs.runtime.settings import (
     JOB_INDEX_KEY,
     JOB_INDEX_SORT_KEY,
     MANIFEST_PREFIX,
+    PURGED_ID_PREFIX,
     RESERVED_ID_PREFIX,
     bucket_prefix,
     dead_letter_queue_pattern,
     job_queue_pattern,
+    log_group_pattern,
     queue_name,
     schedule_group_names,
     scheduler_dead_letter_queue_name,
@@ -649,12 +651,19 @@ class LambdaJobs(Construct):
                 iam.PolicyStatement(
                     actions=["dynamodb:GetItem", "dynamodb:BatchGetItem"], resources=[self.table.table_arn]
                 ),
-                # `lambdajobs jobs` and the board list and count records on the job index (when on)
-                *(
-                    [iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])]
-                    if self.job_index != "off"
-                    else []
+                # `lambdajobs jobs` and the board list and count records on the job index (dead ones in
+                # every mode), and search by searchable fields
+                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()]),
+                # a DLQ purge's marker (`records.mark_purged`; read with GetItem, above): those items only
+                iam.PolicyStatement(
+                    actions=["dynamodb:PutItem"],
+                    resources=[self.table.table_arn],
+                    conditions={
+                        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PURGED_ID_PREFIX}*"]}
+                    },
                 ),
+                *self._queue_control_statements(),
+                *self._logs_statements(),
                 # the oldest message's age; a job's finished counts and runs per minute without the job
                 # index (queues, the board). Neither has resource-level permissions: "*" is the only one
                 iam.PolicyStatement(
@@ -672,6 +681,57 @@ class LambdaJobs(Construct):
                 iam.PolicyStatement(actions=["scheduler:ListSchedules"], resources=["*"]),
             ],
         )
+
+    def _queue_control_statements(self) -> list[iam.PolicyStatement]:
+        """Pause and resume a job's queue (`lambdajobs.queue_control`): its event source mappings
+        listed (ListEventSourceMappings has no resource-level permission: "*"), read and enabled or
+        disabled only where the mapping's function is one of this stack's (`lambda:FunctionArn`: a
+        function CloudFormation names `<stack>-...`, nested stacks' included)."""
+        stack = Stack.of(self)
+        return [
+            iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"]),
+            iam.PolicyStatement(
+                actions=["lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"],
+                resources=[
+                    stack.format_arn(
+                        service="lambda",
+                        resource="event-source-mapping",
+                        resource_name="*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+                conditions={
+                    "ArnLike": {
+                        "lambda:FunctionArn": stack.format_arn(
+                            service="lambda",
+                            resource="function",
+                            resource_name=f"{self.stack_name}-*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            ),
+        ]
+
+    def _logs_statements(self) -> list[iam.PolicyStatement]:
+        """A job's log lines (`lambdajobs.job_logs`): Logs Insights queries started on the stack's job
+        worker log groups only (`settings.log_group_pattern`); a query's results read and stopped by
+        its id (GetQueryResults and StopQuery have no resource-level permission: "*")."""
+        stack = Stack.of(self)
+        return [
+            iam.PolicyStatement(
+                actions=["logs:StartQuery"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name=log_group_pattern(self.stack_name),
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            iam.PolicyStatement(actions=["logs:GetQueryResults", "logs:StopQuery"], resources=["*"]),
+        ]
 
     def _sqs_arn(self, name: str) -> str:
         """The ARN of a queue (or a pattern of names) of this stack's account and region."""

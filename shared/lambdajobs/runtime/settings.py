@@ -260,6 +260,18 @@ def schedule_group_names(stack: str) -> tuple[str, str]:
     return names
 
 
+def log_group_name(stack: str, job: str) -> str:
+    """A job worker's log group, `/lambdajobs/<stack>/<job>`: named by rule (and in the job's manifest
+    entry), so the operator's Logs Insights grant names the stack's groups by one pattern
+    (`log_group_pattern`) that no other stack's group matches (a stack name has no '/')."""
+    return f"/lambdajobs/{stack}/{job}"
+
+
+def log_group_pattern(stack: str) -> str:
+    """Every job worker log group of `stack` (an IAM resource pattern's name part)."""
+    return f"/lambdajobs/{stack}/*"
+
+
 def workflow_queue_name(stack: str) -> str:
     """The stack's workflow queue, `<stack>--workflows` (outside `job_queue_pattern`: no '_')."""
     return f"{stack}--workflows"
