@@ -361,7 +361,7 @@ class BoardData:
 
         queue = self.queue(key)
         if queue.job is None:
-            raise QueueNotFoundError(f"queue '{key}' is not a job's: only a job's queue can be paused.")
+            raise QueueNotFoundError("only a job's queue can be paused (not the workflow or Scheduler DLQ).")
         spec = self.spec(queue.job)
         level = self._level(spec, queue)
         priority = spec.priority_of(level) if spec.priorities else None

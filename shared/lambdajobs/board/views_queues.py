@@ -22,7 +22,12 @@ from lambdajobs.board.base import (
     job_path,
 )
 from lambdajobs.board.data import Queue, describe_error
-from lambdajobs.runtime.errors import InvalidOptionError
+from lambdajobs.runtime.errors import (
+    InvalidOptionError,
+    QueueNotFoundError,
+    StackNotFoundError,
+    UnknownJobError,
+)
 
 #: How often a redrive's progress page asks again.
 PROGRESS_POLL_SECONDS = 1
@@ -76,6 +81,15 @@ class _Filter:
 class QueueViews(BoardBase):
     """The board's views of queues: the overview, dead letters (redrive, purge) and schedules."""
 
+    def _queue(self, key: str) -> Queue:
+        """The queue a URL names; an unknown one is one fixed line (no words of the URL in a page)."""
+        try:
+            return self.data.queue(key)
+        except (UnknownJobError, QueueNotFoundError) as exc:
+            if isinstance(exc, StackNotFoundError):
+                raise
+            raise QueueNotFoundError("no such queue on this stack: see the dead letters page.") from None
+
     # -- overview ---------------------------------------------------------------------------------
 
     def _overview(self) -> dict[str, Any]:
@@ -97,7 +111,11 @@ class QueueViews(BoardBase):
             return form
         key = request.path_params["key"]
         back = _local_path(_first(form, "next"), "/")
-        return await self.act(request, lambda: self.data.set_paused(key, paused), back)
+
+        def do() -> str:
+            return self.data.set_paused(self._queue(key).key, paused)
+
+        return await self.act(request, do, back)
 
     async def pause(self, request: Request) -> Response:
         return await self._pause(request, True)
@@ -144,7 +162,7 @@ class QueueViews(BoardBase):
         if shown is not None:
 
             def build() -> dict[str, Any]:
-                queue = self.data.queue(key)
+                queue = self._queue(key)
                 page = self.data.dead_letters(
                     queue, context["cursor_in"], error_type=shown.error, older_than=shown.older_than
                 )
@@ -164,7 +182,7 @@ class QueueViews(BoardBase):
             return self.json(context, status)
 
         def build() -> dict[str, Any]:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             page = self.data.dead_letters(
                 queue, context["cursor_in"], error_type=shown.error, older_than=shown.older_than
             )
@@ -186,7 +204,7 @@ class QueueViews(BoardBase):
         key = request.path_params["key"]
 
         def build() -> dict[str, Any]:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             return {"queue": queue, "depth": self.data.depth(queue.dlq_url)}
 
         context, status = await self.gather(build)
@@ -203,7 +221,7 @@ class QueueViews(BoardBase):
         wanted = (_first(form, "id") or "").strip()
 
         def build() -> dict[str, Any]:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             if wanted:
                 found = self.data.find(queue, wanted)
                 letters = [found] if found is not None else []
@@ -245,12 +263,12 @@ class QueueViews(BoardBase):
             back = _with_query(job_path(job or None, job_id), since=_now_iso())
 
             def do() -> str:
-                return self.data.redrive(self.data.queue(key), message_ids, job_ids=job_ids)
+                return self.data.redrive(self._queue(key), message_ids, job_ids=job_ids)
 
             return await self.act(request, do, back)
 
         def start() -> Any:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             if not selection and not shown.active and queue.url and self.data.native_moves:
                 return self.data.redrive(queue)  # SQS's own move task: no progress to follow here
             expected = None
@@ -281,7 +299,7 @@ class QueueViews(BoardBase):
         found = self.data.redrives.get(task_id)
         if found is None:
             gone = "it ended over an hour ago, or the board restarted"
-            return {"error": f"no redrive {task_id} on this board ({gone})"}
+            return {"error": f"no such redrive on this board ({gone})"}
         return {"task": found}
 
     async def redrive_progress(self, request: Request) -> Response:
@@ -300,7 +318,7 @@ class QueueViews(BoardBase):
             return self.refused(request, "This board is read-only (--read-only): it changes nothing.")
 
         def build() -> dict[str, Any]:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             return {"queue": queue, "depth": self.data.depth(queue.dlq_url), "changed": None}
 
         context, status = await self.gather(build)
@@ -318,7 +336,7 @@ class QueueViews(BoardBase):
             expected = 0
 
         def build() -> dict[str, Any]:
-            queue = self.data.queue(key)
+            queue = self._queue(key)
             done, count, line = self.data.purge(queue, expected)
             return {"queue": queue, "done": done, "depth": count, "line": line}
 
@@ -373,7 +391,7 @@ class QueueViews(BoardBase):
             job, job_id, line = await run_in_threadpool(self.data.run_once_now, name)
         except Exception as exc:
             if _not_found(exc) or type(exc).__name__ == "ResourceNotFoundException":
-                return self.back("/schedules", f"error: no pending schedule {name} (it ran, or was deleted)")
+                return self.back("/schedules", "error: no such pending schedule (it ran, or was deleted)")
             return self.back("/schedules", f"error: {describe_error(exc)}")
         return self.back(job_path(job, job_id), line)
 
