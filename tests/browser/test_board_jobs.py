@@ -136,6 +136,8 @@ def test_a_waiting_job_gets_its_signal_from_its_page(local, page):
     form = page.locator("form.signal")
     expect(form.locator('input[name="name"]')).to_have_value("approval")
     form.locator('input[name="data"]').fill('{"approved_by": "ada"}')
+    page.wait_for_timeout(2500)  # the page refreshes (every 2 s) while they type: what they typed stays
+    expect(form.locator('input[name="data"]')).to_have_value('{"approved_by": "ada"}')
     form.get_by_role("button", name="Send signal").click()
     expect(page.locator("p.notice")).to_contain_text("signal approval sent: it woke the job")
     expect(page.locator("[data-state]")).to_have_attribute("data-state", "succeeded", timeout=30_000)
