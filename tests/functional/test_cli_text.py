@@ -143,3 +143,32 @@ def test_json_output_carries_no_control_character(texts):
     assert "\x1b" not in listed.stdout
     ids = {item["job_id"] for item in json.loads(listed.stdout)["states"][0]["items"]}
     assert ids == {UNBALANCED, STYLED, ESCAPES}
+
+
+def test_every_table_title_cell_and_caption_is_text():
+    """What `lambdajobs dev`'s live table and every other table go through: the CLI's console."""
+    import io
+
+    from rich.table import Table
+
+    from lambdajobs.cli import TextConsole, as_text, styled
+
+    buffer = io.StringIO()
+    table = Table(title=f"stack {UNBALANCED}")
+    table.add_column("job")
+    table.add_row(STYLED)
+    table.add_row(ESCAPES)
+    table.add_row(as_text(("ok", "green"), " ", ERROR_MARKUP, " :red_circle:"))
+    table.caption = styled(f"init: {ERROR_MARKUP} \x1b]0;x\x07")
+    TextConsole(file=buffer, width=250).print(table)
+    shown = buffer.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
+    for expected in (
+        f"stack {UNBALANCED}",
+        STYLED,
+        ESCAPES_SHOWN,
+        ERROR_MARKUP,
+        ":red_circle:",
+        "\\x1b]0;x\\x07",
+    ):
+        assert expected in shown, (expected, shown)
