@@ -170,7 +170,44 @@ def request_resources(request: Any, action: str) -> list[str] | None:
         if len(parts) == 2 and parts[0] == "schedule-groups":
             return [f"arn:aws:scheduler:{region}:{account}:schedule-group/{parts[1]}"]
         return None  # ListSchedules, ListScheduleGroups: `*`, as in AWS
+    if service == "lambda":
+        return _lambda_resources(request, name, region, account)
+    if service == "logs":
+        groups = body.get("logGroupNames") or [body[k] for k in ("logGroupName",) if k in body]
+        if name == "StartQuery" and groups:
+            return [f"arn:aws:logs:{region}:{account}:log-group:{g}" for g in groups]
+        return None  # GetQueryResults, StopQuery: `*`, as in AWS
     return None  # sqs, s3, iam, sts: moto derives the resource itself; cloudwatch reads: `*`
+
+
+#: The Lambda actions on one event source mapping (its ARN, and `lambda:FunctionArn` its function's).
+MAPPING_ACTIONS = {"GetEventSourceMapping", "UpdateEventSourceMapping", "DeleteEventSourceMapping"}
+
+
+def _mapping_uuid(request: Any) -> str | None:
+    parts = [p for p in urlparse(request._path).path.split("/") if p]
+    return parts[2] if len(parts) == 3 and parts[1] == "event-source-mappings" else None
+
+
+def _lambda_resources(request: Any, name: str, region: str, account: str) -> list[str] | None:
+    """An event source mapping's ARN (`arn:aws:lambda:<region>:<account>:event-source-mapping:<uuid>`)
+    for the actions on one; `*` for ListEventSourceMappings, as in AWS."""
+    uuid = _mapping_uuid(request)
+    if name in MAPPING_ACTIONS and uuid:
+        return [f"arn:aws:lambda:{region}:{account}:event-source-mapping:{uuid}"]
+    return None
+
+
+def mapping_function(request: Any) -> str | None:
+    """The ARN of the function of the event source mapping a request names (moto's record of it)."""
+    from moto.awslambda.models import lambda_backends
+
+    uuid = _mapping_uuid(request)
+    if uuid is None:
+        return None
+    backend = lambda_backends[request.account_id][request._region]
+    mapping = backend._event_source_mappings.get(uuid)
+    return str(mapping.function_arn) if mapping is not None else None
 
 
 def _matches(patterns: Any, value: str, *, case: bool) -> bool:
@@ -238,6 +275,11 @@ def leading_keys(request: Any, action: str) -> list[tuple[str, str, dict[str, An
 def implied(request: Any, action: str) -> list[tuple[str, str, dict[str, Any]]]:
     """Other authorizations AWS makes for this request: (action, resource, condition context)."""
     keyed = leading_keys(request, action)
+    if action.startswith("lambda:") and action.partition(":")[2] in MAPPING_ACTIONS:
+        # the mapping's action judged again with `lambda:FunctionArn` (moto sees no condition)
+        function = mapping_function(request)
+        resources = request_resources(request, action) or []
+        keyed += [(action, r, {"lambda:FunctionArn": function or ""}) for r in resources]
     if action not in PASSES_ROLE:
         return keyed
     path, service = PASSES_ROLE[action]

@@ -39,6 +39,7 @@ STATIC_CONTEXT = {"aws:SecureTransport": "true"}
 REQUEST_CONTEXT_KEYS = {
     "iam:PassedToService": "checked by the implied iam:PassRole check on CreateSchedule/UpdateSchedule",
     "dynamodb:LeadingKeys": "checked by tests.iam.enforcement against the partition keys of the request",
+    "lambda:FunctionArn": "checked by tests.iam.enforcement against the event source mapping's function",
 }
 
 
@@ -288,7 +289,7 @@ def condition_holds(condition: dict[str, Any], context: dict[str, Any], where: s
                 ok = actual in wanted
             elif operator == "StringNotEquals":
                 ok = actual not in wanted
-            elif operator == "StringLike":
+            elif operator in ("StringLike", "ArnLike"):  # (ArnLike: the whole ARN as one pattern)
                 ok = any(fnmatch.fnmatchcase(actual, w) for w in wanted)
             elif operator == "Bool":
                 ok = actual.lower() in [w.lower() for w in wanted]
