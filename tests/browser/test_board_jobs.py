@@ -226,9 +226,9 @@ def test_the_json_api_answers_what_the_pages_show_masked_the_same(local, page, r
     assert "status" not in job
     # a job's list by state and time; a search; a workflow's page
     listed = api.get("/api/jobs/board_order?state=succeeded").json()
-    assert retried in [i["job_id"] for i in listed["items"]]
+    assert retried in [i["link_id"] for i in listed["items"]]
     found = api.get("/api/search/board_order?field=%40tenant&value=acme").json()
-    assert [i["job_id"] for i in found["items"]] == [retried]
+    assert [i["link_id"] for i in found["items"]] == [retried]
     logs = api.get(f"/api/logs/{retried}?job=board_order").json()
     assert logs["status"] == "complete" and "order packed" in [line["message"] for line in logs["lines"]]
     # nothing of the address anywhere in the answers
@@ -267,3 +267,27 @@ def test_an_error_about_a_link_never_repeats_its_words(page, path):
     assert response is not None and response.status in (400, 404)
     expect(page.locator("p.error")).to_be_visible()
     assert "555-0100" not in page.locator("main").inner_text()
+
+
+def test_an_id_holding_a_pii_value_is_shown_masked_and_linked_as_it_is(local, page):
+    # GIVEN an order whose id holds its address (ids should not: the docs say so), failed once
+    job_id = f"order-for-{EMAIL}"
+    enqueue(
+        "board_order",
+        {"customer": "cust-pii-id", "email": EMAIL, "fail_times": 1},
+        job_id=job_id,
+        config=local.config,
+    )
+    assert wait_for(job_id, timeout_seconds=30, poll_seconds=0.1, config=local.config).state == "succeeded"
+    # WHEN it is found by its customer
+    page.goto("/search/board_order?field=customer&value=cust-pii-id")
+    # THEN its id is shown masked, and its link is the id as it is
+    link = page.locator("td.id a")
+    expect(link).to_have_text("order-for-*****")
+    link.click()
+    expect(page.locator("h1 span.id")).to_have_text("order-for-*****")
+    expect(page.locator("[data-state]")).to_have_attribute("data-state", "succeeded")
+    assert EMAIL not in page.locator("main").inner_text()
+    # AND the API names it the same: masked, with the id as it is to link
+    [item] = page.request.get("/api/search/board_order?field=customer&value=cust-pii-id").json()["items"]
+    assert (item["job_id"], item["link_id"]) == ("order-for-*****", job_id)

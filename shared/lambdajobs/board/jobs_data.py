@@ -108,9 +108,10 @@ class JobView:
     """Everything a job's page shows, masked: what `records.get_status` read (one GetItem), and what
     follows from it (queue wait, run time, the actions it allows)."""
 
+    #: The id as shown: its PII values masked (an id should hold none: docs/how-to/personal-data.md).
     job_id: str
-    #: The id as shown: its PII values masked (an id should hold none: docs/how-to/pii.md).
-    shown_id: str
+    #: The id as it is (what a link to the job's page needs), as the dead letters' API names it.
+    link_id: str
     job: str | None
     state: JobState
     described_state: str
@@ -202,8 +203,8 @@ def job_view(status: JobStatus, spec: JobSpec | None) -> JobView:
     elif workflow:
         again_note = "it is a workflow's member: its workflow runs it (enqueue the workflow again)."
     return JobView(
-        job_id=status.job_id,
-        shown_id=masker.text(status.job_id) or status.job_id,
+        job_id=masker.text(status.job_id) or status.job_id,
+        link_id=status.job_id,
         job=status.job or (spec.name if spec else None),
         state=status.state,
         described_state=masker.text(status.described_state) or status.state.value,
@@ -258,8 +259,9 @@ def _queue_key(spec: JobSpec | None, level: str | None) -> str | None:
 class JobSummary:
     """One line of a list of jobs (by state, a time range, a search), masked as a job's page is."""
 
+    #: The id masked by the job's `pii_fields`; `link_id` is the id as it is (a link's).
     job_id: str
-    shown_id: str
+    link_id: str
     job: str | None
     state: JobState
     described_state: str
@@ -279,8 +281,8 @@ def summary(status: JobStatus, spec: JobSpec | None) -> JobSummary:
     fields = tuple(spec.pii_fields) if spec is not None else ()
     masker = Masker(fields, status.payload)
     return JobSummary(
-        job_id=status.job_id,
-        shown_id=masker.text(status.job_id) or status.job_id,
+        job_id=masker.text(status.job_id) or status.job_id,
+        link_id=status.job_id,
         job=status.job,
         state=status.state,
         described_state=status.described_state,
