@@ -95,8 +95,9 @@ class StackNotFoundError(QueueNotFoundError):
 
 
 class JobIndexOffError(LambdaJobsError):
-    """Listing or counting jobs by state needs the job index, which this stack's mode does not hold
-    (off by default: it costs write units per job). The message says how to turn it on."""
+    """Listing or counting jobs in a state this stack's job index mode does not hold (mode `off`, the
+    default, holds `dead` jobs only: each state held costs write units per job). The message says
+    which mode to set."""
 
 
 class StateInUseError(LambdaJobsError):

@@ -112,9 +112,10 @@ WORKFLOW_ID_PREFIX = RESERVED_ID_PREFIX + "wf#"
 SEARCH_ID_PREFIX = RESERVED_ID_PREFIX + "sx#"
 #: When a queue was last purged: `lambdajobs#purged#<queue key>` (`records.mark_purged`).
 PURGED_ID_PREFIX = RESERVED_ID_PREFIX + "purged#"
-#: The searchable "field" that is a job's fair-queue tenant (its message's `MessageGroupId`), not a
-#: payload field: `@job(searchable=("@tenant",))`; exported as `lambdajobs.TENANT_FIELD`.
 TENANT_FIELD = "@tenant"
+"""The searchable "field" that is a job's fair-queue tenant (its message's `MessageGroupId`), not a
+payload field: `@job(searchable=("customer_id", TENANT_FIELD))`, then
+`records.search("send_email", TENANT_FIELD, "acme")`."""
 #: On the copy that continues a parked durable job: its wake-up (epoch ms). A copy that carries it is
 #: expected: one that arrives before the record's wake-up (clocks differ) waits for it, where any
 #: other copy of a parked job is a duplicate (`lambdajobs.runtime.durable`).
