@@ -198,3 +198,33 @@ def test_signal_wakes_a_waiting_job_or_keeps_the_signal(cli, deployment, encoder
     assert get_status("not-started").state == "pending"
     actions = {c.action for c in deployment.calls_by(deployment.operator) if c.allowed}
     assert {"dynamodb:UpdateItem", "sqs:SendMessage", "dynamodb:GetItem"} <= actions
+
+
+def test_the_issue_30_reads_under_the_operator_policy(cli, deployment, sender):
+    """`search`, `jobs --since`, `status --json`, `dlq list` (from the records: Query on the index,
+    BatchGetItem, the purge marker), `dlq show --job-id` and `dlq redrive --job-id` (receive,
+    release, send, delete) as the operator."""
+    import json
+
+    # GIVEN a campaign's email that ran, and one that died
+    fine = deployment.stack.enqueue(
+        "send_email", SendEmail(to="ada@example.com", subject="s", body="b", campaign_id="spring")
+    )
+    deployment.runner("send_email").drain()
+    dead = kill_one_email(deployment)
+    # WHEN the operator reads them THEN every read is allowed
+    found = cli("search", "send_email", "campaign_id", "spring", "--json")
+    assert found.exit_code == 0, found.output
+    assert [i["job_id"] for i in json.loads(found.stdout)["items"]] == [fine]
+    recent = cli("jobs", "send_email", "--state", "dead", "--since", "1h", "--json")
+    assert recent.exit_code == 0, recent.output
+    assert dead in {i["job_id"] for i in json.loads(recent.stdout)["states"][0]["items"]}
+    status = cli("status", dead, "--json")
+    assert status.exit_code == 4 and json.loads(status.stdout)["state"] == "dead", status.output
+    listed = cli("dlq", "list", "send_email", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert dead in {i["job_id"] for q in json.loads(listed.stdout)["queues"] for i in q["items"]}
+    shown = cli("dlq", "show", "send_email", "--job-id", dead)
+    assert shown.exit_code == 0, shown.output
+    moved = cli("dlq", "redrive", "send_email", "--job-id", dead)
+    assert moved.exit_code == 0 and "moved 1 message" in moved.output, moved.output
