@@ -192,3 +192,52 @@ def test_a_stack_whose_manifest_names_no_log_group_says_to_deploy(cloud):
 def test_a_query_id_that_is_not_one_never_reaches_aws(cloud):
     with pytest.raises(job_logs.LogsUnavailableError, match="not a CloudWatch Logs Insights query id"):
         job_logs.results(cloud, "job-1", "../../etc")
+
+
+def test_the_boards_logs_panel_on_aws_starts_the_query_then_polls_it_until_it_ends(stack):
+    """The panel's two requests, on moto: the first starts the query and asks to be fetched again
+    with its id; the next shows the lines."""
+    import re
+    import urllib.request
+    from html import unescape
+
+    from lambdajobs.board import create_app
+    from tests.browser.board_server import BoardServer
+
+    # GIVEN job deliver's log group, named in its manifest entry, holding lines of job mail-1
+    config = stack.config
+    ssm = config.client("ssm")
+    name = manifest_parameter(config.stack, "deliver")
+    entry = json.loads(ssm.get_parameter(Name=name)["Parameter"]["Value"])
+    group = f"/lambdajobs/{config.stack}/deliver"
+    ssm.put_parameter(Name=name, Value=json.dumps({**entry, "log_group": group}), Overwrite=True)
+    clear_manifest_cache()
+    logs = config.client("logs")
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="s")
+    line = {"level": "INFO", "message": "sent it", "correlation_id": "mail-1", "attempt": 1}
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="s",
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": json.dumps(line)}],
+    )
+    _running_first(config, 1)
+    with BoardServer(create_app(config, stack.specs)) as board:
+
+        def panel(path: str) -> str:
+            request = urllib.request.Request(board.url + path, headers={"HX-Request": "true"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.status == 200
+                return str(answer.read().decode())
+
+        # WHEN the job's page loads its logs panel
+        first = panel("/logs/mail-1?job=deliver")
+        # THEN a query started, and the panel asks for its results by the query's id
+        assert "Logs Insights is looking" in first, first
+        again = unescape(re.search(r'hx-get="([^"]+)"', first)[1])
+        assert "query=" in again
+        # AND while it runs the panel asks again; once it ends it shows the job's lines, and stops
+        running = panel(again)
+        assert "Logs Insights is looking" in running and "hx-get" in running
+        done = panel(again)
+        assert "sent it" in done and "hx-get" not in done
