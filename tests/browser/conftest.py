@@ -47,6 +47,7 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             env.delenv(key, raising=False)
         with isolated_registry():  # the jobs are declared here only: no other test sees them
             log = tmp_path_factory.mktemp("board") / "worker.log"
+            env.setenv("LAMBDAJOBS_WORKER_LOG", str(log))  # the board's logs panel reads it
             specs = load_jobs(JOBS)
             with LocalStack(JOBS, specs=specs, stack="board", log_file=log) as stack:
                 stack.start_workers()
@@ -74,10 +75,15 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def screenshots() -> Path:
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    return SCREENSHOTS
+def screenshots(request: pytest.FixtureRequest) -> Path:
+    """The module's own folder of build/reports/board/ (test_board_layout.py: layout/), emptied when
+    the module starts: a module clears its own old shots only, never another's (with -n 2 two
+    modules write side by side)."""
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_board").lstrip("_")
+    folder = SCREENSHOTS / (module or "board")
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture
