@@ -228,3 +228,31 @@ def test_the_issue_30_reads_under_the_operator_policy(cli, deployment, sender):
     assert shown.exit_code == 0, shown.output
     moved = cli("dlq", "redrive", "send_email", "--job-id", dead)
     assert moved.exit_code == 0 and "moved 1 message" in moved.output, moved.output
+
+
+def test_pause_and_resume_under_the_operator_policy(cli, deployment):
+    """`lambdajobs pause` and `resume` as the operator: ListEventSourceMappings by the queue's ARN,
+    UpdateEventSourceMapping on the stack's worker mapping (CloudFormation names it `<stack>-...`)."""
+    import io
+    import zipfile
+
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("index.py", "def handler(event, context):\n    return None\n")
+    harness = deployment.harness.client("lambda")
+    function = harness.create_function(
+        FunctionName=f"{deployment.constructs.stack_name}-LambdaJobsSendEmailJobWorker-Cli123",
+        Runtime="python3.12",
+        Role=deployment.role_arn(deployment.worker("send_email")),
+        Handler="index.handler",
+        Code={"ZipFile": code.getvalue()},
+    )["FunctionArn"]
+    queue_arn = deployment.stack.config.queue("send_email").arn
+    harness.create_event_source_mapping(EventSourceArn=queue_arn, FunctionName=function, BatchSize=10)
+    paused = cli("pause", "send_email", "--priority", "normal")
+    assert paused.exit_code == 0 and "paused send_email" in paused.output, paused.output
+    resumed = cli("resume", "send_email", "--priority", "normal")
+    assert resumed.exit_code == 0 and "resumed send_email" in resumed.output, resumed.output
+    assert {"lambda:ListEventSourceMappings", "lambda:UpdateEventSourceMapping"} <= deployment.allowed(
+        deployment.operator
+    )
