@@ -212,6 +212,14 @@ def test_a_workflows_page_shows_its_stages_members_and_callback(local, page, scr
     page.locator('[data-field="workflow"] a').click()
     expect(page).to_have_url(re.compile(f"/workflows/{wid}$"))
     shot(page, screenshots, "workflow")
+    # AND its JSON twin answers the same
+    answer = page.request.get(f"/api/workflows/{wid}").json()
+    assert (answer["state"], answer["kind"], answer["callback_job_id"]) == (
+        "succeeded",
+        "chord",
+        status.callback_job_id,
+    )
+    assert [len(s["members"]["succeeded"]) for s in answer["stages"]] == [2, 1]
 
 
 def test_the_json_api_answers_what_the_pages_show_masked_the_same(local, page, retried):
@@ -224,6 +232,9 @@ def test_the_json_api_answers_what_the_pages_show_masked_the_same(local, page, r
     assert "RuntimeError: warehouse cannot reach *****" in job["traceback"]
     assert job["enqueued_at"] and job["queue_wait_seconds"] is not None
     assert "status" not in job
+    # the jobs page: what each job can be listed and searched by
+    specs = {j["job"]: j for j in api.get("/api/jobs").json()["jobs"]}
+    assert specs["board_order"]["searchable"] == ["customer", "@tenant"]
     # a job's list by state and time; a search; a workflow's page
     listed = api.get("/api/jobs/board_order?state=succeeded").json()
     assert retried in [i["link_id"] for i in listed["items"]]

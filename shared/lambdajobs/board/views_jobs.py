@@ -339,6 +339,24 @@ class JobViews(BoardBase):
             return self.json({"error": context["error"]}, context.get("status", status))
         return self.json(context["value"], status)
 
+    async def api_job_specs(self, request: Request) -> Response:
+        """The jobs page: the board's jobs, what each can be listed and searched by."""
+        jobs = [
+            {
+                "job": spec.name,
+                "priorities": spec.priorities,
+                "searchable": spec.searchable,
+                "pii_fields": spec.pii_fields,
+                "max_attempts": spec.max_attempts,
+                "timeout_seconds": spec.timeout_seconds,
+                "schedule": {"expression": spec.schedule.expression, "timezone": spec.schedule.timezone}
+                if spec.schedule is not None
+                else None,
+            }
+            for spec in self.data.specs
+        ]
+        return self.json({"jobs": jobs, "states": [s.value for s in LISTED], "queued": QUEUED_NOTE})
+
     async def api_jobs(self, request: Request) -> Response:
         job = request.path_params["job"]
         try:
@@ -426,6 +444,7 @@ ROUTES: list[tuple[str, str, str]] = [
     ("POST", "/cancel", "cancel"),
     ("POST", "/signal", "signal"),
     ("POST", "/enqueue-again", "enqueue_again"),
+    ("GET", "/api/jobs", "api_job_specs"),
     ("GET", "/api/jobs/{job}", "api_jobs"),
     ("GET", "/api/job/{job_id:path}", "api_job"),
     ("GET", "/api/search/{job}", "api_search"),
