@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -197,7 +198,7 @@ def test_the_json_api_answers_what_the_pages_show_masked(local, page, seeded):
     assert bad.status == 400 and "not understood" in bad.json()["error"]
 
 
-def test_pause_and_resume_a_queue_from_the_overview(local, page, screenshots):
+def test_pause_and_resume_a_queue_from_the_overview(local, board, page, screenshots):
     spec = next(s for s in local.specs if s.name == "board_flaky")
     page.goto("/")
     row = page.locator('tr[data-queue="board_flaky"]')
@@ -209,22 +210,52 @@ def test_pause_and_resume_a_queue_from_the_overview(local, page, screenshots):
     assert [m.enabled for m in queue_control.mappings(spec, config=local.config)] == [False]
     expect(page.locator('tr[data-queue="board_flaky"] [data-paused]')).to_have_attribute("data-paused", "yes")
     shot(page, screenshots, "overview-paused")
-    # AND a job sent now waits in the queue (nothing receives it)
+    # AND a job sent now waits in the queue (nothing receives it, once the poll under way is over)
+    assert local.mappings["board_flaky"].holding.wait(25)
     send(local, "board_flaky", {"n": 1}, "flaky-paused")
     assert not wait_until(lambda: get_status("flaky-paused", config=local.config).has_record, 2)
+    # AND when its oldest message nears the queue's retention, the overview warns (here: a board
+    # that warns 5 days ahead, more than the 4 days' retention, so the pause itself is close enough)
+    data = board.app.state.board.data
+    data.retention_within = timedelta(days=5)
+    try:
+        page.goto("/")
+        warning = page.locator('tr[data-queue="board_flaky"] [data-retention]')
+        expect(warning).to_contain_text("SQS deletes the oldest")
+        expect(warning).to_contain_text("resume it before then")
+        shot(page, screenshots, "overview-retention-warning")
+    finally:
+        data.retention_within = timedelta(days=1)
     # WHEN it is resumed THEN the job runs (and dies: board_flaky never works)
     page.locator('tr[data-queue="board_flaky"]').get_by_role("button", name="Resume board_flaky").click()
     expect(page.locator("p.notice")).to_contain_text("resumed board_flaky")
     assert wait_for("flaky-paused", 30, poll_seconds=0.1, config=local.config).state == "dead"
 
 
-def test_a_paused_queue_near_its_retention_is_warned_of():
-    # GIVEN a mapping paused 3 days 2 hours ago, its queue holding messages (4 days' retention)
-    now = datetime.now(UTC)
-    paused = queue_control.Mapping("j", "u", False, "Disabled", now - timedelta(days=3, hours=2))
-    # WHEN the board asks for the warning THEN it says when SQS deletes the oldest
-    warning = queue_control.warning_for(paused, depth=3, oldest_age_seconds=None, now=now)
-    assert warning is not None and "resume it before then" in warning.describe(now)
+def test_the_overview_counts_finished_jobs_once_for_many_views(local):
+    from lambdajobs.board.data import BoardData
+
+    # GIVEN the board's data layer with no cache for AWS answers (the local stack's setting)
+    data = BoardData(local.config, local.specs, cache_seconds=0)
+    counting: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        sent = json.loads(params.get("body") or b"{}")  # the Query as it goes out
+        if sent.get("Select") == "COUNT" or sent.get("ProjectionExpression"):
+            counting.append(1)
+
+    client = local.config.client("dynamodb")
+    client.meta.events.register("before-call.dynamodb.Query", count)
+    try:
+        # WHEN the overview is built, then four more times within the counts' time to live
+        data.overview()
+        first = len(counting)
+        for _ in range(4):
+            data.overview()
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.Query", count)
+    # THEN only the first counted (finished counts and the activity chart): not once per view
+    assert first > 0 and len(counting) == first
 
 
 def test_run_now_sends_a_pending_one_time_run_and_deletes_its_schedule(local, page, screenshots):

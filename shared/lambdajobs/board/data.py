@@ -216,6 +216,9 @@ class BoardData:
         #: Finished counts and activity are counted at most every `COUNTS_SECONDS`, whatever
         #: `cache_seconds` (the local stack's is 0): a page polling every few seconds counts no more.
         self._counts_cache = _Cache(max(cache_seconds, COUNTS_SECONDS))
+        #: How long before a paused queue's oldest message reaches the queue's retention the overview
+        #: warns (`queue_control.WARN_WITHIN`, a day).
+        self.retention_within = timedelta(days=1)
         #: Redrives running in the background, by id (their progress page polls them).
         self.redrives = letters.Tasks()
 
@@ -345,7 +348,9 @@ class BoardData:
                     state.update(paused=True, paused_since=m.since)
             if any(m.paused for m in found):
                 try:
-                    for warning in queue_control.retention_warnings(spec, config=self.config, found=found):
+                    for warning in queue_control.retention_warnings(
+                        spec, config=self.config, found=found, within=self.retention_within
+                    ):
                         states[warning.queue_key]["retention_warning"] = warning.describe()
                 except Exception as exc:
                     for state in states.values():
