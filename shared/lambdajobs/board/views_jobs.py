@@ -259,7 +259,8 @@ class JobViews(BoardBase):
         again = None
         if logs is not None and not logs.done:
             again = f"/logs/{quote(job_id, safe='')}?" + _query(job=job, query=logs.query_id)
-        context.update(job=job, job_id=job_id, again=again, logs_poll_seconds=LOGS_POLL_SECONDS)
+        fresh = f"/logs/{quote(job_id, safe='')}?" + _query(job=job)  # a new query, or the file read again
+        context.update(job=job, job_id=job_id, again=again, fresh=fresh, logs_poll_seconds=LOGS_POLL_SECONDS)
         return self.page(request, "logs.html", context, partial="_logs.html", status=status)
 
     async def workflow(self, request: Request) -> Response:
