@@ -4,6 +4,7 @@ of it without one more write request than before (a success writes exactly what 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -105,14 +106,18 @@ def test_a_dead_job_keeps_its_last_failure_as_the_last_attempt(stack):
     ]
 
 
-def test_a_payload_above_32_kb_is_kept_cut(stack):
-    job_id = stack.enqueue("lookup", {"customer_id": "c-4", "fail_first": 1, "filler": "x" * 40_000})
+def test_a_payload_above_32_kb_is_kept_cut_and_masked(stack):
+    # GIVEN a payload above 32 KB with an e-mail (a pii field)
+    payload = {"customer_id": "c-4", "email": "ada@example.com", "fail_first": 1, "filler": "x" * 40_000}
+    job_id = stack.enqueue("lookup", payload)
     stack.runner("lookup").attempt()
+    # THEN its first 32 KB are kept, masked: a cut text cannot be masked by its reader
     status = stack.status(job_id)
     assert status.payload_cut is True
     assert isinstance(status.payload, str)
     assert len(status.payload.encode()) == MAX_STORED_PAYLOAD_BYTES
-    assert status.payload.startswith('{"customer_id":"c-4"')
+    assert status.payload.startswith('{"customer_id":"c-4","email":"*****"')
+    assert "ada@example.com" not in status.payload
 
 
 def test_a_job_with_priorities_records_its_level(stack):
@@ -178,3 +183,33 @@ def test_queue_wait_is_from_enqueue_to_the_first_start():
     assert status.run_seconds == 2.5
     assert [r.attempt for r in status.attempt_rows()] == [1, 2]
     assert (START + timedelta(seconds=1)).tzinfo is UTC
+
+
+def test_a_record_at_every_bound_stays_far_below_dynamodbs_400_kb():
+    # GIVEN a record with everything at its bound: payload, traceback, a full history of long messages,
+    # the largest result and an error
+    from lambdajobs.runtime.job_record import MAX_HISTORY_MESSAGE_CHARS, MAX_TRACEBACK_CHARS
+    from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS, MAX_RESULT_BYTES
+
+    entry = {
+        "attempt": 99,
+        "started": "2030-01-01T09:00:00.000Z",
+        "ended": "2030-01-01T09:00:01.000Z",
+        "outcome": "retrying",
+        "error_type": "E" * 100,
+        "error_message": "m" * MAX_HISTORY_MESSAGE_CHARS,
+    }
+    record = JobRecord(
+        job_id="j" * 512,
+        job="lookup",
+        state=JobState.DEAD,
+        result="r" * MAX_RESULT_BYTES,
+        error={"type": "E" * 100, "message": "m" * MAX_ERROR_CHARS},
+        payload="p" * MAX_STORED_PAYLOAD_BYTES,
+        traceback="t" * MAX_TRACEBACK_CHARS,
+        history=tuple(entry for _ in range(MAX_HISTORY)),
+        workflow={"id": "w" * 128, "stage": 1, "index": 2},
+    )
+    # THEN its size (names and values, as DynamoDB counts it, roughly) is under 100 KB
+    size = len(json.dumps(record.to_item()).encode())
+    assert size < 100 * 1024, size

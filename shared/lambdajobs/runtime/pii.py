@@ -59,6 +59,11 @@ def bound(fields: tuple[str, ...], payload: dict[str, Any]) -> Iterator[None]:
         _values.reset(tokens[1])
 
 
+def current_fields() -> tuple[str, ...]:
+    """The PII fields bound now (`bound`): inside a worker's run, its job's `pii_fields`."""
+    return _fields.get()
+
+
 def scrub(text: str) -> str:
     """Replace the current record's PII values in a string."""
     for value in _values.get():

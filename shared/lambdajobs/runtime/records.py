@@ -82,23 +82,28 @@ def error_fields(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
 
 
-def stored_payload(payload: Any) -> tuple[str, bool]:
-    """A payload as a failed attempt stores it: its JSON text, cut above `MAX_STORED_PAYLOAD_BYTES`
-    (True: cut)."""
+def stored_payload(payload: Any, pii_fields: tuple[str, ...] = ()) -> tuple[str, bool]:
+    """A payload as a failed attempt stores it: its JSON text (True: cut). Above
+    `MAX_STORED_PAYLOAD_BYTES` it is cut, and masked first (`pii.mask_payload` with `pii_fields`):
+    a cut payload's text no longer parses, so a reader could not mask it, and it could not be
+    enqueued again anyway."""
     text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
-    data = text.encode()
-    if len(data) <= MAX_STORED_PAYLOAD_BYTES:
+    if len(text.encode()) <= MAX_STORED_PAYLOAD_BYTES:
         return text, False
-    return data[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
+    masked = json.dumps(
+        pii.mask_payload(payload, pii_fields), separators=(",", ":"), ensure_ascii=False, default=str
+    )
+    return masked.encode()[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
 
 
 def failure_details(
     run: dict[str, Any], exc: BaseException, outcome: JobState, acquired: dict[str, Any] | None
 ) -> dict[str, Any]:
     """What a failed attempt's write keeps beside its error (`lifecycle.fail`'s `details`): the payload
-    (`run["payload"]`, the envelope's), the traceback (scrubbed of the record's PII values: `pii` is
-    bound while the job runs; its last `MAX_TRACEBACK_CHARS`), and the history with this attempt
-    appended (the record as this run's acquire wrote it: `acquired`), its last `MAX_HISTORY`."""
+    (`run["payload"]`, the envelope's; masked if cut: `stored_payload`), the traceback (scrubbed of
+    the record's PII values: `pii` is bound while the job runs; its last `MAX_TRACEBACK_CHARS`), and
+    the history with this attempt appended (the record as this run's acquire wrote it: `acquired`),
+    its last `MAX_HISTORY`."""
     before = JobRecord.from_item(acquired) if acquired else None
     error = error_fields(exc)
     entry = {
@@ -114,7 +119,7 @@ def failure_details(
         "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
     }
     if "payload" in run:
-        details["payload"], cut = stored_payload(run["payload"])
+        details["payload"], cut = stored_payload(run["payload"], pii.current_fields())
         details["payload_cut"] = True if cut else None
     return details
 
@@ -622,7 +627,7 @@ class JobStatus:
     workflow: dict[str, Any] | None = None
     #: The payload as enqueued (unmasked: show it through `pii.mask_payload` with the job's
     #: `pii_fields`), kept once an attempt failed (None for a job that never failed); a payload
-    #: above 32 KB is kept as the start of its JSON text (`payload_cut`).
+    #: above 32 KB is kept as the start of its JSON text, masked already (`payload_cut`).
     payload: Any = None
     payload_cut: bool = False
     #: The last failure's formatted traceback (PII-scrubbed, its last 8 KB).
