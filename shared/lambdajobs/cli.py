@@ -396,7 +396,7 @@ def emit_json(document: Any) -> None:
 
 @app.command()
 @friendly
-def whoami() -> None:
+def whoami(as_json: bool = JSON_OPTION) -> None:
     """The AWS account, identity and region this command (and a deploy) would use; one line saying
     what is missing otherwise."""
     cfg = _config
@@ -404,6 +404,9 @@ def whoami() -> None:
     if sts.meta.region_name in (None, "aws-global"):  # STS alone would answer from its global endpoint
         _fail("no AWS region: pass --region or set AWS_REGION (a deploy needs one).")
     identity = sts.get_caller_identity()
+    if as_json:
+        emit_json({"account": identity["Account"], "arn": identity["Arn"], "region": sts.meta.region_name})
+        return
     console.print(
         f"account {identity['Account']} as {identity['Arn']} in {sts.meta.region_name}",
         highlight=False,
@@ -471,7 +474,7 @@ def _cdk(
                 f"cdk {command} works on AWS, but the endpoint is {cfg.endpoint_url} (--endpoint-url or "
                 "AWS_ENDPOINT_URL, e.g. from `lambdajobs dev`): unset it."
             )
-        whoami()
+        whoami(as_json=False)
     if cfg.region:  # --region: the CLI reads the region from the environment
         environ.update(AWS_REGION=cfg.region, AWS_DEFAULT_REGION=cfg.region)
     script = cdk_cli.ensure_cli(node=node)

@@ -252,3 +252,9 @@ def test_board_on_another_host_needs_an_allowed_host_name(indexed, served):
     assert started.exit_code == 0, started.output
     assert served["allowed_hosts"] == ["127.0.0.1", "localhost", "[::1]", "board.example.com"]
     assert "*" not in served["allowed_hosts"] and served["served"]
+
+
+def test_whoami_json(indexed):
+    shown = run(indexed, "--region", "us-east-1", "whoami", "--json")
+    assert shown.exit_code == 0, shown.output
+    assert set(json.loads(shown.stdout)) == {"account", "arn", "region"}
