@@ -258,3 +258,12 @@ def test_whoami_json(indexed):
     shown = run(indexed, "--region", "us-east-1", "whoami", "--json")
     assert shown.exit_code == 0, shown.output
     assert set(json.loads(shown.stdout)) == {"account", "arn", "region"}
+
+
+def test_json_errors_stay_one_line_on_stderr_with_the_same_exit_codes(indexed):
+    unknown = run(indexed, "workflow", "nope", "--json")
+    assert "no workflow 'nope'" in one_line_error(unknown, 1) and unknown.stdout == ""
+    missing = run(indexed, "status", "never-enqueued", "--json")
+    assert missing.exit_code == 3 and json.loads(missing.stdout)["has_record"] is False
+    bad_job = run(indexed, "jobs", "nope", "--json")
+    assert "unknown job 'nope'" in one_line_error(bad_job, 1) and bad_job.stdout == ""
