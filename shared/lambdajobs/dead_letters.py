@@ -205,12 +205,16 @@ def list_letters(
     error_type: str | None = None,
     older_than: timedelta | None = None,
     dlq_url: str | None = None,
+    recorded: Callable[[Callable[[], int]], int] | None = None,
 ) -> LetterPage:
     """A page of the DLQ of `spec` at queue level `level`, newest first, from the dead records: no
     ReceiveMessage, so no message's receive count changes. `cursor` from the previous page.
 
     A filter (`error_type`, `older_than`) is applied to the records read; a page reads the index at
     most `MAX_ROUNDS` times to fill itself, and says how many it read past (`scanned`).
+    `recorded`: how the count of recorded letters is had, given the function that counts them (the
+    board keeps it a while: a counting Query per view, and with levels every record read, is what
+    a page polled by many must not pay each time).
     """
     limit = max(1, min(int(limit), 100))
     after = records.purged_at(queue_key(spec.name, level), config=config)
@@ -233,14 +237,18 @@ def list_letters(
         if len(items) >= limit or cursor is None or not filtered:
             break
     url = dlq_url or config.dlq_url(spec.name, level)
-    recorded = records.count_dead(spec.name, level=named, after=after, config=config)
+
+    def count() -> int:
+        return int(records.count_dead(spec.name, level=named, after=after, config=config))
+
+    counted = recorded(count) if recorded is not None else count()
     found = depth(config, url)
     return LetterPage(
         items=items,
         cursor=cursor,
-        recorded=recorded,
+        recorded=counted,
         depth=found,
-        unrecorded=max(0, found - recorded),
+        unrecorded=max(0, found - counted),
         scanned=scanned - len(items),
     )
 

@@ -522,6 +522,7 @@ class BoardData:
             error_type=error_type,
             older_than=older_than,
             dlq_url=queue.dlq_url,
+            recorded=lambda count: int(self._counts_cache.get(("recorded", queue.key), count)),
         )
 
     @staticmethod
@@ -630,14 +631,17 @@ class BoardData:
         progress = letters.Progress(label=queue.label, key=queue.key, expected=expected)
 
         def run(p: letters.Progress) -> str:
-            return self.redrive(
-                queue,
-                message_ids,
-                job_ids=job_ids,
-                error_type=error_type,
-                older_than=older_than,
-                progress=p,
-            )
+            try:
+                return self.redrive(
+                    queue,
+                    message_ids,
+                    job_ids=job_ids,
+                    error_type=error_type,
+                    older_than=older_than,
+                    progress=p,
+                )
+            finally:  # what moved is no longer in the DLQ: count again
+                self._counts_cache.forget(("recorded", queue.key))
 
         return self.redrives.start(progress, run)
 
@@ -664,6 +668,7 @@ class BoardData:
         self.config.client("sqs").purge_queue(QueueUrl=queue.dlq_url)
         if queue.job is not None:  # after: a letter dead in between is counted as unrecorded, not lost
             records.mark_purged(queue.key, config=self.config)
+            self._counts_cache.forget(("recorded", queue.key))
         return True, count, f"purged the DLQ of {queue.label} ({count} messages)"
 
     # -- schedules ------------------------------------------------------------------------------
