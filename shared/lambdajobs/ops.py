@@ -258,19 +258,32 @@ def _job_metric_sums(
 
 
 def job_counts(
-    job: str, since: datetime, until: datetime, *, config: StackConfig | None = None
+    job: str,
+    since: datetime,
+    until: datetime,
+    *,
+    source: str | None = None,
+    config: StackConfig | None = None,
 ) -> dict[str, int] | None:
-    """How many of `job`'s runs succeeded and died in [since, until): from the job index when the stack
-    has it; else, on AWS, from the worker's CloudWatch metrics (JobSucceeded, JobDeadLettered); else
-    (the local stack without the index) None."""
+    """How many of `job`'s runs succeeded and died in [since, until), or None when there is no source.
+
+    `source` "metrics" (the default on AWS): the worker's CloudWatch metrics, JobSucceeded and
+    JobDeadLettered (one GetMetricData call, whatever the number of jobs: the metrics cost nothing
+    more per job, the worker emits them anyway). "records" (the default with an endpoint: the local
+    stack, which has no CloudWatch metrics): a counting Query of the job index per state (the local
+    stack answers it in milliseconds, `lambdajobs.local.fast_index`), None when the index does not
+    hold succeeded jobs (mode "off"). On AWS a count on the index would read every entry of the
+    window at each view (1 read unit per 4 KB of keys), which is why the metrics are the default there.
+    """
     from lambdajobs.runtime.errors import JobIndexOffError
     from lambdajobs.runtime.records import count_finished
 
     cfg = resolve(config)
-    try:
-        return count_finished(job, since, until, config=cfg)
-    except JobIndexOffError:
-        if cfg.endpoint_url:  # the local stack: no CloudWatch metrics there
+    source = source or ("records" if cfg.endpoint_url else "metrics")
+    if source == "records":
+        try:
+            return count_finished(job, since, until, config=cfg)
+        except JobIndexOffError:
             return None
     sums = _job_metric_sums(job, ["JobSucceeded", "JobDeadLettered"], since, until, 3600, cfg)
     return {

@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from lambdajobs.local import atomic, event_sources, persist
+from lambdajobs.local import atomic, event_sources, fast_index, persist
 from lambdajobs.local.emulator import EventSourceMapping
 from lambdajobs.local.functions import Fleet, LocalFunction, function_path, max_environments
 from lambdajobs.local.outcomes import JobOutcomes
@@ -197,6 +197,8 @@ class LocalStack:
         # The server answers each request on its own thread and moto's conditional writes are
         # check-then-write without a lock: make each DynamoDB and SQS request atomic (issue 11).
         atomic.install()
+        # a Query of the job index in milliseconds, not moto's second at thousands of records
+        fast_index.install()
         self._atomic = True
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
@@ -492,6 +494,7 @@ class LocalStack:
             if self.provisioned is not None:  # start() got as far as making this stack the default
                 set_process_default(self._previous_default)
         if self._atomic:
+            fast_index.uninstall()
             atomic.uninstall()
             self._atomic = False
 

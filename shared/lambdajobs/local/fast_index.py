@@ -1,0 +1,184 @@
+"""A quicker Query of a keys-only global secondary index in the local stack's moto server, with the
+answers moto gives: the job index (`settings.JOB_INDEX`) at thousands of records.
+
+moto answers a Query on an index by sorting every item of the table (its key comparisons go through
+`DynamoType`), keeping those of the partition, measuring and deep-copying each whole item (payload,
+traceback, history) and only then projecting it to the index's keys: with 5,000 job records, 0.3 to
+1 s a Query, which a board overview makes dozens of. The same Query here reads each item's partition
+key once, sorts only the partition's items by their sort key (then their table key, as moto does),
+and projects before anything is copied: a few milliseconds.
+
+Only a Query moto would answer the same way takes this path: an index of the table that is global,
+`KEYS_ONLY`, keyed by one partition key and one sort key, on a table with a partition key only,
+with one partition key condition and at most one sort key condition, not a consistent read, and no
+legacy `QueryFilter`. Every other Query is moto's own. `install()` / `uninstall()`, as the local
+stack's `atomic` module patches moto, for the server in this process.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_installed: list[Any] = []
+
+
+def _fast_shape(
+    table: Any, index_name: str | None, consistent_read: bool, filter_kwargs: dict[str, Any]
+) -> Any:
+    """The index when the Query may take the quick path, else None."""
+    from moto.dynamodb.models.table import GlobalSecondaryIndex
+
+    if not index_name or consistent_read or filter_kwargs or table.range_key_attr:
+        return None
+    index = next((i for i in table.global_indexes or [] if i.name == index_name), None)
+    if not isinstance(index, GlobalSecondaryIndex):
+        return None
+    if (index.projection or {}).get("ProjectionType") != "KEYS_ONLY":
+        return None
+    kinds = [k["KeyType"] for k in index.schema]
+    return index if kinds == ["HASH", "RANGE"] else None
+
+
+def query(original: Any) -> Any:
+    def fast_query(
+        self: Any,
+        hash_key: Any,
+        range_comparison: str | None,
+        range_objs: list[Any],
+        limit: int,
+        exclusive_start_key: dict[str, Any],
+        scan_index_forward: bool,
+        projection_expressions: list[list[str]] | None,
+        index_name: str | None = None,
+        consistent_read: bool = False,
+        filter_expression: Any = None,
+        hash_key_conditions: list[tuple[str, Any]] | None = None,
+        range_key_conditions: list[tuple[str, str, list[Any]]] | None = None,
+        **filter_kwargs: Any,
+    ) -> Any:
+        index = _fast_shape(self, index_name, consistent_read, filter_kwargs)
+        hash_attr = index.schema[0]["AttributeName"] if index is not None else None
+        conditions = hash_key_conditions or []
+        if (
+            index is None
+            or len(conditions) != 1
+            or conditions[0][0] != hash_attr
+            or len(range_key_conditions or []) > 1
+        ):
+            return original(
+                self,
+                hash_key,
+                range_comparison,
+                range_objs,
+                limit,
+                exclusive_start_key,
+                scan_index_forward,
+                projection_expressions,
+                index_name,
+                consistent_read,
+                filter_expression,
+                hash_key_conditions=hash_key_conditions,
+                range_key_conditions=range_key_conditions,
+                **filter_kwargs,
+            )
+        return _query_keys_only(
+            self,
+            index,
+            conditions[0][1],
+            range_comparison,
+            range_objs,
+            limit,
+            exclusive_start_key,
+            scan_index_forward,
+            projection_expressions,
+            filter_expression,
+        )
+
+    return fast_query
+
+
+def _query_keys_only(
+    table: Any,
+    index: Any,
+    wanted: Any,
+    range_comparison: str | None,
+    range_objs: list[Any],
+    limit: int,
+    exclusive_start_key: dict[str, Any] | None,
+    scan_index_forward: bool,
+    projection_expressions: list[list[str]] | None,
+    filter_expression: Any,
+) -> tuple[list[Any], int, dict[str, Any] | None]:
+    from moto.dynamodb.models.dynamo_type import Item
+
+    hash_attr, range_attr = (k["AttributeName"] for k in index.schema)
+    table_key = table.hash_key_attr
+    partition = [
+        item
+        for item in table.items.values()
+        if isinstance(item, Item)
+        and (value := item.attrs.get(hash_attr)) is not None
+        and value == wanted
+        and item.attrs.get(range_attr)  # an item without the sort key is not in the index
+    ]
+    partition.sort(key=lambda item: (item.attrs[range_attr], item.hash_key))
+    if scan_index_forward is False:
+        partition.reverse()
+    hash_attrs, range_attrs = [hash_attr, table_key], [range_attr, None]
+    keys = [table_key, hash_attr, range_attr]
+    results: list[Any] = []
+    last_evaluated_key = None
+    skipping = exclusive_start_key is not None
+    for item in partition:
+        if skipping:
+            if table._item_comes_before_dct(
+                item, exclusive_start_key, hash_attrs, range_attrs, scan_index_forward
+            ):
+                continue
+            skipping = False
+        if len(results) == limit:
+            last_evaluated_key = table._get_last_evaluated_key(results[-1], index.name)
+            break
+        if range_comparison and not item.attrs[range_attr].compare(range_comparison, range_objs):
+            continue
+        # the index's projection (its keys), made before anything is copied: moto's answer, at once
+        results.append(
+            Item(
+                hash_key=item.hash_key,
+                range_key=None,
+                attrs={k: item.attrs[k].to_json() for k in keys if k in item.attrs},
+            )
+        )
+    scanned = len(results)
+    if filter_expression is not None:
+        results = [item for item in results if filter_expression.expr(item)]
+    if projection_expressions:
+        results = [r.project(projection_expressions) for r in results]
+    return results, scanned, last_evaluated_key
+
+
+def install() -> None:
+    """Give moto's tables the quick Query (once per process; nested installs are counted)."""
+    from moto.dynamodb.models.table import Table
+
+    with _lock:
+        if not _installed:
+            original = Table.query
+            Table.query = query(original)  # type: ignore[method-assign]
+            _installed.append(original)
+        else:
+            _installed.append(None)
+
+
+def uninstall() -> None:
+    """Undo one `install` (moto's own Query is back after the last)."""
+    from moto.dynamodb.models.table import Table
+
+    with _lock:
+        if not _installed:
+            return
+        original = _installed.pop()  # the first install kept moto's own; nested ones kept None
+        if not _installed:
+            Table.query = original  # type: ignore[method-assign]
