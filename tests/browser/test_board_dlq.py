@@ -277,3 +277,61 @@ def test_run_now_sends_a_pending_one_time_run_and_deletes_its_schedule(local, pa
     assert one_time_schedule_name("board_signup", "signup-soon") not in [
         s["Name"] for s in local.config.client("scheduler").list_schedules(GroupName=group)["Schedules"]
     ]
+
+
+def test_run_now_whose_schedule_delete_fails_says_the_run_finds_the_job_done(local, board):
+    from botocore.exceptions import ClientError
+
+    # GIVEN a pending one-time run, and a Scheduler that refuses the delete
+    later = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+    send(local, "board_signup", {"email": "twice@example.net"}, "signup-twice", run_at=later)
+    name = one_time_schedule_name("board_signup", "signup-twice")
+    scheduler = local.config.client("scheduler")
+
+    def refuse(**_: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "InternalServerException", "Message": "injected"}}, "DeleteSchedule"
+        )
+
+    scheduler.meta.events.register("before-call.scheduler.DeleteSchedule", refuse)
+    try:
+        # WHEN it is run now
+        job, job_id, line = board.app.state.board.data.run_once_now(name)
+    finally:
+        scheduler.meta.events.unregister("before-call.scheduler.DeleteSchedule", refuse)
+    # THEN it was sent (it runs once, now), and the line says the schedule stays and finds it done
+    assert (job, job_id) == ("board_signup", "signup-twice")
+    assert "could not be deleted" in line and "finds the job done" in line
+    assert wait_until(lambda: get_status("signup-twice", config=local.config).state == "succeeded", 30)
+    _, group, _ = local.config.scheduler_settings()
+    assert scheduler.get_schedule(Name=name, GroupName=group)["Name"] == name
+
+
+def test_a_redrive_that_fails_shows_its_error_on_the_progress_page(local, page):
+    from botocore.exceptions import ClientError
+
+    # GIVEN a dead letter, and SQS refusing every send back
+    finished(local, send(local, "board_flaky", {"n": 3}, "flaky-refused"))
+    assert wait_until(lambda: dlq_depth(local, "board_flaky") >= 1, 10)
+    depth = dlq_depth(local, "board_flaky")
+    sqs = local.config.client("sqs")
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "InternalError", "Message": "injected"}}, "SendMessageBatch")
+
+    sqs.meta.events.register("before-call.sqs.SendMessageBatch", refuse)
+    try:
+        # WHEN the operator redrives it
+        page.goto("/dead-letters/board_flaky")
+        page.get_by_role("button", name="Redrive all").click()
+        # THEN the progress page ends with the error in one line, nothing moved
+        expect(page.locator("p.progress")).to_have_attribute("data-done", "yes", timeout=20_000)
+        expect(page.locator("p.error")).to_contain_text("AWS refused SendMessageBatch: InternalError")
+        expect(page.locator('[data-col="moved"]')).to_have_text("0")
+    finally:
+        sqs.meta.events.unregister("before-call.sqs.SendMessageBatch", refuse)
+    # AND every message is still in the DLQ, visible again at once
+    assert dlq_depth(local, "board_flaky") == depth
+    assert "flaky-refused" in [
+        d.job_id for d in peek_dead_letters(dlq_url(local, "board_flaky"), config=local.config)
+    ]
