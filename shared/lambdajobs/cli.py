@@ -1628,9 +1628,7 @@ def _scanning(label: str) -> Progress:
 @friendly
 def dlq_show(
     job: str = JOB_ARGUMENT,
-    message_id: str = typer.Argument(
-        None, metavar="[MESSAGE_ID]", help="the same as --id", show_default=False
-    ),
+    message_id: str = typer.Argument(None, metavar="MESSAGE_ID", help="the same as --id", show_default=False),
     by_id: str = typer.Option(None, "--id", metavar="MESSAGE_ID", help="the message's id"),
     job_id: str = typer.Option(
         None, "--job-id", metavar="JOB_ID", help="the failed job's id (as `dlq list` shows it)"
