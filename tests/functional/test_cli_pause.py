@@ -4,6 +4,7 @@ and enabled (lambdajobs.queue_control), and the pause shown by `lambdajobs queue
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,7 +19,9 @@ from tests.functional.conftest import JOBS_PACKAGE
 
 @pytest.fixture
 def local(tmp_path) -> Iterator[LocalStack]:
-    with LocalStack(JOBS_PACKAGE, stack="cli-pause", port=0, log_file=tmp_path / "worker.log") as stack:
+    with LocalStack(
+        JOBS_PACKAGE, stack="cli-pause", port=0, log_file=tmp_path / "worker.log", wait_seconds=1
+    ) as stack:
         stack.start_workers(scheduler=False)
         with using(stack.config):
             yield stack
@@ -62,3 +65,27 @@ def test_pause_of_an_unknown_priority_is_one_line(local):
     assert failed.exit_code == 1 and "Traceback" not in failed.output
     lines = [line for line in failed.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), failed.output
+
+
+def test_queues_warns_before_a_paused_queues_messages_reach_its_retention(local, monkeypatch):
+    from datetime import timedelta
+
+    from lambdajobs import queue_control
+    from lambdajobs.runtime.producer import enqueue
+    from tests.jobs.messages import Message
+
+    # GIVEN deliver paused with a message waiting, and a warning window wider than the retention (4
+    # days), so the message is already within it
+    real = queue_control.retention_warnings
+    monkeypatch.setattr(
+        queue_control, "retention_warnings", lambda *a, **k: real(*a, **{**k, "within": timedelta(days=5)})
+    )
+    assert run(local, "pause", "deliver").exit_code == 0
+    time.sleep(2)  # a long poll under way when the pause came has ended (wait_seconds=1)
+    enqueue("deliver", Message(to="ada@example.com", subject="s", body="b"), config=local.config)
+    # WHEN the operator lists the queues THEN a warning on stderr says to resume it, and the JSON has it
+    shown = run(local, "queues")
+    assert shown.exit_code == 0, shown.output
+    assert "warning: deliver is paused and holds 1 message(s): SQS deletes the oldest" in shown.stderr
+    document = json.loads(run(local, "queues", "--json").stdout)
+    assert [w.split(" is paused")[0] for w in document["retention_warnings"]] == ["deliver"]
