@@ -28,13 +28,13 @@ from lambdajobs.runtime.records import get_status, wait_for
 from tests.browser.board_server import BoardServer
 
 #: Words an attacker would like the board to say to its operator.
-LURE = "Session expired: call +1-555-0100 to restore access"
+LURE = "Call 555-0100 now: your session expired"
 
 
 def raw_get(url: str, host: str | None, path: str = "/") -> int:
     """GET `path` of the board at `url` with the Host header `host` (None: no Host header)."""
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=10)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
     try:
         connection.putrequest("GET", path, skip_host=True)
         if host is not None:
@@ -142,9 +142,10 @@ def test_lambdajobs_board_on_every_address_still_checks_the_host(local):
         assert wait_until(lambda: _answers(url), 20), board.output
         # WHEN a page rebinding its own name to the board asks THEN it is refused
         assert raw_get(url, f"evil.example:{port}") == 400, board.output
-        # AND the loopback names, and the name --allow-host gave, are served
-        assert raw_get(url, f"127.0.0.1:{port}") == 200
-        assert raw_get(url, f"board.example:{port}") == 200
+        # AND the loopback names, and the name --allow-host gave, are served (a file: the check is
+        # the same for every path, and a page's AWS reads are not what this test waits for)
+        assert raw_get(url, f"127.0.0.1:{port}", "/static/board.css") == 200
+        assert raw_get(url, f"board.example:{port}", "/static/board.css") == 200
 
 
 def _answers(url: str) -> bool:
@@ -277,7 +278,7 @@ def test_a_read_only_board_refuses_every_post_route(local, browser):
         form = {"csrf": app.state.board.csrf.token, "all": "1", "expected": "1", "job": "board_digest"}
         for route in posts:
             path = route.path.replace("{key}", "board_flaky").replace("{job}", "board_digest")
-            path = path.replace("{job_id:path}", "x").replace("{job_id}", "x")
+            path = path.replace("{job_id:path}", "x").replace("{name}", "x").replace("{task}", "x")
             response = page.request.post(path, form=form, headers={"Origin": server.url}, max_redirects=0)
             # THEN each is refused
             assert response.status == 403, (path, response.status)
@@ -332,6 +333,11 @@ URL_FED = {
     "unknown job's record": f"/jobs/{quote(LURE)}/x",
     "unknown DLQ": f"/dead-letters/{quote(LURE)}",
     "unknown DLQ's purge": f"/dead-letters/{quote(LURE)}/purge",
+    "unknown time range": f"/jobs/board_mail?state=dead&since={quote(LURE)}",
+    "unknown search field": f"/search/board_mail?field={quote(LURE)}&value=x",
+    "search time range": f"/search/board_mail?field=to&value=x&until={quote(LURE)}",
+    "DLQ filter age": f"/dead-letters/board_flaky?older_than={quote(LURE)}",
+    "DLQ filter error type": f"/dead-letters/board_flaky?error={quote(LURE)}",
     "error= in the URL": f"/?error={quote(LURE)}",
     "message= in the URL": f"/jobs?message={quote(LURE)}",
 }
