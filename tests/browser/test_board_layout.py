@@ -20,6 +20,7 @@ from lambdajobs.runtime.records import get_status, wait_for
 #: A job id as long as some are (an order, a time, a customer, a retry), with no space to break at.
 LONG_ID = "order-2026-12-02T13:57:00.123Z-customer-7f3a9c2e4b1d4e0f9a8b7c6d5e4f3a2b-invoice-" + "9" * 48
 PHONE, LAPTOP = 390, 1280
+ORDER = {"customer": "cust-layout", "email": "ada@example.org", "fail_times": 1}
 
 #: (name of the screenshot, path): every page of the board, as `seeded` leaves the stack.
 PAGES: list[tuple[str, str]] = [
@@ -30,9 +31,12 @@ PAGES: list[tuple[str, str]] = [
     ("job-dead", f"/jobs/board_mail/{LONG_ID}"),
     ("job-succeeded", "/jobs/board_mail/layout-sent"),
     ("job-waiting-signal", "/jobs/board_approval/layout-approval"),
+    ("job-retried", "/jobs/board_order/layout-order"),
+    ("workflow", "/workflows/wf-layout"),
     ("job-unknown", "/job/no-such-job"),
     ("logs", f"/logs/{LONG_ID}"),
-    ("search", "/search/board_mail"),
+    ("search", "/search/board_order?field=customer&value=cust-layout"),
+    ("search-no-field", "/search/board_mail"),
     ("dead-letters", "/dead-letters"),
     ("dlq", "/dead-letters/board_mail"),
     ("dlq-flaky", "/dead-letters/board_flaky"),
@@ -53,21 +57,30 @@ OVERFLOWING = """(width) => {
 
 @pytest.fixture(scope="module")
 def seeded(local: LocalStack) -> None:
-    """A dead job with a long id (its DLQ letter, its error), one sent, one waiting for a signal, a
-    DLQ of board_flaky, and a one-time run an hour ahead."""
+    """A dead job with a long id (its DLQ letter, its error), one sent, one waiting for a signal, an
+    order that failed once (payload, attempts, traceback, logs; found by its customer), a workflow,
+    a DLQ of board_flaky, and a one-time run an hour ahead."""
     from datetime import UTC, datetime, timedelta
+
+    from lambdajobs.runtime.workflow import chord, get_workflow, group, sig
 
     config = local.config
     sent = [
         enqueue("board_mail", {"to": "ok@example.com", "subject": "hi"}, job_id="layout-sent", config=config),
         enqueue("board_mail", {"to": "gone@example.com", "subject": "bounce"}, job_id=LONG_ID, config=config),
         enqueue("board_flaky", {"n": 1}, job_id="layout-flaky", config=config),
+        enqueue("board_order", ORDER, job_id="layout-order", config=config),
     ]
+    members = [sig("board_order", {**ORDER, "fail_times": 0, "customer": f"wf-{i}"}) for i in range(2)]
+    wid = chord(group(members), sig("board_order", {**ORDER, "fail_times": 0})).enqueue(
+        workflow_id="wf-layout", config=config
+    )
     enqueue("board_approval", {}, job_id="layout-approval", config=config)
     at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
     enqueue("board_signup", {"email": "later@example.net"}, job_id="layout-later", run_at=at, config=config)
     states = [wait_for(j, timeout_seconds=30, poll_seconds=0.1, config=config).state for j in sent]
-    assert states == ["succeeded", "dead", "dead"], states
+    assert states == ["succeeded", "dead", "dead", "succeeded"], states
+    assert wait_until(lambda: get_workflow(wid, config=config).done, 60)
     assert wait_until(lambda: get_status("layout-approval", config=config).state == "waiting_signal", 30)
 
 
