@@ -155,7 +155,61 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.parametrize(
+    ("given", "served"),
+    [
+        ("Board.Example.", "board.example"),
+        ("10.0.0.5", "10.0.0.5"),
+        ("::1", "[::1]"),
+        ("[FE80::0001]", "[fe80::1]"),
+    ],
+)
+def test_allowed_host_names_are_normalised(given, served):
+    from lambdajobs.board.security import LOOPBACK_HOSTS, allowed_host_names
+
+    # the loopback names always, then the given name once, as the Host check compares it
+    names = allowed_host_names([given, given])
+    assert names[: len(LOOPBACK_HOSTS)] == list(LOOPBACK_HOSTS) and names.count(served) == 1, names
+
+
+@pytest.mark.parametrize(
+    "given", ["*", "*.example.com", "board.example:8080", "http://board.example", "", "1.2.3"]
+)
+def test_allowed_host_names_refuse_wildcards_ports_and_urls(given):
+    from lambdajobs.board.security import allowed_host_names
+
+    with pytest.raises(ValueError, match="no port and no wildcard"):
+        allowed_host_names([given])
+
+
 # -- CSRF: the token with the Origin, rotating --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "referer", "taken"),
+    [
+        ("127.0.0.1:8080", "http://127.0.0.1:8080", None, True),
+        ("[::1]:8080", "http://[::1]:8080", None, True),
+        ("localhost:8080", "http://LOCALHOST:8080", None, True),
+        ("board.example", "https://board.example", None, True),  # a TLS proxy sends Host without port
+        ("127.0.0.1:8080", None, "http://127.0.0.1:8080/dead-letters/x", True),
+        ("127.0.0.1:8080", None, None, True),  # no browser: the token decides
+        ("127.0.0.1:8080", "http://evil.example", None, False),
+        ("127.0.0.1:8080", "http://127.0.0.1:3000", None, False),
+        ("127.0.0.1:8080", "http://localhost:8080", None, False),  # another origin, same machine
+        ("127.0.0.1:8080", "null", None, False),
+        ("127.0.0.1:8080", "http://127.0.0.1:notaport", None, False),
+        ("127.0.0.1:8080", None, "http://evil.example/x", False),
+        ("127.0.0.1:8080", "http://evil.example", "http://127.0.0.1:8080/", False),
+    ],
+)
+def test_which_origins_are_the_boards_own(host, origin, referer, taken):
+    from lambdajobs.board.security import SameOrigin
+
+    headers = [(b"host", host.encode())]
+    headers += [(b"origin", origin.encode())] if origin else []
+    headers += [(b"referer", referer.encode())] if referer else []
+    assert SameOrigin.same_origin({"type": "http", "headers": headers}) is taken
 
 
 def test_a_post_from_another_origin_is_refused_even_with_a_valid_token(local, page, board):
