@@ -370,14 +370,14 @@ def peek(
     scan = _Scan(config, dlq_url, VISIBILITY_SECONDS)
     try:
         while len(scan.held) < limit and (batch := scan.batch()) is not None:
-            for letter in batch[: limit - len(scan.held)]:
+            for letter in batch:  # every one received is released, even past the limit
                 scan.held[letter.message_id] = letter
         letters = list(scan.held.values())
     finally:
         scan.close()
     if only_unrecorded:
         letters = [d for d in letters if d.attribute(ATTR_FAILED_AT) is None]
-    return sorted(letters, key=lambda d: d.sent_at)
+    return sorted(letters, key=lambda d: d.sent_at)[:limit]
 
 
 # -- redriving --------------------------------------------------------------------------------------

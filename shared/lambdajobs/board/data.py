@@ -176,6 +176,12 @@ class _Cache:
         with self._lock:
             self._kept.pop(key, None)
 
+    def forget_queue(self, queue_key: str) -> None:
+        """Forget every answer about one DLQ (its recorded count, its filters' matches)."""
+        with self._lock:
+            for key in [k for k in self._kept if isinstance(k, tuple) and k[1:2] == (queue_key,)]:
+                del self._kept[key]
+
 
 @contextmanager
 def _masking(fields: tuple[str, ...], payload: Any) -> Iterator[Callable[[str], str]]:
@@ -535,9 +541,14 @@ class BoardData:
         if queue.job is None:
             return None
         spec = self.spec(queue.job)
-        return letters.count_matching(
-            self.config, spec, self._level(spec, queue), error_type=error_type, older_than=older_than
-        )
+
+        def count() -> int:
+            return letters.count_matching(
+                self.config, spec, self._level(spec, queue), error_type=error_type, older_than=older_than
+            )
+
+        found: int = self._counts_cache.get(("matching", queue.key, error_type, older_than), count)
+        return found
 
     def peek(self, queue: Queue, *, only_unrecorded: bool) -> list[Letter]:
         """Receive a DLQ's messages to show them (each one's receive count goes up by one), masked:
@@ -547,9 +558,7 @@ class BoardData:
 
     def find(self, queue: Queue, wanted: str) -> Letter | None:
         """The message of `queue`'s DLQ whose message id or job id is `wanted` (receives until found)."""
-        found = letters.find(self.config, queue.dlq_url, message_id=wanted)
-        if found is None:
-            found = letters.find(self.config, queue.dlq_url, job_id=wanted)
+        found = letters.find(self.config, queue.dlq_url, message_id=wanted, job_id=wanted)
         return self._letter(queue, found) if found is not None else None
 
     def find_dead_letter(self, job: str, job_id: str) -> Letter | None:
@@ -641,7 +650,7 @@ class BoardData:
                     progress=p,
                 )
             finally:  # what moved is no longer in the DLQ: count again
-                self._counts_cache.forget(("recorded", queue.key))
+                self._counts_cache.forget_queue(queue.key)
 
         return self.redrives.start(progress, run)
 
@@ -668,7 +677,7 @@ class BoardData:
         self.config.client("sqs").purge_queue(QueueUrl=queue.dlq_url)
         if queue.job is not None:  # after: a letter dead in between is counted as unrecorded, not lost
             records.mark_purged(queue.key, config=self.config)
-            self._counts_cache.forget(("recorded", queue.key))
+            self._counts_cache.forget_queue(queue.key)
         return True, count, f"purged the DLQ of {queue.label} ({count} messages)"
 
     # -- schedules ------------------------------------------------------------------------------
