@@ -43,11 +43,14 @@ def put_letters(url: str, count: int, error_type: str = "PermanentError", prefix
     ids = []
     for i in range(count):
         body = json.dumps({"v": 1, "job": "deliver", "id": f"{prefix}-{i}", "payload": mail(f"x{i}")})
+        # error_type "": as SQS moves one after maxReceiveCount receives, none of the worker's attributes
         attributes = {
             ATTR_ERROR_TYPE: {"DataType": "String", "StringValue": error_type},
             ATTR_FAILED_AT: {"DataType": "String", "StringValue": "2026-01-01T00:00:00Z"},
         }
-        sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes=attributes)
+        sqs.send_message(
+            QueueUrl=url, MessageBody=body, **({"MessageAttributes": attributes} if error_type else {})
+        )
         ids.append(f"{prefix}-{i}")
     return ids
 
@@ -194,3 +197,16 @@ def test_the_background_tasks_run_a_redrive_and_keep_its_progress(dead):
     assert wait_until(lambda: started.done, 10)
     assert tasks.get(started.id) is started
     assert (started.moved, started.line) == (3, "moved 3 messages from the DLQ of deliver back to its queue")
+
+
+def test_peek_returns_at_most_its_limit_and_leaves_every_message_visible(dead):
+    stack, runner, _ = dead
+    url = runner.queues.dlq_url
+    put_letters(url, 14, prefix="worker")
+    put_letters(url, 1, error_type="", prefix="sqs-moved")
+    # WHEN five are peeked THEN five come back, and none of the 18 stays hidden
+    assert len(dead_letters.peek(stack.config, url, limit=5)) == 5
+    assert visible(url) == (18, 0)
+    # AND the unrecorded alone are those without the worker's failed_at attribute
+    unrecorded = dead_letters.peek(stack.config, url, only_unrecorded=True)
+    assert [d.job_id for d in unrecorded] == ["sqs-moved-0"]
