@@ -335,3 +335,23 @@ def test_a_redrive_that_fails_shows_its_error_on_the_progress_page(local, page):
     assert "flaky-refused" in [
         d.job_id for d in peek_dead_letters(dlq_url(local, "board_flaky"), config=local.config)
     ]
+
+
+def test_a_jobs_levels_each_list_their_own_dead_letters(local, page):
+    # GIVEN mail bounced at each priority level (board_mail: high and normal)
+    finished(
+        local,
+        send(
+            local, "board_mail", {"to": "hi@example.org", "subject": "bounce"}, "bounce-high", priority="high"
+        ),
+        send(local, "board_mail", {"to": "lo@example.org", "subject": "bounce"}, "bounce-normal"),
+    )
+    # WHEN the high level's DLQ page opens THEN it lists the high one alone, with links to each level
+    page.goto("/dead-letters/board_mail@high")
+    expect(page.locator("tbody.letter td.id a")).to_have_text(["bounce-high"])
+    expect(page.locator('[data-level="normal"]')).to_have_attribute("href", "/dead-letters/board_mail")
+    # WHEN the operator picks the normal level THEN the normal one alone
+    page.locator('[data-level="normal"]').click()
+    expect(page.locator("tbody.letter td.id a")).to_have_text(["bounce-normal"])
+    expect(page.locator("tbody.letter")).to_contain_text("(normal)")
+    assert "@example.org" not in page.content()
