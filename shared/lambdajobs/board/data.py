@@ -3,14 +3,17 @@
 Queues come from the stack's manifest (`StackConfig.queue`, as `lambdajobs queues` reads them),
 counters from `ops.queue_health` and `ops.oldest_age_seconds`, finished counts and the per-minute
 activity from `ops.job_counts` and `ops.activity`, job records from `records.get_status` and
-`records.list_jobs` (the one status reader), dead letters from `ops.peek_dead_letters`, redrives from
-`ops.redrive`, cancels from `lambdajobs.cancel`. Only what is the board's own lives here: which
-queues a page names (a job's priority levels, the workflow queue, the Scheduler's DLQ), a dead
-letter's body with its job's `pii_fields` masked (`runtime.pii`, the masking the worker's logs get),
-and the choice of redrive path.
+`records.list_jobs` (the one status reader), dead letters from `lambdajobs.dead_letters` (listed from
+the dead records without receiving; found, peeked and redriven by receiving), pause and resume from
+`lambdajobs.queue_control`, cancels from `lambdajobs.cancel`. Only what is the board's own lives here:
+which queues a page names (a job's priority levels, the workflow queue, the Scheduler's DLQ), a dead
+letter's body with its job's `pii_fields` masked (`pii.mask_payload`, the masking the worker's logs
+get), the choice of redrive path, and redrives run in the background (`dead_letters.Tasks`).
 
 CloudWatch and the job index are paid per request: what they answer is kept `cache_seconds` (their
 figures are per minute anyway), so a page polling every few seconds does not multiply the bill.
+Finished counts, activity and a DLQ's recorded count are kept at least `COUNTS_SECONDS` whatever
+`cache_seconds` (the local stack's is 0): they count the job index, which a poll must not redo.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from lambdajobs.runtime.spec import JobSpec
 #: these never name a job's queue.
 WORKFLOWS_KEY = "_workflows"
 SCHEDULER_KEY = "_scheduler"
-#: How many dead letters a page peeks at most (each peek receives and releases: O(n) calls / 10).
+#: How many dead letters a receive-to-view shows at most (each one's receive count goes up by one).
 MAX_PEEK = letters.MAX_PEEK
 #: The least time finished counts and activity are kept (see `BoardData`).
 COUNTS_SECONDS = 15.0
