@@ -7,6 +7,7 @@ dev` prints). Errors are one line on stderr and a non-zero exit, never a traceba
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
 import json
@@ -715,7 +716,7 @@ def cdk(cdk_args: list[str] = CDK_ARGS) -> None:
 # -- queues, enqueue, status -----------------------------------------------------------------------
 
 
-def _pauses(spec: Any) -> tuple[dict[str, Any], list[Any]]:
+def _pauses(spec: Any, cfg: Any) -> tuple[dict[str, Any], list[Any]]:
     """The job's event source mappings by queue key (paused or not) and its retention warnings; ({},
     []) when they cannot be read (no mapping, or no lambda:ListEventSourceMappings permission)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -723,10 +724,10 @@ def _pauses(spec: Any) -> tuple[dict[str, Any], list[Any]]:
     from lambdajobs import queue_control
 
     try:
-        found = queue_control.mappings(spec, config=config())
+        found = queue_control.mappings(spec, config=cfg)
         by_key = {m.queue_key: m for m in found}
         paused = [m for m in found if m.paused]
-        warnings = queue_control.retention_warnings(spec, config=config(), found=paused) if paused else []
+        warnings = queue_control.retention_warnings(spec, config=cfg, found=paused) if paused else []
     except (ClientError, BotoCoreError):
         return {}, []
     return by_key, warnings
@@ -737,62 +738,28 @@ def _pauses(spec: Any) -> tuple[dict[str, Any], list[Any]]:
 def queues(as_json: bool = JSON_OPTION) -> None:
     """Per queue: waiting, in flight, delayed, DLQ, succeeded and dead in the last hour, oldest age,
     health (paused: its worker does not receive, `lambdajobs resume` starts it again)."""
-    from botocore.exceptions import ClientError
+    from concurrent.futures import ThreadPoolExecutor
 
-    from lambdajobs.ops import job_counts, oldest_age_seconds, queue_health
-    from lambdajobs.runtime.settings import queue_key
-
+    cfg = config()
+    cfg.stack_entry()  # a missing stack says so, before any job's reads
     now = datetime.now(UTC)
-    no_counts = False
-    refused: str | None = None
-    jobs_found: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for spec in _all_jobs():
-        try:
-            counts = job_counts(spec.name, now - timedelta(hours=1), now, config=config())
-        except ClientError as exc:  # no CloudWatch (or index) read permission: the counters anyway
-            counts, refused = None, f"{exc.operation_name}: {exc.response.get('Error', {}).get('Code')}"
-        no_counts = no_counts or (counts is None and refused is None)
-        mappings, retention = _pauses(spec)
-        warnings += [w.describe() for w in retention]
-        rows = []
-        for level, named, label, queue_url, dlq_url in _queue_levels(spec):
-            health = queue_health(spec.name, queue_url, dlq_url, config=config())
-            try:
-                age = oldest_age_seconds(queue_url, config=config())
-            except ClientError:
-                age = None  # no CloudWatch read permission: show the counters anyway
-            mapping = mappings.get(queue_key(spec.name, level))
-            rows.append(
-                {
-                    "label": label,
-                    "level": named,
-                    "waiting": health.depth,
-                    "in_flight": health.in_flight,
-                    "delayed": health.delayed,
-                    "dlq": health.dlq_depth,
-                    "dlq_in_flight": health.dlq_in_flight,
-                    "oldest_seconds": age,
-                    "health": _health_word(spec, health, age),
-                    "paused": None if mapping is None else mapping.paused,
-                    "paused_since": mapping.since if mapping is not None and mapping.paused else None,
-                }
-            )
-        jobs_found.append(
-            {
-                "job": spec.name,
-                "succeeded_1h": counts["succeeded"] if counts else None,
-                "dead_1h": counts["dead"] if counts else None,
-                "queues": rows,
-            }
-        )
+    specs = _all_jobs()
+    # each job's reads (counts, mappings, queue attributes) at once: a stack of many jobs answers in
+    # about the time of one on AWS
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(specs)))) as pool:
+        # each in a copy of this context: a stack configured in it (`using`) is the threads' too
+        futures = [pool.submit(contextvars.copy_context().run, _job_queues, spec, cfg, now) for spec in specs]
+        read = [future.result() for future in futures]
+    jobs_found = [found for found, _, _ in read]
+    warnings = [w for _, found_warnings, _ in read for w in found_warnings]
+    refused = next((r for _, _, r in read if r and r != "-"), None)
     note = None
     if refused:
         note = f"ok/dead: not counted, AWS refused {refused}"
-    elif no_counts:
+    elif any(r == "-" for _, _, r in read):  # no count source at all
         from lambdajobs.runtime.records import index_off_message
 
-        note = "ok/dead: " + index_off_message(config().stack, "off", "counting jobs on the local stack")
+        note = "ok/dead: " + index_off_message(cfg.stack, "off", "counting jobs on the local stack")
     if as_json:
         emit_json({"jobs": jobs_found, "counts_note": note, "retention_warnings": warnings})
         return
@@ -801,6 +768,54 @@ def queues(as_json: bool = JSON_OPTION) -> None:
         _warn(warning)
     if note:
         say(note)
+
+
+def _job_queues(spec: Any, cfg: Any, now: datetime) -> tuple[dict[str, Any], list[str], str | None]:
+    """One job's part of `lambdajobs queues`: (its document, its retention warnings, why it has no
+    counts: what AWS refused, "-" for no count source, None when counted)."""
+    from botocore.exceptions import ClientError
+
+    from lambdajobs.ops import job_counts, oldest_age_seconds, queue_health
+    from lambdajobs.runtime.settings import queue_key
+
+    uncounted: str | None = None
+    try:
+        counts = job_counts(spec.name, now - timedelta(hours=1), now, config=cfg)
+    except ClientError as exc:  # no CloudWatch (or index) read permission: the counters anyway
+        counts, uncounted = None, f"{exc.operation_name}: {exc.response.get('Error', {}).get('Code')}"
+    if counts is None and uncounted is None:
+        uncounted = "-"
+    mappings, retention = _pauses(spec, cfg)
+    rows = []
+    for level, named, label, queue_url, dlq_url in _queue_levels(spec):
+        health = queue_health(spec.name, queue_url, dlq_url, config=cfg)
+        try:
+            age = oldest_age_seconds(queue_url, config=cfg)
+        except ClientError:
+            age = None  # no CloudWatch read permission: show the counters anyway
+        mapping = mappings.get(queue_key(spec.name, level))
+        rows.append(
+            {
+                "label": label,
+                "level": named,
+                "waiting": health.depth,
+                "in_flight": health.in_flight,
+                "delayed": health.delayed,
+                "dlq": health.dlq_depth,
+                "dlq_in_flight": health.dlq_in_flight,
+                "oldest_seconds": age,
+                "health": _health_word(spec, health, age),
+                "paused": None if mapping is None else mapping.paused,
+                "paused_since": mapping.since if mapping is not None and mapping.paused else None,
+            }
+        )
+    found = {
+        "job": spec.name,
+        "succeeded_1h": counts["succeeded"] if counts else None,
+        "dead_1h": counts["dead"] if counts else None,
+        "queues": rows,
+    }
+    return found, [w.describe() for w in retention], uncounted
 
 
 #: How `lambdajobs queues` colours a queue's health.
