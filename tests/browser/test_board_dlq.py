@@ -193,6 +193,11 @@ def test_the_json_api_answers_what_the_pages_show_masked(local, page, seeded):
     assert [j["job"] for j in overview.json()["jobs"]]
     for body in (json.dumps(letters), overview.text(), schedules.text()):
         assert "json.api@example.org" not in body
+    # AND the DLQs with no job records (the workflow queue's, the Scheduler's) count all as unrecorded
+    for key in ("_workflows", "_scheduler"):
+        other = page.request.get(f"/api/dead-letters/{key}").json()
+        assert (other["items"], other["recorded"], other["unrecorded"]) == ([], 0, other["depth"])
+        assert page.request.get(f"/dead-letters/{key}").ok
     # AND a bad filter is a 400 with one line
     bad = page.request.get(f"/api/dead-letters/{KEY}?older_than=soon")
     assert bad.status == 400 and "not understood" in bad.json()["error"]
