@@ -143,11 +143,55 @@ def test_the_quick_query_is_quicker_at_a_thousand_items(ddb):
 
 def test_installs_nest_and_the_last_uninstall_restores_moto(ddb):
     from moto.dynamodb.models.table import Table
+    from moto.dynamodb.responses import DynamoResult
 
-    own = Table.query
+    own, serialized = Table.query, DynamoResult.execute_result
     fast_index.install()
     fast_index.install()
     fast_index.uninstall()
-    assert Table.query is not own
+    assert Table.query is not own and DynamoResult.execute_result is not serialized
     fast_index.uninstall()
-    assert Table.query is own
+    assert Table.query is own and DynamoResult.execute_result is serialized
+
+
+def reads(client: Any) -> list[Any]:
+    """Answers of every item read, without their metadata (request ids, retries)."""
+    keys = [{"id": {"S": "typed-1"}}, {"id": {"S": "typed-2"}}, {"id": {"S": "absent"}}]
+    answers = [
+        client.get_item(TableName=TABLE, Key=keys[0]),
+        client.get_item(TableName=TABLE, Key=keys[1], ProjectionExpression="mixed, flag"),
+        client.get_item(TableName=TABLE, Key=keys[2]),
+        client.batch_get_item(RequestItems={TABLE: {"Keys": keys}}),
+        client.query(
+            TableName=TABLE,
+            KeyConditionExpression="id = :id",
+            ExpressionAttributeValues={":id": {"S": "typed-2"}},
+        ),
+        client.scan(TableName=TABLE, Limit=40),
+        client.scan(TableName=TABLE, Select="COUNT"),
+    ]
+    for answer in answers:
+        answer.pop("ResponseMetadata", None)
+    answers[3]["Responses"][TABLE].sort(key=lambda item: item["id"]["S"])
+    return answers
+
+
+def test_item_reads_answer_as_moto_does(ddb):
+    typed = {
+        "id": {"S": "typed-1"},
+        "n": {"N": "12.5"},
+        "flag": {"BOOL": False},
+        "nothing": {"NULL": True},
+        "mixed": {"L": [{"S": "a"}, {"N": "1"}, {"M": {"deep": {"L": []}}}]},
+        "strings": {"SS": ["x", "y"]},
+        "numbers": {"NS": ["1", "2"]},
+        "empty": {"M": {}},
+    }
+    ddb.put_item(TableName=TABLE, Item=typed)
+    ddb.put_item(TableName=TABLE, Item={**typed, "id": {"S": "typed-2"}, "raw": {"B": b"\x00\x01bytes"}})
+    expected = reads(ddb)
+    fast_index.install()
+    try:
+        assert reads(ddb) == expected
+    finally:
+        fast_index.uninstall()

@@ -1,5 +1,13 @@
-"""A quicker Query of a keys-only global secondary index in the local stack's moto server, with the
-answers moto gives: the job index (`settings.JOB_INDEX`) at thousands of records.
+"""Quicker reads of the job table in the local stack's moto server, with the answers moto gives: the
+job index (`settings.JOB_INDEX`) and job records at thousands of records.
+
+Items are answered as JSON at once. moto 5.2 writes every DynamoDB answer through its generic,
+shape-driven serializer, which visits each attribute value of each item through several layers:
+2 s for a BatchGetItem of 50 job records that hold a payload and an attempt history (the board's
+first page of dead jobs). An answer of GetItem, BatchGetItem, Query or Scan is already in DynamoDB's
+wire shape once moto has built it (attribute values as `{"S": ...}` maps), so it is written with
+`json.dumps` as it is (members that are None left out, as the serializer leaves them out); one that
+holds something JSON cannot write (binary values) goes through moto's serializer as before.
 
 moto answers a Query on an index by sorting every item of the table (its key comparisons go through
 `DynamoType`), keeping those of the partition, measuring and deep-copying each whole item (payload,
@@ -17,11 +25,37 @@ stack's `atomic` module patches moto, for the server in this process.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 _lock = threading.Lock()
 _installed: list[Any] = []
+#: The operations whose answers are items, written as JSON at once.
+ITEM_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
+JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
+
+
+def _pruned(value: dict[str, Any]) -> dict[str, Any]:
+    """The answer without its members that are None (the serializer omits them; botocore would read a
+    JSON null as a member that is there). Only the answer's own members: the items below hold what
+    `DynamoType.to_json` gives, never None."""
+    return {k: v for k, v in value.items() if v is not None}
+
+
+def execute_result(original: Any) -> Any:
+    def items_as_json(self: Any, context: Any) -> Any:
+        if context.operation_model.name not in ITEM_READS or not isinstance(self.result, dict):
+            return original(self, context)
+        try:
+            body = json.dumps(_pruned(self.result))
+        except (TypeError, ValueError):  # bytes (binary attributes): moto's serializer encodes them
+            return original(self, context)
+        content_type = getattr(context.serializer_class, "CONTENT_TYPE", JSON_CONTENT_TYPE)
+        status = context.operation_model.http.get("responseCode", 200)
+        return status, {"Content-Type": content_type}, body
+
+    return items_as_json
 
 
 def _fast_shape(
@@ -115,15 +149,17 @@ def _query_keys_only(
 
     hash_attr, range_attr = (k["AttributeName"] for k in index.schema)
     table_key = table.hash_key_attr
+    kind, text = wanted.type, wanted.value
     partition = [
         item
         for item in table.items.values()
         if isinstance(item, Item)
         and (value := item.attrs.get(hash_attr)) is not None
-        and value == wanted
+        and value.type == kind
+        and value.value == text
         and item.attrs.get(range_attr)  # an item without the sort key is not in the index
     ]
-    partition.sort(key=lambda item: (item.attrs[range_attr], item.hash_key))
+    partition.sort(key=_order(partition, range_attr))
     if scan_index_forward is False:
         partition.reverse()
     hash_attrs, range_attrs = [hash_attr, table_key], [range_attr, None]
@@ -143,14 +179,7 @@ def _query_keys_only(
             break
         if range_comparison and not item.attrs[range_attr].compare(range_comparison, range_objs):
             continue
-        # the index's projection (its keys), made before anything is copied: moto's answer, at once
-        results.append(
-            Item(
-                hash_key=item.hash_key,
-                range_key=None,
-                attrs={k: item.attrs[k].to_json() for k in keys if k in item.attrs},
-            )
-        )
+        results.append(_keys_of(item, keys))
     scanned = len(results)
     if filter_expression is not None:
         results = [item for item in results if filter_expression.expr(item)]
@@ -159,26 +188,53 @@ def _query_keys_only(
     return results, scanned, last_evaluated_key
 
 
+def _order(items: list[Any], range_attr: str) -> Any:
+    """The index's order: by sort key, then table key. Plain text when every key is a string (moto's
+    own comparisons of `DynamoType` cost most of a Query), else moto's comparisons."""
+    if all(i.attrs[range_attr].type == "S" and i.hash_key.type == "S" for i in items):
+        return lambda item: (item.attrs[range_attr].value, item.hash_key.value)
+    return lambda item: (item.attrs[range_attr], item.hash_key)
+
+
+def _keys_of(item: Any, keys: list[str]) -> Any:
+    """The item projected to the index's keys: a new item sharing the key values (moto's answer is
+    built from it and nothing changes it), without `Item.__init__`'s conversion and size checks."""
+    from moto.dynamodb.models.dynamo_type import Item
+
+    projected: Any = Item.__new__(Item)
+    projected.hash_key, projected.range_key = item.hash_key, None
+    projected.attrs = {k: item.attrs[k] for k in keys if k in item.attrs}
+    return projected
+
+
 def install() -> None:
-    """Give moto's tables the quick Query (once per process; nested installs are counted)."""
+    """Give moto's tables the quick Query and its item reads the JSON answer (once per process; nested
+    installs are counted)."""
     from moto.dynamodb.models.table import Table
+    from moto.dynamodb.responses import DynamoResult
 
     with _lock:
         if not _installed:
-            original = Table.query
-            Table.query = query(original)  # type: ignore[method-assign]
-            _installed.append(original)
+            originals = (Table.query, DynamoResult.__dict__.get("execute_result"))
+            Table.query = query(originals[0])  # type: ignore[method-assign]
+            DynamoResult.execute_result = execute_result(DynamoResult.execute_result)  # type: ignore[method-assign]
+            _installed.append(originals)
         else:
             _installed.append(None)
 
 
 def uninstall() -> None:
-    """Undo one `install` (moto's own Query is back after the last)."""
+    """Undo one `install` (moto's own Query and serializer are back after the last)."""
     from moto.dynamodb.models.table import Table
+    from moto.dynamodb.responses import DynamoResult
 
     with _lock:
         if not _installed:
             return
-        original = _installed.pop()  # the first install kept moto's own; nested ones kept None
+        originals = _installed.pop()  # the first install kept moto's own; nested ones kept None
         if not _installed:
-            Table.query = original  # type: ignore[method-assign]
+            Table.query = originals[0]  # type: ignore[method-assign]
+            if originals[1] is None:  # inherited from ActionResult: inherit it again
+                del DynamoResult.execute_result
+            else:
+                DynamoResult.execute_result = originals[1]  # type: ignore[method-assign]
