@@ -564,15 +564,6 @@ class BoardData:
         found = letters.find(self.config, queue.dlq_url, message_id=wanted, job_id=wanted)
         return self._letter(queue, found) if found is not None else None
 
-    def find_dead_letter(self, job: str, job_id: str) -> Letter | None:
-        """A job's message in its DLQs (any level): receives until it is found (`letters.find`).
-        It changes receive counts: an action, not something to do on every view of a page."""
-        for queue in self.job_queues(self.spec(job)):
-            found = letters.find(self.config, queue.dlq_url, job_id=job_id)
-            if found is not None:
-                return self._letter(queue, found)
-        return None
-
     def _target(self, queue: Queue, envelope: dict[str, Any]) -> str | None:
         """Where a dead letter goes back to: its queue's source, or (the Scheduler's DLQ) the queue
         of the job and priority its envelope names."""
