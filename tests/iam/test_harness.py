@@ -93,11 +93,11 @@ def test_the_only_conditions_moto_does_not_see_are_checked_here(deployment):
         line for p in deployment.principals.values() for policy in p.policies for line in policy.dropped
     ]
     # iam:PassedToService is evaluated by the implied iam:PassRole check, dynamodb:LeadingKeys against
-    # the request's partition keys (see enforcement.py)
-    assert all(
-        ("iam:PassedToService" in line or "dynamodb:LeadingKeys" in line) and "not given to moto" in line
-        for line in dropped
-    ), dropped
+    # the request's partition keys, lambda:FunctionArn against the mapping's function (enforcement.py)
+    checked = ("iam:PassedToService", "dynamodb:LeadingKeys", "lambda:FunctionArn")
+    assert all(any(key in line for key in checked) and "not given to moto" in line for line in dropped), (
+        dropped
+    )
 
 
 def test_moto_authorization_is_off_again_after_the_block():
