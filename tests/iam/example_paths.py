@@ -40,6 +40,8 @@ FEATURE_FIELDS: dict[str, Callable[[JobSpec], set[str]]] = {
     # GetItem and UpdateItem of the key's slots item (`lambdajobs#keyslots#<job>#<hash>`), and hand-backs
     # to the job's queue while its key is at its cap: grants every worker has (`EVERY_JOB`)
     "concurrency_key": lambda spec: {CONCURRENCY_KEY} if spec.concurrency_key is not None else set(),
+    # BatchWriteItem of its search entries (`lambdajobs#sx#*` items only) at a job's first attempt
+    "searchable": lambda spec: {"searchable"} if spec.searchable else set(),
     # what the job's code uses: `code_features`
     "func": lambda spec: code_features(spec.func),
 }

@@ -28,6 +28,7 @@ from lambdajobs.runtime.spec import ensure_loaded, get_spec, load_jobs
 from lambdajobs.runtime.workflow import chain, get_workflow, sig, workflow_key
 from tests.iam import test_durable as durable
 from tests.iam import test_flow_control as flow
+from tests.iam import test_records as records
 from tests.iam import test_schedules as schedules
 from tests.iam import test_workers as workers
 from tests.iam.example_paths import (
@@ -242,6 +243,7 @@ SCENARIOS: dict[tuple[str, str], Callable[..., Any]] = {
     ("send_email", "run"): send_email_runs,
     ("send_email", "priority high"): send_email_high,
     ("send_email", "rate_limit"): send_email_high,
+    ("send_email", "searchable"): records.test_a_worker_writes_its_search_entries_and_the_operator_finds_them,
     ("transcode_video", "run"): transcode_runs,
     ("make_thumbnails", "run"): publish_video_chain,
     ("make_thumbnails", "ctx.parent_results"): publish_video_chain,
