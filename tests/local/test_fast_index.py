@@ -142,16 +142,17 @@ def test_the_quick_query_is_quicker_at_a_thousand_items(ddb):
 
 
 def test_installs_nest_and_the_last_uninstall_restores_moto(ddb):
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
     from moto.dynamodb.responses import DynamoResult
 
-    own, serialized = Table.query, DynamoResult.execute_result
+    own, serialized, size = Table.query, DynamoResult.execute_result, Item.size
     fast_index.install()
     fast_index.install()
     fast_index.uninstall()
     assert Table.query is not own and DynamoResult.execute_result is not serialized
     fast_index.uninstall()
-    assert Table.query is own and DynamoResult.execute_result is serialized
+    assert (Table.query, DynamoResult.execute_result, Item.size) == (own, serialized, size)
 
 
 def reads(client: Any) -> list[Any]:

@@ -36,6 +36,37 @@ ITEM_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan"})
 JSON_CONTENT_TYPE = "application/x-amz-json-1.0"
 
 
+_sizes = threading.local()
+
+
+def sized_once(size: Any) -> Any:
+    """`Item.size`, computed once per item within a BatchGetItem (moto measures each item twice, and a
+    job record's size walks its payload and history; nothing changes an item under the DynamoDB lock
+    the request holds)."""
+
+    def item_size(self: Any) -> int:
+        memo = getattr(_sizes, "memo", None)
+        if memo is None:
+            return int(size(self))
+        key = id(self)
+        if key not in memo:
+            memo[key] = size(self)
+        return int(memo[key])
+
+    return item_size
+
+
+def measured_once(batch_get_item: Any) -> Any:
+    def batch_get_item_measuring_once(self: Any) -> Any:
+        _sizes.memo = {}
+        try:
+            return batch_get_item(self)
+        finally:
+            _sizes.memo = None
+
+    return batch_get_item_measuring_once
+
+
 def _pruned(value: dict[str, Any]) -> dict[str, Any]:
     """The answer without its members that are None (the serializer omits them; botocore would read a
     JSON null as a member that is there). Only the answer's own members: the items below hold what
@@ -210,14 +241,22 @@ def _keys_of(item: Any, keys: list[str]) -> Any:
 def install() -> None:
     """Give moto's tables the quick Query and its item reads the JSON answer (once per process; nested
     installs are counted)."""
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
-    from moto.dynamodb.responses import DynamoResult
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     with _lock:
         if not _installed:
-            originals = (Table.query, DynamoResult.__dict__.get("execute_result"))
+            originals = (
+                Table.query,
+                DynamoResult.__dict__.get("execute_result"),
+                Item.size,
+                DynamoHandler.batch_get_item,
+            )
             Table.query = query(originals[0])  # type: ignore[method-assign]
             DynamoResult.execute_result = execute_result(DynamoResult.execute_result)  # type: ignore[method-assign]
+            Item.size = sized_once(originals[2])  # type: ignore[method-assign]
+            DynamoHandler.batch_get_item = measured_once(originals[3])  # type: ignore[method-assign]
             _installed.append(originals)
         else:
             _installed.append(None)
@@ -225,8 +264,9 @@ def install() -> None:
 
 def uninstall() -> None:
     """Undo one `install` (moto's own Query and serializer are back after the last)."""
+    from moto.dynamodb.models.dynamo_type import Item
     from moto.dynamodb.models.table import Table
-    from moto.dynamodb.responses import DynamoResult
+    from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
     with _lock:
         if not _installed:
@@ -234,6 +274,8 @@ def uninstall() -> None:
         originals = _installed.pop()  # the first install kept moto's own; nested ones kept None
         if not _installed:
             Table.query = originals[0]  # type: ignore[method-assign]
+            Item.size = originals[2]  # type: ignore[method-assign]
+            DynamoHandler.batch_get_item = originals[3]  # type: ignore[method-assign]
             if originals[1] is None:  # inherited from ActionResult: inherit it again
                 del DynamoResult.execute_result
             else:
