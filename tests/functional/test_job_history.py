@@ -213,3 +213,26 @@ def test_a_record_at_every_bound_stays_far_below_dynamodbs_400_kb():
     # THEN its size (names and values, as DynamoDB counts it, roughly) is under 100 KB
     size = len(json.dumps(record.to_item()).encode())
     assert size < 100 * 1024, size
+
+
+def test_a_message_that_never_ran_keeps_its_payload_level_and_enqueue_time_in_its_dead_record(stack):
+    # GIVEN a message of the high level whose payload the job refuses (a producer that skipped the check)
+    body = {
+        "v": 1,
+        "job": "ranked",
+        "id": "bad-1",
+        "payload": {"nokey": 1},
+        "enqueued_at": "2030-01-01T08:59:00Z",
+        "priority": "high",
+    }
+    stack.client("sqs").send_message(
+        QueueUrl=stack.config.queue_url("ranked", "high"), MessageBody=json.dumps(body)
+    )
+    # WHEN the worker dead-letters it without running it
+    stack.runner("ranked", priority="high").attempt()
+    # THEN its dead record says what it was: payload, level, enqueue time (no attempt ran)
+    status = stack.status("bad-1")
+    assert status.state is JobState.DEAD and status.error["type"] == "PayloadValidationError"
+    assert status.payload == {"nokey": 1}
+    assert (status.level, status.enqueued_at) == ("high", "2030-01-01T08:59:00.000Z")
+    assert status.history == () and status.attempt_rows() == []

@@ -206,6 +206,28 @@ class Delivery:
         )
 
 
+def about(d: Delivery) -> dict[str, Any]:
+    """What the job's record keeps of its message (`lifecycle.acquire`'s `about`): when it was
+    enqueued (the envelope's `enqueued_at`, else SQS's SentTimestamp), the priority level whose queue
+    ran it (jobs with priorities), its fair-queue tenant, and a workflow member's place."""
+    envelope = d.envelope
+    enqueued = envelope.enqueued_at if envelope is not None else None
+    if enqueued is None:
+        sent = d.record.attributes.sent_timestamp
+        enqueued = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent and str(sent).isdigit() else None
+    elif enqueued.tzinfo is None:
+        enqueued = enqueued.replace(tzinfo=UTC)
+    member = d.member
+    return {
+        "enqueued_at": enqueued.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if enqueued is not None
+        else None,
+        "level": (d.source_level or d.spec.default_priority) if d.spec.priorities else None,
+        "tenant": (d.record.raw_event.get("attributes") or {}).get("MessageGroupId") or None,
+        "workflow": {"id": member.id, "stage": member.stage, "index": member.index} if member else None,
+    }
+
+
 def _attribute(record: SQSRecord, name: str) -> str | None:
     value = (record.raw_event.get("messageAttributes") or {}).get(name) or {}
     text = value.get("stringValue")

@@ -28,7 +28,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark
+from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark, about
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError, NotStartedError
 from lambdajobs.runtime.gates import (
@@ -43,7 +43,7 @@ from lambdajobs.runtime.gates import (
     Supersede,
 )
 from lambdajobs.runtime.job_record import JobState
-from lambdajobs.runtime.records import JobRecordStore, error_fields
+from lambdajobs.runtime.records import JobRecordStore, error_fields, stored_fields
 from lambdajobs.runtime.settings import (
     ATTR_ATTEMPTS,
     ATTR_ERROR_TYPE,
@@ -409,7 +409,10 @@ class Effects:
         if mark is Mark.DEAD_RUN:
             return lambda job_id, job, error, lock: self.store.bury(job_id, job, error, lock, tally)
         past_last = mark is Mark.DEAD_PAST_LAST
-        return lambda job_id, job, error, lock: self.store.reject(job_id, job, error, past_last, tally)
+        details = {**about(d), **(stored_fields(d.raw_payload) if d.envelope is not None else {})}
+        return lambda job_id, job, error, lock: self.store.reject(
+            job_id, job, error, past_last, tally, details
+        )
 
     def _send_to_dlq(self, d: Delivery, error: dict[str, str], attempts: int) -> bool:
         ours = {

@@ -96,6 +96,12 @@ def stored_payload(payload: Any, pii_fields: tuple[str, ...] = ()) -> tuple[str,
     return masked.encode()[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
 
 
+def stored_fields(payload: Any) -> dict[str, Any]:
+    """A payload as a dead write keeps it (`stored_payload`): `payload`, and `payload_cut` when cut."""
+    text, cut = stored_payload(payload, pii.current_fields())
+    return {"payload": text, "payload_cut": True if cut else None}
+
+
 def failure_details(
     run: dict[str, Any], exc: BaseException, outcome: JobState, acquired: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -119,8 +125,7 @@ def failure_details(
         "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
     }
     if "payload" in run:
-        details["payload"], cut = stored_payload(run["payload"], pii.current_fields())
-        details["payload_cut"] = True if cut else None
+        details.update(stored_fields(run["payload"]))
     return details
 
 
@@ -363,12 +368,14 @@ class JobRecordStore(BasePersistenceLayer):
         error: dict[str, str],
         retrying: bool = False,
         tally: Tally | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         """A message that can never run (invalid payload, or past its last attempt): its record becomes
         `dead` with the reason (`error_fields`), unless a live run holds it or it succeeded; a
         `retrying` or `waiting` record too with `retrying=True` (the message past its last attempt is
-        the one that was retrying or waiting)."""
-        self._dead(job_id, job, error, release=False, over_retrying=retrying, tally=tally)
+        the one that was retrying or waiting). `details`: what the record keeps of the message, in
+        the same write (`delivery.about`, and the payload: `stored_fields`)."""
+        self._dead(job_id, job, error, release=False, over_retrying=retrying, tally=tally, details=details)
 
     def complete(
         self,

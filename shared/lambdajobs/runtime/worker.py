@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -41,7 +40,7 @@ from lambdajobs.runtime import durable, gates, lifecycle, pii
 from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobCancelled, JobContext
-from lambdajobs.runtime.delivery import Delivery, attempt_of
+from lambdajobs.runtime.delivery import Delivery, about, attempt_of
 from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
@@ -533,28 +532,6 @@ class Worker:
         )
         self._count("JobFailed", 1)
         return gates.failed(d, outcome.error, lock, self.rng, unreleased=bool(unreleased))
-
-
-def about(d: Delivery) -> dict[str, Any]:
-    """What the job's record keeps of its message (`lifecycle.acquire`'s `about`): when it was
-    enqueued (the envelope's `enqueued_at`, else SQS's SentTimestamp), the priority level whose queue
-    ran it (jobs with priorities), its fair-queue tenant, and a workflow member's place."""
-    envelope = d.envelope
-    enqueued = envelope.enqueued_at if envelope is not None else None
-    if enqueued is None:
-        sent = d.record.attributes.sent_timestamp
-        enqueued = datetime.fromtimestamp(int(sent) / 1000, UTC) if sent and str(sent).isdigit() else None
-    elif enqueued.tzinfo is None:
-        enqueued = enqueued.replace(tzinfo=UTC)
-    member = d.member
-    return {
-        "enqueued_at": enqueued.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        if enqueued is not None
-        else None,
-        "level": (d.source_level or d.spec.default_priority) if d.spec.priorities else None,
-        "tenant": (d.record.raw_event.get("attributes") or {}).get("MessageGroupId") or None,
-        "workflow": {"id": member.id, "stage": member.stage, "index": member.index} if member else None,
-    }
 
 
 def _wait_for(go: Run, count: Callable[[str, float], None]) -> None:
