@@ -202,12 +202,15 @@ def queue_health(job: str, queue_url: str, dlq_url: str, *, config: StackConfig 
 
 def oldest_age_seconds(queue_url: str, *, config: StackConfig | None = None) -> float | None:
     """ApproximateAgeOfOldestMessage from CloudWatch over the last 5 minutes (SQS does not answer it
-    directly); None when CloudWatch has no datapoint (an idle queue, or the local stack)."""
+    directly); None when CloudWatch has no datapoint (an idle queue). With an endpoint (the local
+    stack, whose SQS publishes no metrics) None at once: the call would only cost time."""
+    cfg = resolve(config)
+    if cfg.endpoint_url:
+        return None
     name = queue_url.rstrip("/").rsplit("/", 1)[-1]
     now = datetime.now(UTC)
     points = (
-        resolve(config)
-        .client("cloudwatch")
+        cfg.client("cloudwatch")
         .get_metric_statistics(
             Namespace="AWS/SQS",
             MetricName="ApproximateAgeOfOldestMessage",
