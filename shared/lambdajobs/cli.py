@@ -930,6 +930,19 @@ def enqueue(
 #: stack's own mode may hold fewer, and says how to turn it up), in a job's order.
 LISTABLE = tuple(state.value for state in LISTED_STATES)
 
+#: States `lambdajobs jobs` cannot list, and what to do instead.
+_NOT_STARTED = (
+    "a job not started has no record to list (nothing is written at enqueue): SQS holds it, "
+    "`lambdajobs queues` counts the queue's waiting and delayed messages, and `lambdajobs status JOB_ID` "
+    "reads one by its id"
+)
+UNLISTED = {
+    "pending": _NOT_STARTED,
+    "queued": _NOT_STARTED,
+    "waiting": "the job index does not hold rate-limited jobs waiting for their slot: `lambdajobs status "
+    "JOB_ID` shows one's waiting_until, and `lambdajobs queues` counts the queue's messages",
+}
+
 #: `lambdajobs status` exit codes, besides 0 (found; with --wait: succeeded), 1 (an error) and 2 (a
 #: usage error, as for every command).
 STATUS_NO_RECORD = 3
@@ -1287,6 +1300,8 @@ def jobs(
     cfg = config()
     held = listed_states(cfg)
     if state is not None:
+        if state in UNLISTED:
+            raise InvalidOptionError(f"--state {state}: {UNLISTED[state]}")
         if state not in LISTABLE:
             raise InvalidOptionError(
                 f"--state {state!r} is not a state a job is listed by; use one of {LISTABLE}."

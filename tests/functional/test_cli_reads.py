@@ -267,3 +267,9 @@ def test_json_errors_stay_one_line_on_stderr_with_the_same_exit_codes(indexed):
     assert missing.exit_code == 3 and json.loads(missing.stdout)["has_record"] is False
     bad_job = run(indexed, "jobs", "nope", "--json")
     assert "unknown job 'nope'" in one_line_error(bad_job, 1) and bad_job.stdout == ""
+
+
+@pytest.mark.parametrize("state", ["queued", "pending", "waiting"])
+def test_jobs_says_plainly_why_queued_and_waiting_jobs_are_not_listed(indexed, state):
+    line = one_line_error(run(indexed, "jobs", "deliver", "--state", state))
+    assert "lambdajobs queues" in line and "lambdajobs status JOB_ID" in line
