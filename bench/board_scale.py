@@ -249,10 +249,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             dead_letters=args.dead_letters,
             unrecorded=args.unrecorded,
             job_index=stack.provisioned.job_index if stack.provisioned else "finished",
+            worker_log=work / "worker.log",
         )
         seed_seconds = time.perf_counter() - started
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, **stack.environment()}
         env["COLUMNS"] = "200"
+        env["LAMBDAJOBS_WORKER_LOG"] = str(work / "worker.log")  # the job pages' logs panel reads it
         port = free_port()
         board = subprocess.Popen(
             [*lambdajobs(), "board", "--port", str(port)],

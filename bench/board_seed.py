@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from lambdajobs.runtime.config import StackConfig
@@ -192,6 +193,29 @@ def _dlq_entry(body: str, record: JobRecord | None) -> dict[str, Any]:
     }
 
 
+def _log_lines(record: JobRecord) -> list[str]:
+    """The worker's JSON lines (Powertools Logger's shape) for a record's attempts."""
+    lines = []
+    for attempt in range(1, max(record.attempts, 1) + 1):
+        base = {
+            "level": "INFO",
+            "location": "run:1",
+            "timestamp": record.started_at,
+            "service": "lambdajobs",
+            "correlation_id": record.job_id,
+            "job": record.job,
+            "attempt": attempt,
+        }
+        lines.append(json.dumps({**base, "message": "job started"}))
+        last = attempt == max(record.attempts, 1)
+        if record.state is JobState.SUCCEEDED and last:
+            lines.append(json.dumps({**base, "message": "job succeeded", "timestamp": record.finished_at}))
+        elif record.error is not None:
+            error = {"level": "WARNING", "message": "job failed", "error": record.error}
+            lines.append(json.dumps({**base, **error, "timestamp": record.updated_at}))
+    return lines
+
+
 def seed(
     config: StackConfig,
     specs: Sequence[JobSpec],
@@ -202,9 +226,12 @@ def seed(
     job_index: str = "finished",
     seed_value: int = 30,
     now: datetime | None = None,
+    worker_log: Path | None = None,
 ) -> Seeded:
     """Write `records` job records (of which `dead_letters - unrecorded` dead) and `dead_letters` DLQ
-    messages into the stack `config` names (its table and queues known: a local stack's `config`)."""
+    messages into the stack `config` names (its table and queues known: a local stack's `config`).
+    `worker_log`: also append the worker's log lines of every seeded attempt there (the job pages'
+    logs panel reads them)."""
     rng = random.Random(seed_value)
     now = now or datetime.now(UTC)
     mode = JobIndex(job_index)
@@ -239,6 +266,10 @@ def seed(
         seeded.letters[spec.name] += 1
         seeded.unrecorded += 1
     _write_records(config, items)
+    if worker_log is not None:
+        with worker_log.open("a", encoding="utf-8") as log:
+            for item in items:
+                log.writelines(line + "\n" for line in _log_lines(JobRecord.from_item(item)))
     for url, entries in letters.items():
         sent = _send(config, url, entries)
         if sent:
