@@ -236,3 +236,15 @@ def test_a_message_that_never_ran_keeps_its_payload_level_and_enqueue_time_in_it
     assert status.payload == {"nokey": 1}
     assert (status.level, status.enqueued_at) == ("high", "2030-01-01T08:59:00.000Z")
     assert status.history == () and status.attempt_rows() == []
+
+
+def test_the_runs_payload_is_not_copied_by_powertools_and_is_stored_on_failure():
+    import copy
+
+    from lambdajobs.runtime.records import Uncopied
+
+    payload = {"a": [1, 2, 3]}
+    run = {"attempt": 1, "payload": Uncopied(payload)}
+    assert copy.deepcopy(run)["payload"].value is payload  # Powertools deep-copies the run
+    details = failure_details(run, ValueError("x"), JobState.RETRYING, None)
+    assert details["payload"] == '{"a":[1,2,3]}'

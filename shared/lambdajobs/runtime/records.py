@@ -96,6 +96,19 @@ def stored_payload(payload: Any, pii_fields: tuple[str, ...] = ()) -> tuple[str,
     return masked.encode()[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
 
 
+class Uncopied:
+    """A value in the run that Powertools' deep copy of it leaves as it is: the payload, read only when
+    an attempt fails (a copy per run would cost every job for the few that fail)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Uncopied:
+        return self
+
+
 def stored_fields(payload: Any) -> dict[str, Any]:
     """A payload as a dead write keeps it (`stored_payload`): `payload`, and `payload_cut` when cut."""
     text, cut = stored_payload(payload, pii.current_fields())
@@ -125,7 +138,8 @@ def failure_details(
         "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
     }
     if "payload" in run:
-        details.update(stored_fields(run["payload"]))
+        payload = run["payload"]
+        details.update(stored_fields(payload.value if isinstance(payload, Uncopied) else payload))
     return details
 
 

@@ -45,7 +45,7 @@ from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
 from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
-from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, error_fields
+from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, Uncopied, error_fields
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
 
@@ -414,7 +414,7 @@ class Worker:
             run["workflow"] = {"id": d.member.id, "stage": d.member.stage}
         # kept on the record by the writes that happen anyway: the acquire, a failure's
         run["about"] = about(d)
-        run["payload"] = d.raw_payload
+        run["payload"] = Uncopied(d.raw_payload)
         ctx = self._context(d, job_id, context, fresh)
         started = time.perf_counter()
         outcome = _Outcome(start_by_us=go.start_by_us)
