@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.errors import ConfigurationError
+from lambdajobs.runtime.errors import LogsUnavailableError
 from lambdajobs.runtime.settings import manifest_parameter
 
 #: Where `lambdajobs dev` writes the workers' logs unless told otherwise (`--log-file`).
@@ -89,10 +89,6 @@ class Logs:
     @property
     def done(self) -> bool:
         return self.status != "running"
-
-
-class LogsUnavailableError(ConfigurationError):
-    """The job's logs cannot be read here (no log file, no log group named for the job)."""
 
 
 def _parsed_time(text: str | None) -> datetime | None:

@@ -238,6 +238,7 @@ def test_the_boards_logs_panel_on_aws_starts_the_query_then_polls_it_until_it_en
         assert "query=" in again
         # AND while it runs the panel asks again; once it ends it shows the job's lines, and stops
         running = panel(again)
-        assert "Logs Insights is looking" in running and "hx-get" in running
+        assert "Logs Insights is looking" in running and "hx-trigger" in running
         done = panel(again)
-        assert "sent it" in done and "hx-get" not in done
+        # (no more polling: only the "read them again" link, which waits for a click)
+        assert "sent it" in done and "hx-trigger" not in done

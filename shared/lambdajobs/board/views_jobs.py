@@ -30,20 +30,11 @@ from lambdajobs.board.base import (
 )
 from lambdajobs.board.data import describe_error
 from lambdajobs.board.jobs_data import QUEUED_NOTE, JobsData, Listed, parse_time
-from lambdajobs.runtime.errors import JobIndexOffError
+from lambdajobs.runtime.errors import BadRequestError, JobIndexOffError
 from lambdajobs.runtime.job_record import PARKED_STATES, JobState
 
 #: How often the logs panel asks again for a Logs Insights query that still runs.
 LOGS_POLL_SECONDS = 1
-
-
-class BadRequestError(ValueError):
-    """A URL the view cannot use (a bad state, time or job): `status` (400, or 404 for what names
-    nothing) with the reason, which never repeats the URL's own text."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _state(text: str) -> JobState:

@@ -194,7 +194,22 @@ class CancelError(LambdaJobsError, ValueError):
     """`cancel(...)` could not be carried out (an empty id, a workflow that does not exist)."""
 
 
+class LogsUnavailableError(ConfigurationError):
+    """A job's logs cannot be read here: no worker log file locally, or no log group named for the
+    job in the stack's manifest (a stack deployed before it named them)."""
+
+
+class BadRequestError(LambdaJobsError, ValueError):
+    """A board page or JSON API request the board cannot use (a bad state, time, field or job):
+    `status` is 400, or 404 for what names nothing; the message never repeats the URL's own text."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 __all__ = [
+    "BadRequestError",
     "CancelError",
     "ClockError",
     "ConfigurationError",
@@ -209,6 +224,7 @@ __all__ = [
     "JobIndexOffError",
     "LambdaJobsError",
     "LastAttemptLostError",
+    "LogsUnavailableError",
     "MaxDurationError",
     "NotStartedError",
     "PayloadTooLargeError",
