@@ -803,23 +803,23 @@ def get_status(
 BATCH_GET_TRIES = 10
 
 
-def get_statuses(
-    job_ids: list[str], *, config: StackConfig | None = None, store: JobRecordStore | None = None
-) -> dict[str, JobStatus]:
-    """Statuses of many jobs in BatchGetItem calls (100 keys each); unknown ids read as pending."""
-    found_store = _store(config, store)
+def _batch_items(
+    store: JobRecordStore, job_ids: list[str], projection: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
+    """The items of these ids (those that exist), in BatchGetItem calls of 100 keys; `projection`:
+    only these attributes (and `id`), which a caller that needs two of them parses much faster."""
     found: dict[str, dict[str, Any]] = {}
     unique = list(dict.fromkeys(job_ids))
+    shape: dict[str, Any] = {"ConsistentRead": True}
+    if projection:
+        names = {f"#p{i}": name for i, name in enumerate(("id", *projection))}
+        shape |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
     for start in range(0, len(unique), 100):
-        request: dict[str, Any] = {
-            found_store.table: {
-                "Keys": [codec.key(j) for j in unique[start : start + 100]],
-                "ConsistentRead": True,
-            }
-        }
+        keys = [codec.key(j) for j in unique[start : start + 100]]
+        request: dict[str, Any] = {store.table: {"Keys": keys, **shape}}
         for tries in range(BATCH_GET_TRIES):
-            response = found_store.client.batch_get_item(RequestItems=request)
-            for item in response.get("Responses", {}).get(found_store.table, []):
+            response = store.client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(store.table, []):
                 found[codec.item_id(item)] = item
             request = response.get("UnprocessedKeys") or {}
             if not request:
@@ -830,7 +830,16 @@ def get_statuses(
 
             error = {"Code": "ProvisionedThroughputExceededException", "Message": "keys left unprocessed"}
             raise ClientError({"Error": error}, "BatchGetItem")
-    return {j: status_from_item(j, found.get(j)) for j in unique}
+    return found
+
+
+def get_statuses(
+    job_ids: list[str], *, config: StackConfig | None = None, store: JobRecordStore | None = None
+) -> dict[str, JobStatus]:
+    """Statuses of many jobs in BatchGetItem calls (100 keys each); unknown ids read as pending."""
+    found_store = _store(config, store)
+    found = _batch_items(found_store, job_ids)
+    return {j: status_from_item(j, found.get(j)) for j in dict.fromkeys(job_ids)}
 
 
 def wait_for(
@@ -1090,7 +1099,8 @@ def count_dead(
 ) -> int:
     """How many of `job`'s records are dead (that died after `after`, of priority level `level`): a
     counting Query on the job index, in every mode; with `level`, the entries' records are read too
-    (one BatchGetItem per 100)."""
+    (one BatchGetItem per 100, only their state and level: DynamoDB still counts each item's whole
+    size in read units)."""
     found_store = _store(config, store)
     partition = index_key(job, JobState.DEAD)
     if level is None:
@@ -1102,13 +1112,18 @@ def count_dead(
             if not response.get("LastEvaluatedKey"):
                 return total
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-    count, cursor = 0, None
-    while True:
-        page = list_dead(job, level=level, after=after, limit=100, cursor=cursor, store=found_store)
-        count += len(page.items)
-        cursor = page.cursor
-        if cursor is None:
+    count = 0
+    request = _index_query(found_store, partition, after=after)
+    del request["Limit"]  # a page of keys as big as DynamoDB answers (1 MB): few round trips
+    while True:  # the entries' keys, then only the state and level of their records
+        response = found_store.client.query(**request)
+        ids = [codec.item_id(entry) for entry in response.get("Items", [])]
+        for item in _batch_items(found_store, ids, ("state", "level")).values():
+            values = codec.decode(item)
+            count += values.get("state") == JobState.DEAD.value and values.get("level") == level
+        if not response.get("LastEvaluatedKey"):
             return count
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
 def _purge_marker(queue_key: str) -> str:
