@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lambdajobs.runtime.config import StackConfig, resolve
-from lambdajobs.runtime.errors import LambdaJobsError
+from lambdajobs.runtime.errors import NoMappingError
 from lambdajobs.runtime.settings import QUEUE_RETENTION_SECONDS, queue_key
 from lambdajobs.runtime.spec import JobSpec
 
@@ -30,11 +30,6 @@ from lambdajobs.runtime.spec import JobSpec
 POLLING_STATES = frozenset({"Creating", "Enabling", "Enabled", "Updating"})
 #: How long before a paused queue's oldest message reaches its retention `retention_warning` warns.
 WARN_WITHIN = timedelta(days=1)
-
-
-class NoMappingError(LambdaJobsError, LookupError):
-    """A job's queue has no event source mapping: the stack is not deployed with the job's worker (or,
-    on the local stack, its workers are not started)."""
 
 
 @dataclass(frozen=True)

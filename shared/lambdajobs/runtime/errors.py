@@ -208,6 +208,11 @@ class BadRequestError(LambdaJobsError, ValueError):
         self.status = status
 
 
+class NoMappingError(LambdaJobsError, LookupError):
+    """A job's queue has no event source mapping (`lambdajobs pause`, `resume`): the stack is not
+    deployed with the job's worker (or, on the local stack, its workers are not started)."""
+
+
 __all__ = [
     "BadRequestError",
     "CancelError",
@@ -226,6 +231,7 @@ __all__ = [
     "LastAttemptLostError",
     "LogsUnavailableError",
     "MaxDurationError",
+    "NoMappingError",
     "NotStartedError",
     "PayloadTooLargeError",
     "PayloadValidationError",
