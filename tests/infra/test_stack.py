@@ -241,6 +241,13 @@ def test_worker_permissions_are_least_privilege(template, stack, job):
     expected = {
         table: {"dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}
     }
+    if spec.searchable:  # its search entries, one BatchWriteItem at a first attempt (and nothing else)
+        expected[table].add("dynamodb:BatchWriteItem")
+        [writes] = [s for s in statements if "dynamodb:BatchWriteItem" in s["Action"]]
+        assert writes["Action"] == "dynamodb:BatchWriteItem"
+        assert writes["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["lambdajobs#sx#*"]}
+        }
     for level in worker.all_levels:  # each of its queues (every priority level's) and their DLQs
         expected[logical_id(stack, level.queue)] = {
             "sqs:ReceiveMessage",

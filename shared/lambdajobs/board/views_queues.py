@@ -49,8 +49,8 @@ def parse_age(text: str | None) -> timedelta | None:
         return None
     match = re.fullmatch(r"\s*(\d{1,6})\s*([smhd])\s*", text)
     if not match:
-        raise InvalidOptionError(
-            f"age {text!r} is not understood; use a number and s, m, h or d, e.g. 30m or 2d."
+        raise InvalidOptionError(  # the URL's words are not repeated (a link chose them)
+            "this age is not understood; use a number and s, m, h or d, e.g. 30m or 2d."
         )
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match[2]]
     return timedelta(**{unit: int(match[1])})
