@@ -1537,6 +1537,32 @@ def _say_received(letters: list[dict[str, Any]]) -> None:
         console.print(f"    {d['reason']}", soft_wrap=True)
 
 
+def _dead_counts(targets: list[Any]) -> dict[str | None, int] | None:
+    """A job's recorded dead letters of every level it lists, counted in one pass over its dead
+    records (`records.count_dead_levels`); None for one level (`list_letters` counts it)."""
+    from lambdajobs import dead_letters
+    from lambdajobs.runtime import records
+    from lambdajobs.runtime.settings import queue_key
+
+    specs = [(spec, level) for spec, level, *_ in targets if spec is not None]
+    if len(specs) < 2 or len({spec.name for spec, _ in specs}) != 1:
+        return None
+    cfg = config()
+    afters = {
+        dead_letters.record_level(spec, level): records.purged_at(queue_key(spec.name, level), config=cfg)
+        for spec, level in specs
+    }
+    return records.count_dead_levels(specs[0][0].name, afters, config=cfg)
+
+
+def _counted(counts: dict[str | None, int], spec: Any, level: str | None) -> Any:
+    """`list_letters`' `recorded` hook answering from `counts` (see `_dead_counts`)."""
+    from lambdajobs import dead_letters
+
+    found = counts[dead_letters.record_level(spec, level)]
+    return lambda _count: found
+
+
 @dlq_app.command("list")
 @friendly
 def dlq_list(
@@ -1570,6 +1596,7 @@ def dlq_list(
     if cursor and len(targets) != 1:
         _fail(f"--cursor pages through one DLQ: pass --priority too (job {job} has {len(targets)}).", 2)
     queues_found: list[dict[str, Any]] = []
+    counts = None if receive else _dead_counts(targets)
     for spec, level, label, _, dlq_url in targets:
         found: dict[str, Any] = {"label": label, "level": spec.priority_of(level) if spec else None}
         if spec is None or receive:
@@ -1586,6 +1613,7 @@ def dlq_list(
                 error_type=error,
                 older_than=minimum_age,
                 dlq_url=dlq_url,
+                recorded=None if counts is None else _counted(counts, spec, level),
             )
             found.update(
                 items=page.items,

@@ -19,6 +19,7 @@ from lambdajobs.runtime.errors import DeclarationError, InvalidOptionError
 from lambdajobs.runtime.job_record import JobState
 from lambdajobs.runtime.records import (
     count_dead,
+    count_dead_levels,
     list_dead,
     list_jobs,
     mark_purged,
@@ -211,6 +212,16 @@ def test_dead_jobs_are_listed_by_priority_level(stack):
     assert ids(list_dead("ranked", level="normal", config=stack.config)) == [normal]
     assert count_dead("ranked", level="high", config=stack.config) == 3
     assert count_dead("ranked", config=stack.config) == 4
+    # AND every level counted in one pass, each after its own queue's purge
+    assert count_dead_levels("ranked", {"high": None, "normal": None}, config=stack.config) == {
+        "high": 3,
+        "normal": 1,
+    }
+    later = "2999-01-01T00:00:00.000Z"  # a purge after every death: nothing of that level counts
+    assert count_dead_levels("ranked", {"high": later, "normal": None}, config=stack.config) == {
+        "high": 0,
+        "normal": 1,
+    }
     # AND paged by level: a short page's cursor goes on
     page = list_dead("ranked", level="high", limit=2, config=stack.config)
     rest = list_dead("ranked", level="high", limit=2, cursor=page.cursor, config=stack.config)

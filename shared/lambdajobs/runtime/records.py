@@ -17,7 +17,7 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -1076,10 +1076,13 @@ def list_dead(
         response = found_store.client.query(**request)
         entries = response.get("Items", [])
         scanned += len(entries)
-        statuses = get_statuses([codec.item_id(e) for e in entries], store=found_store)
+        # the entries' levels first (a projection), then only the matching records whole
+        levels = _batch_items(found_store, [codec.item_id(e) for e in entries], ("level",))
+        ids = [i for i in map(codec.item_id, entries) if codec.decode(levels.get(i)).get("level") == level]
+        statuses = get_statuses(ids, store=found_store)
         for entry in entries:
-            status = statuses[codec.item_id(entry)]
-            if _level_matches(status, level) and status.state is JobState.DEAD:
+            status = statuses.get(codec.item_id(entry))
+            if status is not None and _level_matches(status, level) and status.state is JobState.DEAD:
                 items.append(status)
             cursor = _encode_cursor(entry)
             if len(items) >= wanted:
@@ -1098,31 +1101,49 @@ def count_dead(
     store: JobRecordStore | None = None,
 ) -> int:
     """How many of `job`'s records are dead (that died after `after`, of priority level `level`): a
-    counting Query on the job index, in every mode; with `level`, the entries' records are read too
-    (one BatchGetItem per 100, only their state and level: DynamoDB still counts each item's whole
-    size in read units)."""
+    counting Query on the job index, in every mode; with `level`, `count_dead_levels`."""
     found_store = _store(config, store)
-    partition = index_key(job, JobState.DEAD)
-    if level is None:
-        request = _index_query(found_store, partition, after=after, Select="COUNT")
-        total = 0
-        while True:
-            response = found_store.client.query(**request)
-            total += int(response.get("Count", 0))
-            if not response.get("LastEvaluatedKey"):
-                return total
-            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-    count = 0
-    request = _index_query(found_store, partition, after=after)
-    del request["Limit"]  # a page of keys as big as DynamoDB answers (1 MB): few round trips
-    while True:  # the entries' keys, then only the state and level of their records
+    if level is not None:
+        return count_dead_levels(job, {level: after}, store=found_store)[level]
+    request = _index_query(found_store, index_key(job, JobState.DEAD), after=after, Select="COUNT")
+    total = 0
+    while True:
         response = found_store.client.query(**request)
-        ids = [codec.item_id(entry) for entry in response.get("Items", [])]
-        for item in _batch_items(found_store, ids, ("state", "level")).values():
-            values = codec.decode(item)
-            count += values.get("state") == JobState.DEAD.value and values.get("level") == level
+        total += int(response.get("Count", 0))
         if not response.get("LastEvaluatedKey"):
-            return count
+            return total
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def count_dead_levels(
+    job: str,
+    afters: Mapping[str | None, datetime | str | None],
+    *,
+    config: StackConfig | None = None,
+    store: JobRecordStore | None = None,
+) -> dict[str | None, int]:
+    """How many of `job`'s dead records each priority level of `afters` holds, counting only those
+    that died after its time (its queue's last purge; None: all): one pass over the index's dead
+    entries, whose records are read for their state and level alone (BatchGetItem per 100; DynamoDB
+    still counts each item's whole size in read units)."""
+    found_store = _store(config, store)
+    since = {name: _when(moment) if moment is not None else "" for name, moment in afters.items()}
+    counts: dict[str | None, int] = dict.fromkeys(afters, 0)
+    request = _index_query(found_store, index_key(job, JobState.DEAD))
+    del request["Limit"]  # a page of keys as big as DynamoDB answers (1 MB): few round trips
+    while True:
+        response = found_store.client.query(**request)
+        entered = {
+            codec.item_id(entry): str(codec.from_value(entry[JOB_INDEX_SORT_KEY]))
+            for entry in response.get("Items", [])
+        }
+        for item_id, item in _batch_items(found_store, list(entered), ("state", "level")).items():
+            values = codec.decode(item)
+            level = values.get("level")
+            if values.get("state") == JobState.DEAD.value and level in counts:
+                counts[level] += entered[item_id] > since[level]
+        if not response.get("LastEvaluatedKey"):
+            return counts
         request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
