@@ -398,3 +398,12 @@ def test_chunks_of_nothing_is_nothing():
     # WHEN they are chunked
     # THEN no chunk (and so no empty SendMessageBatch call) is produced
     assert list(chunk_by_size([])) == []
+
+
+def test_a_negative_delay_says_what_to_pass_with_no_upper_bound_to_misstate():
+    # GIVEN a negative delay on the path that has no upper bound (enqueue with run_at's checks)
+    # WHEN it is checked
+    # THEN the error says it is negative and what to pass, and names no "None" bound
+    with pytest.raises(EnqueueError, match="is negative: pass 0 or more seconds") as excinfo:
+        _check_delay(-5, limit=None)
+    assert "None" not in str(excinfo.value)

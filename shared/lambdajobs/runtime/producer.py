@@ -58,7 +58,9 @@ BATCH_MAX_BYTES = MAX_MESSAGE_BYTES  # ...and 1 MiB in total
 def _check_delay(delay_seconds: int, limit: int | None = MAX_DELAY_SECONDS) -> None:
     if isinstance(delay_seconds, bool) or not isinstance(delay_seconds, int):
         raise EnqueueError(f"delay_seconds must be an integer, got {delay_seconds!r}")
-    if delay_seconds < 0 or (limit is not None and delay_seconds > limit):
+    if delay_seconds < 0:
+        raise EnqueueError(f"delay_seconds={delay_seconds} is negative: pass 0 or more seconds.")
+    if limit is not None and delay_seconds > limit:
         raise EnqueueError(
             f"delay_seconds={delay_seconds} is out of range: 0 to {limit} s here; "
             f"for later, use enqueue(..., run_at=...) per job."
