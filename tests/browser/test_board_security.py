@@ -489,3 +489,33 @@ def test_viewing_a_dead_jobs_page_five_times_leaves_its_receive_count_as_it_was(
         expect(page.locator("[data-state]")).to_have_attribute("data-state", "dead")
     # THEN no view received its message
     assert receive_count(local, "board_flaky", dead_letter) == before + 1
+
+
+def test_an_action_on_a_job_whose_id_holds_control_characters_names_the_real_id(local, page):
+    # GIVEN a dead job whose id holds an escape sequence (a producer's choice, not the operator's)
+    job_id = "esc-\x1b[31mRED\x1b[0m-end"
+    enqueue("board_flaky", {"n": 2}, job_id=job_id, config=local.config)
+    assert wait_for(job_id, 30, poll_seconds=0.1, config=local.config).state == "dead"
+    assert wait_until(lambda: _in_dlq(local, job_id), 10)
+    # WHEN its page and its DLQ's page are shown
+    page.goto(f"/jobs/board_flaky/{quote(job_id, safe='')}")
+    expect(page.locator("[data-state]")).to_have_attribute("data-state", "dead")
+    # THEN what is read shows the escape written out, not the byte ...
+    shown = page.locator("main").inner_text()
+    assert "esc-\\x1b[31mRED" in shown and "\x1b" not in shown
+    # ... AND what the forms send back is the real id, so an action acts on this job
+    for value in page.locator('input[name="job_id"]').evaluate_all("els => els.map(e => e.value)"):
+        assert value == job_id
+    page.goto("/dead-letters/board_flaky")
+    picks = page.locator('input[name="pick"]').evaluate_all("els => els.map(e => e.value)")
+    assert job_id in picks
+    with page.expect_navigation():
+        page.locator('button[name="redrive_job"]').evaluate_all(
+            "(els, id) => els.find(e => e.value === id).click()", job_id
+        )
+    assert wait_until(lambda: _redriven(local, job_id), 30)
+
+
+def _redriven(local: LocalStack, job_id: str) -> bool:
+    """The job ran again after the redrive (board_flaky dies again: it is back with a new attempt)."""
+    return len(get_status(job_id, config=local.config).history) > 1

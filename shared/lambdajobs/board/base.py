@@ -93,6 +93,9 @@ class BoardBase:
             duration=render.duration,
             until=render.until,
         )
+        # a value a form posts back (an id, a filter): HTML-escaped, its characters as they are,
+        # so an action names the real job (what `_shown` prints is for reading, not for sending)
+        env.filters["raw"] = markupsafe.escape
         env.globals.update(chart=render.chart, job_path=job_path, quote=quote)
         self.templates = Jinja2Templates(env=env)
 
