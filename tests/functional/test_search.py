@@ -240,3 +240,17 @@ def test_list_jobs_takes_a_time_range():
         assert ids(list_jobs("lookup", "succeeded", config=ranged.config)) == [late, early]
         assert ids(list_jobs("lookup", "succeeded", since=middle, config=ranged.config)) == [late]
         assert ids(list_jobs("lookup", "succeeded", until=middle, config=ranged.config)) == [early]
+
+
+def test_a_script_searches_by_job_name_with_only_its_stacks_jobs_package_configured(stack):
+    # GIVEN a job found once by a search, and a fresh process's view: no jobs module imported yet,
+    # only the stack's configured jobs package (what LAMBDAJOBS_JOBS gives a script)
+    stack.enqueue("lookup", {"customer_id": "c-script"})
+    stack.runner("lookup").drain()
+    from lambdajobs.runtime.spec import Registry, using_registry
+
+    with using_registry(Registry()):
+        # WHEN it searches by the job's name
+        found = search("lookup", "customer_id", "c-script", config=stack.config)
+    # THEN the package is loaded for it and the job is found (no UnknownJobError)
+    assert len(found.items) == 1

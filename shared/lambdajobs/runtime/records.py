@@ -1208,16 +1208,20 @@ def search(
         UnknownJobError: no job of that name is declared.
     """
     from lambdajobs.runtime import search as entries
-    from lambdajobs.runtime.spec import get_spec
+    from lambdajobs.runtime.spec import ensure_loaded, get_spec
 
-    found_spec = get_spec(spec) if isinstance(spec, str) else spec
+    found_store = _store(config, store)
+    if isinstance(spec, str):  # a name: known once the stack's jobs package is loaded (as enqueue)
+        ensure_loaded(found_store.config.jobs)
+        found_spec = get_spec(spec)
+    else:
+        found_spec = spec
     if field not in found_spec.searchable:
         declared = ", ".join(found_spec.searchable) or "none"
         raise InvalidOptionError(
             f"job '{found_spec.name}' has no searchable field {field!r} (declared: {declared}); "
             f"declare it with @job(searchable=(...))."
         )
-    found_store = _store(config, store)
     text = entries.value_text(value)
     if text is None:
         return JobPage(items=[], cursor=None)
