@@ -1627,14 +1627,20 @@ def dlq_list(
         emit_json({"job": job, "queues": queues_found})
         return
     shown = 0
+    filters = "".join(
+        f" {flag} {shlex.quote(str(value))}"
+        for flag, value in (("--error", error), ("--older-than", older_than), ("--limit", limit))
+        if value
+    )
     for found in queues_found:
-        shown += _say_dlq(job, found)
+        shown += _say_dlq(job, found, filters)
     how = "--id <message id>" if any("received" in f for f in queues_found) else "--job-id <job id>"
     say(f"{shown} shown; `lambdajobs dlq show {job} {how}` shows one")
 
 
-def _say_dlq(job: str, found: dict[str, Any]) -> int:
-    """Print one DLQ's page; returns how many letters it showed."""
+def _say_dlq(job: str, found: dict[str, Any], filters: str = "") -> int:
+    """Print one DLQ's page (`filters`: the options its next page repeats); returns how many letters
+    it showed."""
     label = found["label"]
     if "received" in found:
         letters = found["received"]
@@ -1654,8 +1660,8 @@ def _say_dlq(job: str, found: dict[str, Any]) -> int:
         console.print(as_text((entry.job_id, "cyan"), shown), soft_wrap=True)
         console.print(f"    {entry.reason}", soft_wrap=True)
     priority = f" --priority {found['level']}" if found["level"] else ""
-    if found["cursor"]:
-        say(f"more: lambdajobs dlq list {job}{priority} --cursor {found['cursor']}")
+    if found["cursor"]:  # the same filters and page size, from the cursor on
+        say(f"more: lambdajobs dlq list {job}{priority}{filters} --cursor {found['cursor']}")
     if found["unrecorded"]:
         say(
             f"{found['unrecorded']} unrecorded (SQS moved them: crashes, throttles, init failures): "
@@ -1679,6 +1685,8 @@ def _scanning(label: str) -> Progress:
         TextColumn("{task.completed} messages looked at", markup=False),
         console=err,
         transient=True,
+        # not a terminal (a script, a pipe): no line at all, so an error stays the one line on stderr
+        disable=not err.is_terminal,
     )
 
 

@@ -147,8 +147,13 @@ def test_dlq_list_reads_the_records_and_changes_no_receive_count(indexed, sink):
     assert "3 in the DLQ: 3 recorded, 0 unrecorded" in listed.output
     assert "dead-2" in listed.output and "dead-0" not in listed.output
     [more] = [line for line in listed.output.splitlines() if line.startswith("more: ")]
+    assert "--limit 2" in more  # the next page keeps the page size (and the filters: below)
     rest = run(indexed, *more.split("more: lambdajobs ")[1].split())
     assert "dead-0" in rest.output and "dead-2" not in rest.output, rest.output
+    kind = json.loads(run(indexed, "dlq", "list", "deliver", "--json").stdout)["queues"][0]["items"][0]
+    filtered = run(indexed, "dlq", "list", "deliver", "--error", kind["error_type"], "--limit", "2")
+    [more] = [line for line in filtered.output.splitlines() if line.startswith("more: ")]
+    assert f"--error {kind['error_type']}" in more and "--limit 2" in more
     # no message was received: each one's receive count is still 1 (the worker's)
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
     assert {m["Attributes"]["ApproximateReceiveCount"] for m in got} == {"1"}
