@@ -1853,6 +1853,9 @@ def dlq_purge(
     targets = _dlq_targets(job, priority)
     count = sum(queue_health(job, q, d, config=config()).dlq_depth for _, _, _, q, d in targets)
     where = "the DLQ" if len(targets) == 1 else f"the {len(targets)} DLQs"
+    if count == 0 and not yes:  # nothing to ask about (nor to refuse without a terminal)
+        say(f"{where} of {job} holds no message: nothing to purge.")
+        return
     if not yes:
         try:
             confirmed = typer.confirm(f"Delete all {count} messages in {where} of {job}?", default=False)

@@ -211,6 +211,9 @@ def test_a_purge_without_a_terminal_says_to_pass_yes(indexed, sink):
     assert run(indexed, "dlq", "purge", "deliver", "--yes").exit_code == 0
     listed = json.loads(run(indexed, "dlq", "list", "deliver", "--json").stdout)
     assert listed["queues"][0]["items"] == [] and listed["queues"][0]["recorded"] == 0
+    # AND an empty DLQ is nothing to ask about, terminal or not
+    empty = run(indexed, "dlq", "purge", "deliver")
+    assert empty.exit_code == 0 and "holds no message: nothing to purge." in empty.output
 
 
 def test_version():
