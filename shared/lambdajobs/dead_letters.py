@@ -33,14 +33,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from lambdajobs.ops import DeadLetter, _dead_letter, release
+from lambdajobs.ops import DeadLetter, _dead_letter, redrive_entry, release
 from lambdajobs.runtime import pii, records
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.producer import chunk_by_size
 from lambdajobs.runtime.settings import (
     ATTR_FAILED_AT,
-    ATTR_REDRIVEN,
-    HANDBACK_ATTRIBUTES,
     queue_key,
 )
 from lambdajobs.runtime.spec import JobSpec
@@ -387,20 +385,6 @@ def peek(
 Target = str | Callable[[DeadLetter], str | None]
 
 
-def _entry(index: int, letter: DeadLetter) -> dict[str, Any]:
-    entry: dict[str, Any] = {"Id": str(index), "MessageBody": letter.body}
-    # A redriven job starts again: a copy SQS moved here keeps the worker's hand-back attributes
-    # (attempts used, an outcome to record), which must not follow it back.
-    kept = {k: v for k, v in letter.attributes.items() if k not in HANDBACK_ATTRIBUTES}
-    if ATTR_FAILED_AT not in kept:  # SQS moved it: say it is a redrive (the worker's say so)
-        kept[ATTR_REDRIVEN] = {"DataType": "String", "StringValue": "1"}
-    if kept:
-        entry["MessageAttributes"] = kept
-    if letter.group:  # its tenant, as it was sent
-        entry["MessageGroupId"] = letter.group
-    return entry
-
-
 def _send_back(config: StackConfig, dlq_url: str, target: str, letters: list[DeadLetter]) -> tuple[int, int]:
     """Send letters to `target`, then delete each one sent from the DLQ; release the unsent.
     Returns (moved, failed)."""
@@ -411,7 +395,7 @@ def _send_back(config: StackConfig, dlq_url: str, target: str, letters: list[Dea
         chunk = [letters[i] for i, _ in chunk_ids]
         try:
             response = sqs.send_message_batch(
-                QueueUrl=target, Entries=[_entry(i, d) for i, d in enumerate(chunk)]
+                QueueUrl=target, Entries=[redrive_entry(i, d) for i, d in enumerate(chunk)]
             )
         except Exception:
             release(dlq_url, chunk, config=config)  # not sent: back at once

@@ -430,6 +430,21 @@ class RedriveReport:
     failed: int = 0
 
 
+def redrive_entry(index: int, letter: DeadLetter) -> dict[str, Any]:
+    """The SendMessageBatch entry that sends a dead letter back: its body, its attributes but the
+    worker's hand-back ones (a redriven job starts again), marked a redrive when SQS moved it (no
+    `failed_at` of the worker's), in its tenant's group as it was sent."""
+    entry: dict[str, Any] = {"Id": str(index), "MessageBody": letter.body}
+    kept = {k: v for k, v in letter.attributes.items() if k not in HANDBACK_ATTRIBUTES}
+    if ATTR_FAILED_AT not in kept:
+        kept[ATTR_REDRIVEN] = {"DataType": "String", "StringValue": "1"}
+    if kept:
+        entry["MessageAttributes"] = kept
+    if letter.group:
+        entry["MessageGroupId"] = letter.group
+    return entry
+
+
 def redrive(
     dlq_url: str,
     queue_url: str,
@@ -487,19 +502,7 @@ def redrive(
     done: set[int] = set()
     for chunk_ids in chunk_by_size(sized):
         chunk = [by_index[i] for i, _ in chunk_ids]
-        entries = []
-        for i, letter in enumerate(chunk):
-            entry: dict[str, Any] = {"Id": str(i), "MessageBody": letter.body}
-            # A redriven job starts again: a copy SQS moved here keeps the worker's hand-back
-            # attributes (attempts used, an outcome to record), which must not follow it back.
-            kept = {k: v for k, v in letter.attributes.items() if k not in HANDBACK_ATTRIBUTES}
-            if ATTR_FAILED_AT not in kept:  # SQS moved it: say it is a redrive (the worker's say so)
-                kept[ATTR_REDRIVEN] = {"DataType": "String", "StringValue": "1"}
-            if kept:
-                entry["MessageAttributes"] = kept
-            if letter.group:  # its tenant, as it was sent
-                entry["MessageGroupId"] = letter.group
-            entries.append(entry)
+        entries = [redrive_entry(i, letter) for i, letter in enumerate(chunk)]
         try:
             response = sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
         except Exception:
