@@ -71,10 +71,17 @@ def load_job(config: StackConfig, job: str | None, modules: str | None) -> None:
 
 
 def make_handler(worker: Worker) -> Handler:
-    """A Lambda handler around `worker`: the Powertools Logger gets the Lambda context per invocation."""
+    """A Lambda handler around `worker`. Each invocation's lines carry its request id and whether it
+    was a cold start; not the function's name, ARN and memory, which Powertools'
+    `inject_lambda_context` repeats on every line (about 170 bytes each) though the log group already
+    names the function."""
+    cold = [True]
 
-    @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        logger.structure_logs(  # the keys of the last invocation go
+            cold_start=cold[0], function_request_id=getattr(context, "aws_request_id", None)
+        )
+        cold[0] = False
         return worker.handle(event, context)
 
     return handler
