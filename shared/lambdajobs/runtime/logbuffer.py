@@ -95,8 +95,8 @@ def _write(kept: _Kept) -> None:
 
 @contextmanager
 def held(*, keep: bool = True) -> Iterator[None]:
-    """Keep the lines below WARNING the worker's logger writes inside the block (see the module docstring); with
-    `keep=False`, write every line at once."""
+    """Keep the lines below WARNING the worker's logger writes inside the block (see the module
+    docstring); with `keep=False`, write every line at once."""
     kept = _Kept()
     kept.through = not keep
     token = _kept.set(kept)
