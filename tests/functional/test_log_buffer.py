@@ -3,6 +3,7 @@ its own (lambdajobs.runtime.logbuffer), whatever `_X_AMZN_TRACE_ID` says."""
 
 from __future__ import annotations
 
+import contextvars
 import io
 import json
 import logging
@@ -59,7 +60,12 @@ def runner(declare):
 
 
 def messages_of(runner) -> list[dict]:
-    got = runner.stack.client("sqs").receive_message(QueueUrl=runner.queues.queue_url, MaxNumberOfMessages=10)
+    got = runner.stack.client("sqs").receive_message(
+        QueueUrl=runner.queues.queue_url,
+        MaxNumberOfMessages=10,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )
     return list(got.get("Messages", []))
 
 
@@ -123,18 +129,22 @@ def test_lines_are_kept_per_thread(runner, clock, worker_logs):
     ]
     MEET.append(threading.Barrier(2))  # each run logs its first line before either goes on
 
+    responses: list[dict] = []
+
     def run(event: dict) -> None:
         try:
-            runner.handler(event, LambdaContext("test", 30))
+            responses.append(runner.handler(event, LambdaContext("test", 30)))
         finally:
             MEET.clear()
 
-    threads = [threading.Thread(target=run, args=(e,)) for e in events]
+    # each thread in a copy of the test's context (the stack's configuration), as the local stack runs them
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, e)) for e in events]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     lines = worker_logs()
+    assert sorted(len(r["batchItemFailures"]) for r in responses) == [0, 1], (responses, events)
     # THEN the failing batch wrote its lines, the succeeding one only its success
     assert [x["message"] for x in lines if x.get("correlation_id") == ok] == ["job succeeded"]
     assert [x["message"] for x in lines if x.get("correlation_id") == bad] == [
@@ -144,11 +154,12 @@ def test_lines_are_kept_per_thread(runner, clock, worker_logs):
     ]
 
 
+class Many(BaseModel):
+    n: int
+
+
 def test_a_record_keeps_at_most_max_lines_and_says_how_many_went(monkeypatch, declare, clock, worker_logs):
     monkeypatch.setattr(logbuffer, "MAX_LINES", 3)
-
-    class Many(BaseModel):
-        n: int
 
     def chatty(payload: Many, ctx: JobContext) -> None:
         for i in range(payload.n):
