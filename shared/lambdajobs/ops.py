@@ -225,41 +225,6 @@ def oldest_age_seconds(queue_url: str, *, config: StackConfig | None = None) -> 
     return max((float(p["Maximum"]) for p in points), default=None)
 
 
-def _job_metric_sums(
-    job: str, names: list[str], since: datetime, until: datetime, period: int, config: StackConfig
-) -> dict[str, dict[datetime, float]]:
-    """Sums of the worker's metrics (namespace LambdaJobs, per job and stack) per `period` seconds,
-    by metric name and period start: one GetMetricData call per 500 datapoints."""
-    from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME
-
-    cloudwatch = config.client("cloudwatch")
-    dimensions = [
-        {"Name": "service", "Value": SERVICE_NAME},
-        {"Name": "job", "Value": job},
-        {"Name": "stack", "Value": config.stack},
-    ]
-    queries = [
-        {
-            "Id": f"m{i}",
-            "Label": name,
-            "MetricStat": {
-                "Metric": {"Namespace": METRICS_NAMESPACE, "MetricName": name, "Dimensions": dimensions},
-                "Period": period,
-                "Stat": "Sum",
-            },
-        }
-        for i, name in enumerate(names)
-    ]
-    found: dict[str, dict[datetime, float]] = {name: {} for name in names}
-    paginator = cloudwatch.get_paginator("get_metric_data")
-    for page in paginator.paginate(MetricDataQueries=queries, StartTime=since, EndTime=until):
-        for result in page.get("MetricDataResults", []):
-            series = found[names[int(result["Id"][1:])]]
-            for at, value in zip(result.get("Timestamps", []), result.get("Values", []), strict=False):
-                series[at.astimezone(UTC)] = series.get(at.astimezone(UTC), 0.0) + float(value)
-    return found
-
-
 def job_counts(
     job: str,
     since: datetime,
@@ -271,28 +236,24 @@ def job_counts(
     """How many of `job`'s runs succeeded and died in [since, until), or None when there is no source.
 
     `source` "metrics" (the default on AWS): the worker's CloudWatch metrics, JobSucceeded and
-    JobDeadLettered (one GetMetricData call, whatever the number of jobs: the metrics cost nothing
-    more per job, the worker emits them anyway). "records" (the default with an endpoint: the local
-    stack, which has no CloudWatch metrics): a counting Query of the job index per state (the local
-    stack answers it in milliseconds, `lambdajobs.local.fast_index`), None when the index does not
-    hold succeeded jobs (mode "off"). On AWS a count on the index would read every entry of the
-    window at each view (1 read unit per 4 KB of keys), which is why the metrics are the default there.
+    JobDeadLettered, by the minute (one GetMetricData call, whatever the number of jobs: the metrics
+    cost nothing more per job, the worker emits them anyway; `job_metrics.finished_counts`, what
+    `count_finished` reads with the job index off). "records" (the default with an endpoint: the local
+    stack, which has no CloudWatch metrics): `count_finished` from the records, a counting Query of
+    the job index per state (the local stack answers it in milliseconds, `lambdajobs.local.fast_index`),
+    or with the index off (mode "off") the dead on the index and the succeeded by a counting Scan. On
+    AWS a count on the index would read every entry of the window at each view (1 read unit per 4 KB
+    of keys), which is why the metrics are the default there, whatever the index holds. Never None
+    today: the type stays for a source that has nothing to count from.
     """
-    from lambdajobs.runtime.errors import JobIndexOffError
+    from lambdajobs.runtime.job_metrics import finished_counts
     from lambdajobs.runtime.records import count_finished
 
     cfg = resolve(config)
     source = source or ("records" if cfg.endpoint_url else "metrics")
     if source == "records":
-        try:
-            return count_finished(job, since, until, config=cfg)
-        except JobIndexOffError:
-            return None
-    sums = _job_metric_sums(job, ["JobSucceeded", "JobDeadLettered"], since, until, 3600, cfg)
-    return {
-        "succeeded": int(sum(sums["JobSucceeded"].values())),
-        "dead": int(sum(sums["JobDeadLettered"].values())),
-    }
+        return count_finished(job, since, until, config=cfg)
+    return finished_counts(job, since, until, cfg)
 
 
 @dataclass(frozen=True)
@@ -315,6 +276,7 @@ def activity(
     has no CloudWatch metrics): the job records on the job index, by the time they entered their
     state now (succeeded; retrying and dead count as failed); none without the index."""
     from lambdajobs.runtime.errors import JobIndexOffError
+    from lambdajobs.runtime.job_metrics import metric_sums
     from lambdajobs.runtime.records import entered_at
 
     cfg = resolve(config)
@@ -325,7 +287,7 @@ def activity(
     ok: dict[datetime, int] = dict.fromkeys(slots, 0)
     bad: dict[datetime, int] = dict.fromkeys(slots, 0)
     if source == "metrics":
-        sums = _job_metric_sums(job, ["JobSucceeded", "JobFailed"], start, end, 60, cfg)
+        sums = metric_sums(job, ["JobSucceeded", "JobFailed"], start, end, 60, cfg)
         for name, into in (("JobSucceeded", ok), ("JobFailed", bad)):
             for at, value in sums[name].items():
                 if at in into:

@@ -19,7 +19,9 @@ the DLQ), the job records in DynamoDB, Powertools' batch processing and idempote
 response rules (`lambdajobs.local.emulator`). Each DynamoDB and SQS request is atomic, as on AWS, even
 from many threads at once (`lambdajobs.local.atomic`: moto alone is not). Nothing reaches AWS: moto
 intercepts every client, and the harness sets fake credentials while it runs. Needs the
-`lambdajobs[local]` extra (moto).
+`lambdajobs[local]` extra (moto). The worker's metrics land in moto's CloudWatch as CloudWatch Logs
+would extract them from its EMF lines (`lambdajobs.local.emf`), so `count_finished` counts what a
+test ran, from the metrics as on AWS.
 
 Time, when a test says so. `TestStack(..., clock=True)` (or a `datetime` to start at) stops the clock
 of this process while the stack runs, and only the test moves it (`stack.clock`, built on
@@ -314,6 +316,8 @@ class TestStack:
         self._using: Any = None
         self._previous_default: StackConfig | None = None
         self._atomic = False
+        #: Undoes the publishing of the workers' metrics to moto's CloudWatch (`lambdajobs.local.emf`).
+        self._metrics_off: Any = None
         self._clock_start = clock
         self._clock: TestClock | None = None
 
@@ -375,6 +379,11 @@ class TestStack:
         # threads: each DynamoDB and SQS request runs atomically, as on the local stack (issue 11).
         atomic.install()
         self._atomic = True
+        if not self.processes:  # the workers of this process: their EMF lines become moto's metrics
+            from lambdajobs.local import emf
+            from lambdajobs.runtime import worker
+
+            self._metrics_off = emf.install(worker.metrics, lambda: self.config.client("cloudwatch"))
         if self.processes:  # worker processes reach moto through its server
             base = self._start_server()
         else:
@@ -443,6 +452,9 @@ class TestStack:
             if self._atomic:
                 atomic.uninstall()
                 self._atomic = False
+            if self._metrics_off is not None:
+                metrics_off, self._metrics_off = self._metrics_off, None
+                metrics_off()
             aws.reset_clients()
             clear_manifest_cache()
             for key, value in self._saved_env.items():

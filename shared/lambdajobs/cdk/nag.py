@@ -117,6 +117,20 @@ def suppress(stack: LambdaJobs) -> None:
                 ],
                 apply_to_children=True,
             )
+        if "job_stats" in worker.spec.uses:
+            NagSuppressions.add_resource_suppressions(
+                worker.function,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-IAM5",
+                        reason=f"job {job} counts finished jobs (uses job_stats) from the worker's own "
+                        f"CloudWatch metrics: cloudwatch:GetMetricData supports no resource-level "
+                        f"permission, and it only reads metrics.",
+                        applies_to=["Resource::*"],
+                    )
+                ],
+                apply_to_children=True,
+            )
         if "bucket" in worker.spec.uses:
             NagSuppressions.add_resource_suppressions(
                 worker.function,

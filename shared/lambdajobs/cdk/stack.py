@@ -188,10 +188,11 @@ class LambdaJobs(Construct):
         log_retention_days: worker log retention (1, 3, 5, 7, 14, 30, 60, 90, 180 or 365).
         alarm_email: an address subscribed to the alarm topic, or None.
         staging_dir: where function assets are staged (default: a temporary folder).
-        job_index: the job index's mode: "off", "finished" or "all" (`lifecycle.JobIndex`; default:
-            "finished" when a job declares uses=("job_stats",), else "off"). It lists jobs by state
-            (the board, `lambdajobs jobs`) and counts them (job_stats), for 1 write unit per job
-            ("finished") or 3 ("all", running jobs too).
+        job_index: the job index's mode: "off", "finished" or "all" (`lifecycle.JobIndex`; default
+            "off", whatever the jobs declare: `uses=("job_stats",)` counts from the worker's metrics
+            with the index off). It lists jobs by state (the board, `lambdajobs jobs`), and
+            count_finished reads it when on, for 1 write unit per job ("finished") or 3 ("all",
+            running jobs too), for every job of the stack.
         dependencies: the third-party libraries your jobs need on Lambda, as requirement strings
             (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
             pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
@@ -571,9 +572,14 @@ class LambdaJobs(Construct):
         for key, value in wired.items():
             fn.add_environment(key, value)
         if "job_stats" in spec.uses:
-            fn.add_to_role_policy(
-                iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])
-            )
+            # count_finished: the worker's own metrics with the job index off (the default: every job
+            # emits them anyway, so the other jobs pay nothing for this one's counts); GetMetricData
+            # supports no resource-level permission (cdk-nag suppression in `nag.suppress`).
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["cloudwatch:GetMetricData"], resources=["*"]))
+            if self.job_index != "off":  # a counting Query per state on the index, which holds them
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(actions=["dynamodb:Query"], resources=[self._job_index_arn()])
+                )
 
     def _job_index_arn(self) -> str:
         return f"{self.table.table_arn}/index/{JOB_INDEX}"

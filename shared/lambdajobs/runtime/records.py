@@ -895,9 +895,8 @@ def index_off_message(stack: str, mode: str, wanted: str) -> str:
         )
     return (
         f"{wanted} needs the job index in mode 'finished' (stack '{stack}' indexes dead jobs only, its "
-        "mode 'off'): set job_index='finished' on the stack (cdk deploy -c job_index=finished), or "
-        'declare a job with uses=("job_stats",). It costs 1 write unit per job ($0.63 per million '
-        "jobs, us-east-1 on-demand)."
+        "mode 'off'): set job_index='finished' on the stack (cdk deploy -c job_index=finished). It "
+        "costs every job of the stack 1 write unit ($0.63 per million jobs, us-east-1 on-demand)."
     )
 
 
@@ -1299,16 +1298,62 @@ def count_finished(
     config: StackConfig | None = None,
     store: JobRecordStore | None = None,
 ) -> dict[str, int]:
-    """How many jobs named `job` finished (succeeded or dead) in [since, until): a counting Query on
-    the job index per state (no table scan; a job retried since it died counts where it is now).
+    """How many jobs named `job` finished (succeeded or dead) in [since, until), as
+    `{"succeeded": n, "dead": n}`. A job that declares `uses=("job_stats",)` may call it (its role's
+    grants). Where the figures come from, by the stack:
 
-    Raises:
-        JobIndexOffError: the stack's job index is off.
+    - job index `finished` or `all`: a counting Query on the index per state (no table scan; a job
+      retried since it died counts where it is now);
+    - job index `off` (the default), on AWS: the worker's CloudWatch metrics, `JobSucceeded` and
+      `JobDeadLettered` (one GetMetricData call; `lambdajobs.runtime.job_metrics`), which every job
+      emits anyway: the stack's other jobs pay nothing for this one's counts. Counted by the minute the
+      worker flushed them, both ends of the window rounded down to the minute, and visible a few
+      minutes after (EMF extraction is asynchronous);
+    - job index `off` on the local stack (its own endpoint: no CloudWatch metrics there): from the
+      records, the dead ones on the index (which holds them in every mode) and the succeeded ones by a
+      counting Scan of the table (free locally; never on AWS).
     """
     found_store = _store(config, store)
-    counts = {JobState.SUCCEEDED.value: 0, JobState.DEAD.value: 0}
-    for state in (JobState.SUCCEEDED, JobState.DEAD):
-        _require(found_store, state, "counting finished jobs")
-        pages = _index_range(found_store, job, state, since, until, Select="COUNT")
-        counts[state.value] = sum(int(page.get("Count", 0)) for page in pages)
-    return counts
+    if JobState.SUCCEEDED in INDEXED_STATES[_index_mode(found_store)]:
+        counts = {JobState.SUCCEEDED.value: 0, JobState.DEAD.value: 0}
+        for state in (JobState.SUCCEEDED, JobState.DEAD):
+            pages = _index_range(found_store, job, state, since, until, Select="COUNT")
+            counts[state.value] = sum(int(page.get("Count", 0)) for page in pages)
+        return counts
+    if _local_endpoint(found_store.config):
+        return _count_records(found_store, job, since, until)
+    from lambdajobs.runtime import job_metrics  # job_stats only: never at a cold start
+
+    return job_metrics.finished_counts(job, since, until, found_store.config)
+
+
+def _local_endpoint(config: StackConfig) -> bool:
+    """The stack is reached at an endpoint of its own: the local stack (`StackConfig.endpoint_url`, or
+    boto3's own `AWS_ENDPOINT_URL`, as its functions' processes reach it), whose CloudWatch holds no
+    metric of the worker's (no CloudWatch Logs there to extract the EMF lines)."""
+    import os
+
+    return bool(config.endpoint_url or os.environ.get("AWS_ENDPOINT_URL"))
+
+
+def _count_records(store: JobRecordStore, job: str, since: datetime, until: datetime) -> dict[str, int]:
+    """`count_finished` from the records, with the job index off (the local stack): the dead on the
+    index, the succeeded by a counting Scan on `finished_at` (what the index's entry would hold)."""
+    pages = _index_range(store, job, JobState.DEAD, since, until, Select="COUNT")
+    dead = sum(int(page.get("Count", 0)) for page in pages)
+    scanned = store.client.get_paginator("scan").paginate(
+        TableName=store.table,
+        Select="COUNT",
+        FilterExpression="#job = :job AND #state = :state AND finished_at BETWEEN :since AND :until",
+        ExpressionAttributeNames={"#job": "job", "#state": "state"},  # both reserved words
+        ExpressionAttributeValues=codec.encode(
+            {
+                ":job": job,
+                ":state": JobState.SUCCEEDED.value,
+                ":since": _iso(since.astimezone(UTC)),
+                ":until": _iso((until - timedelta(milliseconds=1)).astimezone(UTC)),
+            }
+        ),
+    )
+    succeeded = sum(int(page.get("Count", 0)) for page in scanned)
+    return {JobState.SUCCEEDED.value: succeeded, JobState.DEAD.value: dead}

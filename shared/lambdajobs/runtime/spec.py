@@ -541,8 +541,9 @@ def job(
         enqueues: Other jobs this job enqueues: CDK gives it their queue URLs, permission to send to
             them, and their modules in its function (so it validates their payloads).
         uses: Stack resources the job uses beyond its own queue and record: `"bucket"` (read and write
-            its prefix of the stack's data bucket, `LAMBDAJOBS_BUCKET`), `"job_stats"` (query job
-            records by job and finish time).
+            its prefix of the stack's data bucket, `LAMBDAJOBS_BUCKET`), `"job_stats"` (count its own
+            and other jobs' finished runs, `count_finished`: the worker's CloudWatch metrics, or the
+            job index when the stack turns it on).
         pii_fields: Payload fields that hold personal data (dotted paths for nested models): their
             values never appear in logs, job-record errors or DLQ reasons.
         alarms: Alarm thresholds: CloudWatch alarms to the stack's SNS topic (`Alarms`).
@@ -1049,23 +1050,21 @@ def _import_from_project(name: str) -> Any:
 
 def job_index_mode(specs: Sequence[JobSpec], requested: str | None = None) -> str:
     """The job index's mode for a stack of these jobs: `requested` ("off", "finished" or "all"), else
-    "finished" when a job declares `uses=("job_stats",)` (it counts finished jobs), else "off".
+    "off", whatever the jobs declare. A job that counts finished jobs (`uses=("job_stats",)`,
+    `count_finished`) reads the worker's CloudWatch metrics when the index is off, so it no longer
+    turns the index on: that cost a third write unit to every job of the stack (issue 31). `specs`
+    stays for a rule that needs the jobs.
 
     Raises:
-        ConfigurationError: an unknown mode, or "off" while a job uses job_stats.
+        ConfigurationError: an unknown mode.
     """
     from lambdajobs.runtime.settings import JOB_INDEX_MODES
 
-    users = sorted(s.name for s in specs if "job_stats" in s.uses)
+    del specs  # no job's declaration changes the mode today
     if requested in (None, ""):
-        return "finished" if users else "off"
+        return "off"
     if requested not in JOB_INDEX_MODES:
         raise ConfigurationError(f"job_index={requested!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
-    if requested == "off" and users:
-        raise ConfigurationError(
-            f"job_index='off', but {users} declare uses=('job_stats',), which counts jobs with the job "
-            "index: set job_index to 'finished' (or 'all'), or drop job_stats from those jobs."
-        )
     return requested
 
 
