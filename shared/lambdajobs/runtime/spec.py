@@ -80,6 +80,7 @@ class JobSpec:
     memory_mb: int = 256
     reserved_concurrency: int | None = None
     max_duration_seconds: int = 86_400
+    record_mode: str = "full"
     idempotency_key: tuple[str, ...] | None = None
     backoff: Backoff = field(default_factory=Backoff)
     enqueues: tuple[str, ...] = ()
@@ -417,6 +418,35 @@ def _check_idempotency_key(spec: JobSpec) -> None:
         )
 
 
+#: The values of `record_mode`.
+RECORD_MODES = ("full", "light")
+
+
+def _check_record_mode(spec: JobSpec) -> None:
+    """`record_mode` is "full" or "light"; light mode writes no record before or while the job runs,
+    so it refuses what needs one: a durable job's `max_duration_seconds` (its checkpoints, sleeps,
+    signal waits and continuations are written to the running job's record, under its lock).
+
+    Allowed in light mode, each checked against that rule: `rate_limit` (its gate reads the record,
+    which may be absent, and writes its own slot item; a run that missed its slot is handed back with
+    nothing to give back), `concurrency_key` (slots are items of their own, keyed on the job id),
+    workflows (a member's outcome is counted with its one write, in the same transaction as in full
+    mode), `searchable` (entries of their own, at the first attempt), priorities and schedules."""
+    if spec.record_mode not in RECORD_MODES:
+        raise DeclarationError(
+            f"job '{spec.name}': record_mode={spec.record_mode!r}; use 'full' (the default) or 'light'."
+        )
+    if spec.record_mode != "light":
+        return
+    durable = spec.max_duration_seconds not in (JobSpec.max_duration_seconds, spec.timeout_seconds)
+    if durable:
+        raise DeclarationError(
+            f"job '{spec.name}': max_duration_seconds={spec.max_duration_seconds} needs the job's record "
+            f"while it runs (durable steps, sleeps, signals, continuations), which record_mode='light' "
+            f"does not keep; remove max_duration_seconds, or use record_mode='full'."
+        )
+
+
 def _check_priorities(spec: JobSpec) -> None:
     """`priorities`: two or more distinct level names, each level's concurrency in range."""
     name, levels = spec.name, spec.priorities
@@ -457,6 +487,7 @@ _DECLARATION_CHECKS: tuple[Callable[[JobSpec], None], ...] = (
     _check_searchable,
     _check_references,
     _check_idempotency_key,
+    _check_record_mode,
 )
 
 
@@ -493,6 +524,7 @@ def job(
     memory_mb: int = JobSpec.memory_mb,
     reserved_concurrency: int | None = None,
     max_duration_seconds: int = JobSpec.max_duration_seconds,
+    record_mode: str = JobSpec.record_mode,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
@@ -533,6 +565,16 @@ def job(
             `ctx.wait_for_signal`) may take from its first start to its end, across invocations, sleeps
             and waits: 1 day by default, from `timeout_seconds` to 30 days. Past it the job is dead
             (`MaxDurationError`); a sleep or wait that would end after it is refused.
+        record_mode: `"full"` (the default): the job's record is its lock, written when a run starts
+            and when it ends (2 write units per success), so a job id runs at most once at a time.
+            `"light"`: no lock; one eventually consistent read before the run skips a job already
+            finished or cancelled, and the record is written once, at the end (1 write unit per success
+            whose record is at most 1 KB). The weaker guarantee: two deliveries of one message at the
+            same time (SQS is at-least-once) may both run the job; only one success is recorded, and a
+            delivery after it is written does not run. No record exists while the job runs (it reads
+            `pending`); `ctx.progress` is kept and written with the outcome. Refused in light mode:
+            `max_duration_seconds` (durable jobs: `ctx.step`, `ctx.sleep` and `ctx.wait_for_signal`
+            raise `PermanentError`). See docs/how-to/light-records.md.
         idempotency_key: Payload field(s) whose values identify a job: the job id is derived from them
             unless the producer gives one, so the same values run once. Unset: the producer's job id.
         backoff: Delay before each retry, exponential with full jitter by default (10 s doubling up to
@@ -643,6 +685,7 @@ def _register(
     fn: Callable[..., Any],
     *,
     name: str | None = None,
+    record_mode: str = JobSpec.record_mode,
     idempotency_key: str | tuple[str, ...] | list[str] | None = None,
     backoff: Backoff | None = None,
     enqueues: tuple[str, ...] | list[str] = (),
@@ -676,6 +719,7 @@ def _register(
         name=job_name,
         func=fn,
         payload_model=model,
+        record_mode=record_mode,
         idempotency_key=tuple(key) if key is not None else None,
         backoff=backoff if backoff is not None else Backoff(),
         enqueues=tuple(enqueues),

@@ -397,6 +397,10 @@ class Worker:
     # -- the run ------------------------------------------------------------------------------------
 
     def _run(self, d: Delivery, go: Run, context: Any, *, fresh: bool = True) -> Any:
+        if d.spec.record_mode == "light":  # no lock, the record written once: light jobs only
+            from lambdajobs.runtime import light
+
+            return light.run(self, d, go, context)
         spec, job_id = d.spec, d.job_id
         assert job_id is not None and d.payload is not None
         run: dict[str, Any] = {
