@@ -292,6 +292,37 @@ def test_the_codec_round_trips_every_attribute():
     assert JobRecord.from_item(bare.to_item()) == bare  # a state this version does not know stays text
 
 
+def test_with_changes_writes_the_item_of_the_changed_record():
+    # GIVEN the item of a running record (as a first run's acquire writes it) and of a fuller one
+    running = JobRecord(
+        job_id="order-44",
+        job="send_email",
+        state=JobState.RUNNING,
+        attempts=1,
+        started_at="2026-11-29T12:00:01.000Z",
+        in_progress_expiration=LOCK,
+        ix="send_email#running",
+        steps={"charge": {"r": "1"}},
+        enqueued_at="2026-11-29T12:00:00.000Z",
+    )
+    fuller = replace(running, progress=10.0, progress_message="a tenth", payload_cut=True)
+    changes: list[dict[str, Any]] = [
+        {"state": JobState.SUCCEEDED, "result": "null", "in_progress_expiration": None, "ix": None},
+        {"progress": 50, "progress_message": "half way", "ix_at": "2026-11-29T12:00:02.000Z"},
+        {"attempts": 0, "history": (), "payload_cut": False, "progress": None},
+        {"history": ({"attempt": 1},), "error": {"type": "E", "message": "m"}, "payload_cut": 1},
+    ]
+    for record in (running, fuller):
+        for change in changes:
+            # THEN the changed item is the changed record's item, attribute for attribute
+            expected = replace(record, **change).to_item()
+            assert JobRecord.with_changes(record.to_item(), change) == expected, change
+    # AND a name that is not one of the item's attributes is refused (not written under a wrong name)
+    for name in ("job_id", "steps", "exists", "nope"):
+        with pytest.raises(TypeError):
+            JobRecord.with_changes(running.to_item(), {name: "x"})
+
+
 def test_the_codec_reads_what_the_lifecycle_writes(ddb):
     # GIVEN a record written by acquire, then by a failure (through DynamoDB)
     ddb.delete_item(TableName=TABLE, Key=codec.key("written"))

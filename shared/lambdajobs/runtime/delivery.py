@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -228,20 +228,10 @@ def about(d: Delivery) -> dict[str, Any]:
     }
 
 
-def _attribute(record: SQSRecord, name: str) -> str | None:
-    value = (record.raw_event.get("messageAttributes") or {}).get(name) or {}
-    text = value.get("stringValue")
-    return str(text) if text is not None else None
-
-
 def attempt_of(record: SQSRecord) -> int:
     """The attempt a record is: the attempts earlier copies of its message used, plus its receive count."""
     receives = int(record.attributes.approximate_receive_count or 1)
-    try:
-        prior = int(_attribute(record, ATTR_PRIOR_ATTEMPTS) or 0)
-    except ValueError:
-        prior = 0
-    return max(0, prior) + receives
+    return _attempt(receives, record.raw_event.get("messageAttributes") or {})
 
 
 def read(
@@ -253,43 +243,64 @@ def read(
 ) -> Delivery:
     """Decode a record of `spec`'s queue (from priority level `source_level`'s queue); `lookup` finds a
     declared job by name. Never raises: what cannot be read is in the delivery."""
-    delivery = Delivery(
-        record=record,
-        spec=spec,
-        attempt=attempt_of(record),
-        receives=int(record.attributes.approximate_receive_count or 1),
-        source_level=source_level,
-        redriven=_attribute(record, ATTR_FAILED_AT) is not None
-        or _attribute(record, ATTR_REDRIVEN) is not None,
-        carried_slot=CarriedSlot.parse(_attribute(record, ATTR_RATE_SLOT)),
-        carried=None,
-    )
+    attributes = record.raw_event.get("messageAttributes") or {}
+    receives = int(record.attributes.approximate_receive_count or 1)
+    read: dict[str, Any] = {
+        "record": record,
+        "spec": spec,
+        "attempt": _attempt(receives, attributes),
+        "receives": receives,
+        "source_level": source_level,
+        "redriven": _text(attributes, ATTR_FAILED_AT) is not None
+        or _text(attributes, ATTR_REDRIVEN) is not None,
+        "carried_slot": CarriedSlot.parse(_text(attributes, ATTR_RATE_SLOT)),
+        "carried": None,
+    }
     try:
         envelope = decode(record.body)
     except EnvelopeError as exc:
-        return replace(delivery, unrunnable=exc)
-    delivery = _with_envelope(delivery, envelope, lookup)
-    delivery = _resumed(delivery, envelope)
-    return replace(delivery, carried=read_carried(_attribute(record, ATTR_SETTLE), delivery.job_id))
+        return Delivery(**read, unrunnable=exc)
+    # each part read into the fields, and the delivery made once (it is frozen: each `replace` would
+    # make it again, and every record reads them all)
+    read["envelope"] = envelope
+    read.update(_envelope_fields(spec, record, envelope, lookup))
+    read.update(_resume_fields(read["attempt"], receives, attributes, envelope))
+    read["carried"] = read_carried(_text(attributes, ATTR_SETTLE), read.get("job_id"))
+    return Delivery(**read)
 
 
-def _resumed(delivery: Delivery, envelope: Envelope) -> Delivery:
+def _text(attributes: dict[str, Any], name: str) -> str | None:
+    """A message attribute's string value (None: the message has none)."""
+    text = (attributes.get(name) or {}).get("stringValue")
+    return str(text) if text is not None else None
+
+
+def _attempt(receives: int, attributes: dict[str, Any]) -> int:
+    try:
+        prior = int(_text(attributes, ATTR_PRIOR_ATTEMPTS) or 0)
+    except ValueError:
+        prior = 0
+    return max(0, prior) + receives
+
+
+def _resume_fields(
+    attempt: int, receives: int, attributes: dict[str, Any], envelope: Envelope
+) -> dict[str, Any]:
     """A copy that continues a parked durable job: the wake-up it carries (an attribute on an SQS copy;
     the envelope's `resume` on a schedule's, with the attempts before it when no attribute says)."""
-    text = _attribute(delivery.record, ATTR_RESUME)
+    text = _text(attributes, ATTR_RESUME)
     if text is not None and text.isdigit():
-        return replace(delivery, resume_wake=int(text))
+        return {"resume_wake": int(text)}
     if envelope.resume is None:
-        return delivery
-    attempt = delivery.attempt
-    if _attribute(delivery.record, ATTR_PRIOR_ATTEMPTS) is None:
-        attempt = envelope.resume.prior_attempts + delivery.receives
-    return replace(delivery, resume_wake=envelope.resume.wake, attempt=attempt)
+        return {}
+    if _text(attributes, ATTR_PRIOR_ATTEMPTS) is None:
+        attempt = envelope.resume.prior_attempts + receives
+    return {"resume_wake": envelope.resume.wake, "attempt": attempt}
 
 
-def _with_envelope(delivery: Delivery, envelope: Envelope, lookup: Callable[[str], JobSpec]) -> Delivery:
-    spec, record = delivery.spec, delivery.record
-    delivery = replace(delivery, envelope=envelope)
+def _envelope_fields(
+    spec: JobSpec, record: SQSRecord, envelope: Envelope, lookup: Callable[[str], JobSpec]
+) -> dict[str, Any]:
     try:
         if lookup(envelope.job).name != spec.name:
             raise UnknownJobError(
@@ -298,12 +309,12 @@ def _with_envelope(delivery: Delivery, envelope: Envelope, lookup: Callable[[str
             )
         level = spec.level_for(envelope.priority) if envelope.priority is not None else None
     except (UnknownJobError, UnknownPriorityError) as exc:
-        return replace(delivery, unrunnable=exc, job_id=envelope.id)
+        return {"unrunnable": exc, "job_id": envelope.id}
     try:
         payload = spec.validate(envelope.payload)  # the producer's rule, the same code
     except PayloadValidationError as exc:
         job_id = envelope.id or spec.derive_job_id(envelope.payload) or record.message_id
-        return replace(delivery, level=level, invalid=exc, job_id=job_id)
+        return {"level": level, "invalid": exc, "job_id": job_id}
     # Derived from the validated payload, as the Python producer derives it: defaults applied.
     job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
-    return replace(delivery, level=level, payload=payload, job_id=job_id)
+    return {"level": level, "payload": payload, "job_id": job_id}

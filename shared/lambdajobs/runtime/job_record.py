@@ -22,7 +22,7 @@ reads 0, and no writer stores 0 (`lifecycle.unstart` removes the attribute inste
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -319,19 +319,32 @@ class JobRecord:
     def to_item(self) -> Item:
         """The item (attribute values); attributes the record does not have are left out."""
         values: dict[str, Any] = {"id": self.job_id}
-        for f in fields(self):
-            if f.name not in ("job_id", "exists", "steps", "signals"):
-                values[f.name] = getattr(self, f.name)
+        for name in _ATTRIBUTES:
+            values[name] = getattr(self, name)
         for name, checkpoint in (self.steps or {}).items():
             values[STEP_PREFIX + name] = checkpoint
         for name, data in (self.signals or {}).items():
             values[SIGNAL_PREFIX + name] = data
-        values["attempts"] = self.attempts or None
-        values["history"] = list(self.history) or None
-        values["payload_cut"] = True if self.payload_cut else None
-        if self.progress is not None:
-            values["progress"] = float(self.progress)
+        for name, stored in _AS_STORED.items():
+            values[name] = stored(values[name])
         return codec.encode(values)
+
+    @staticmethod
+    def with_changes(item: Item, changes: Mapping[str, Any]) -> Item:
+        """An item `to_item` wrote, with the attributes in `changes` (named as `JobRecord`'s fields;
+        None: the attribute is removed) written as `to_item` writes them: the item of
+        `replace(JobRecord.from_item(item), **changes)` without decoding and encoding the whole record
+        (every successful job's last write makes one)."""
+        changed = dict(item)
+        for name, value in changes.items():
+            if name not in _ATTRIBUTES:
+                raise TypeError(f"with_changes: '{name}' is not an attribute of a job record's item")
+            value = _AS_STORED[name](value) if name in _AS_STORED else value
+            if value is None:
+                changed.pop(name, None)
+            else:
+                changed[name] = codec.to_value(value)
+        return changed
 
     @classmethod
     def missing(cls, job_id: str = "") -> JobRecord:
@@ -637,3 +650,17 @@ class JobRecord:
         if self.lost_last_attempt(now_ms):
             return JobState.DEAD
         return self.known_state
+
+
+#: The item's attributes named as the record's fields (`id`, the checkpoints and signals are written
+#: apart), in `to_item`'s order.
+_ATTRIBUTES: tuple[str, ...] = tuple(
+    f.name for f in fields(JobRecord) if f.name not in ("job_id", "exists", "steps", "signals")
+)
+#: How `to_item` writes the attributes that it does not write as they are (None: left out).
+_AS_STORED: dict[str, Callable[[Any], Any]] = {
+    "attempts": lambda v: v or None,
+    "history": lambda v: list(v or ()) or None,
+    "payload_cut": lambda v: True if v else None,
+    "progress": lambda v: float(v) if v is not None else None,
+}

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -354,9 +353,8 @@ def _create(
         max_attempts=max_attempts,
         ix=index_key(job, JobState.RUNNING) if indexed else None,
         ix_at=stamp if indexed else None,
+        **{k: v for k, v in (about or {}).items() if v is not None},
     )
-    if about:
-        record = replace(record, **{k: v for k, v in about.items() if v is not None})
     item = record.to_item()
     try:
         client.put_item(TableName=table, Item=item, ConditionExpression=NO_RECORD.expression)
@@ -381,25 +379,28 @@ def succeed_created(
     progress comes back with `progress`). The same write units as `succeed`'s UpdateItem, a much
     shorter request. Returns whether it landed."""
     stamp = now_iso()
-    record = JobRecord.from_item(created)
     indexed = JobState.SUCCEEDED in INDEXED_STATES[JobIndex(index or JobIndex.OFF)]
-    done = replace(
-        record,
-        state=JobState.SUCCEEDED,
-        result=stored_result(result_json),
-        finished_at=stamp,
-        in_progress_expiration=None,
-        ix=index_key(record.job or "", JobState.SUCCEEDED) if indexed else None,
-        ix_at=stamp if indexed else None,
-    )
+    job = codec.from_value(created["job"]) if "job" in created else ""
+    changes: dict[str, Any] = {
+        "state": JobState.SUCCEEDED,
+        "result": stored_result(result_json),
+        "finished_at": stamp,
+        "in_progress_expiration": None,
+        "ix": index_key(job, JobState.SUCCEEDED) if indexed else None,
+        "ix_at": stamp if indexed else None,
+    }
     if progress is not None:
-        message = progress[1][:MAX_ERROR_CHARS] if progress[1] is not None else done.progress_message
-        done = replace(done, progress=float(progress[0]), progress_message=message)
+        changes["progress"] = float(progress[0])
+        if progress[1] is not None:
+            changes["progress_message"] = progress[1][:MAX_ERROR_CHARS]
+    # the item as written, changed in place of a decode and an encode of the whole record (it was
+    # encoded by `JobRecord.to_item`: `JobRecord.with_changes` keeps its rules)
+    done = JobRecord.with_changes(created, changes)
     held = JobRecord.holds_lock_condition(lock)
     try:
         client.put_item(
             TableName=table,
-            Item=done.to_item(),
+            Item=done,
             ConditionExpression=held.expression,
             ExpressionAttributeValues=codec.encode(held.values),
         )
