@@ -205,3 +205,42 @@ def test_daily_report_enqueues_an_email_two_hours_ahead(deployment, clock):
     assert schedule["ScheduleExpression"] == f"at({run_at:%Y-%m-%dT%H:%M:%S})"
     assert schedule["Target"]["Arn"] == deployment.stack.provisioned.queues["send_email"].queue_arn
     assert schedule["Target"]["RoleArn"] == deployment.role_arn(deployment.one_time_schedules)
+
+
+def test_send_email_in_the_light_record_mode_runs_under_its_role(deployment, sender, clock):
+    # GIVEN send_email declared in the light record mode (`@job(record_mode="light")`): the same queue,
+    # function and role, whose worker reads the record eventually consistent and writes it once
+    from dataclasses import replace
+
+    from lambdajobs.runtime.spec import get_spec
+    from lambdajobs.testing import isolated_registry
+
+    with isolated_registry(keep=True) as registry:
+        registry.add(replace(get_spec("send_email"), record_mode="light"))
+        runner = deployment.runner("send_email")
+        mail = SendEmail(to="ada@example.com", subject="Hi", body="Hello")
+
+        def settle() -> None:  # (send_email's rate limit hands a job back until its slot: move past)
+            for _ in range(4):
+                runner.drain()
+                clock.shift(runner.spec.backoff.ceiling(1) + 1)
+
+        # WHEN a first attempt succeeds (a PutItem), a job fails then succeeds (UpdateItems), and a
+        # duplicate of the first is skipped by the read, all with the function's role
+        first = deployment.stack.enqueue("send_email", mail, job_id="light-1")
+        settle()
+        sender.failures = 1
+        flaky = deployment.stack.enqueue("send_email", mail, job_id="light-2")
+        settle()
+        deployment.stack.enqueue("send_email", mail, job_id="light-1")
+        settle()
+    # THEN each job ran once to success, and every call was allowed to the function's role
+    assert sender.sent == ["ada@example.com", "ada@example.com"]
+    assert [(get_status(i).state, get_status(i).attempts) for i in (first, flaky)] == [
+        ("succeeded", 1),
+        ("succeeded", 2),
+    ]
+    calls = deployment.calls_by(deployment.worker("send_email"))
+    assert all(c.allowed for c in calls), [c for c in calls if not c.allowed]
+    actions = {c.action for c in calls}
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "sqs:DeleteMessage"} <= actions
