@@ -85,8 +85,9 @@ STARTS_WORKFLOW = "starts a workflow"
 #: Runtime functions that send jobs: a job whose code calls one must declare `enqueues` (its role may
 #: send only to the queues of the jobs it declares, and knows only their URLs).
 ENQUEUES = ("enqueue", "enqueue_many", *WORKFLOW_STARTS)
-#: Runtime functions that read the job index: a job whose code calls one must declare
-#: uses=("job_stats",) (its role's only Query grant, on the index).
+#: Runtime functions that count or list jobs: a job whose code calls one must declare
+#: uses=("job_stats",): cloudwatch:GetMetricData (count_finished with the job index off, the default),
+#: and its role's only Query grant, on the index, when the stack turns the index on.
 JOB_STATS = ("count_finished", "entered_at", "list_jobs")
 #: `lambdajobs.signal()` from a job's code: UpdateItem of the signalled job's record (any worker) and
 #: SendMessage of its wake-up to that job's queue, which a role may do only for the jobs it declares in
@@ -211,7 +212,7 @@ def undeclared(spec: JobSpec) -> list[str]:
     if use.runtime & set(SIGNALS) and not spec.enqueues:
         missing.append("it signals jobs (signal): declare the jobs it signals in enqueues=(...)")
     if use.runtime & set(JOB_STATS) and "job_stats" not in spec.uses:
-        missing.append(f"it reads the job index ({sorted(use.runtime & set(JOB_STATS))}): uses job_stats")
+        missing.append(f"it counts or lists jobs ({sorted(use.runtime & set(JOB_STATS))}): uses job_stats")
     if "bucket_name" in use.names and "bucket" not in spec.uses:
         missing.append("it reads the data bucket's name (ctx.config.bucket_name()): uses bucket")
     return missing

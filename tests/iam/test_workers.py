@@ -12,10 +12,11 @@ from handlers.emails import SendEmail
 from handlers.reports import report_key
 from handlers.video import TranscodeVideo
 from lambdajobs.runtime import lifecycle
-from lambdajobs.runtime.config import using
+from lambdajobs.runtime.config import StackConfig, using
 from lambdajobs.runtime.producer import enqueue, one_time_schedule_name
 from lambdajobs.runtime.records import get_status
 from lambdajobs.runtime.settings import ATTR_ERROR_TYPE
+from tests.iam.deployment import RoleRunner
 
 
 def test_send_email_succeeds_under_its_role(deployment, sender):
@@ -162,9 +163,10 @@ def test_daily_report_reads_stats_writes_its_prefix_and_enqueues_emails(deployme
     deployment.stack.enqueue(
         "daily_report", {"recipients": ["ops@example.com", "cto@example.com"]}, job_id="report-1"
     )
-    # WHEN daily_report's function runs it with its role: a Query on the job-stats index (uses
-    # job_stats), a PutObject under its prefix of the data bucket (uses bucket), and SendMessageBatch
-    # to send_email's queue (enqueues send_email)
+    # WHEN daily_report's function runs it with its role: GetMetricData of the worker's metrics (uses
+    # job_stats; the job index is off, and TestStack put the email worker's EMF metrics in CloudWatch
+    # as CloudWatch Logs would), a PutObject under its prefix of the data bucket (uses bucket), and
+    # SendMessageBatch to send_email's queue (enqueues send_email)
     deployment.runner("daily_report").drain()
     # THEN the report succeeded and counted the email
     status = get_status("report-1")
@@ -182,7 +184,25 @@ def test_daily_report_reads_stats_writes_its_prefix_and_enqueues_emails(deployme
     emails.drain()
     assert sorted(sender.sent) == ["ada@example.com", "cto@example.com", "ops@example.com"]
     actions = {c.action for c in deployment.calls_by(deployment.worker("daily_report"))}
-    assert {"dynamodb:Query", "s3:PutObject", "sqs:SendMessage"} <= actions
+    assert {"cloudwatch:GetMetricData", "s3:PutObject", "sqs:SendMessage"} <= actions
+    assert "dynamodb:Query" not in actions  # the counts read no job index: it is off
+
+
+def test_daily_report_without_the_metrics_grant_cannot_count(deployment, clock):
+    # GIVEN daily_report's role without its cloudwatch:GetMetricData statement (uses job_stats)
+    trimmed = deployment.create(
+        deployment.worker("daily_report").without(lambda s: "cloudwatch:GetMetricData" in str(s["Action"]))
+    )
+    environment = StackConfig.from_environment(deployment.worker_environment("daily_report"))
+    runner = RoleRunner(deployment.stack, "daily_report", deployment.config_for(trimmed, environment))
+    deployment.stack.enqueue("daily_report", {"recipients": ["ops@example.com"]}, job_id="report-2")
+    # WHEN its function runs the report
+    runner.drain()
+    # THEN counting is denied (the grant the template gives is the one the count needs), and the
+    # report is retried, not written
+    denied = deployment.recorder.take_denials()
+    assert "cloudwatch:GetMetricData" in {d.action for d in denied}
+    assert get_status("report-2").state == "retrying"
 
 
 def test_daily_report_enqueues_an_email_two_hours_ahead(deployment, clock):

@@ -146,18 +146,21 @@ def test_data_bucket_is_private_encrypted_tls_only_and_expires_objects(template,
     )
 
 
-def test_report_job_reaches_only_its_prefix_and_the_stats_index(template, stack):
+def test_report_job_reaches_only_its_prefix_and_the_metrics(template, stack):
     fn = template["Resources"][logical_id(stack, stack.workers["daily_report"].function)]
     role_id = fn["Properties"]["Role"]["Fn::GetAtt"][0]
     statements = policy_statements(template, role_id)
     [s3] = [s for s in statements if "s3:PutObject" in s["Action"]]
     assert s3["Resource"]["Fn::Join"][1][-1] == "/daily_report/*"
-    [query] = [s for s in statements if s["Action"] == "dynamodb:Query"]
-    assert query["Resource"]["Fn::Join"][1][-1] == f"/index/{JOB_INDEX}"
+    # job_stats with the job index off: the worker's metrics (no resource-level permission), no Query
+    [metrics] = [s for s in statements if s["Resource"] == "*"]
+    assert metrics["Action"] == "cloudwatch:GetMetricData"
+    assert not [s for s in statements if "dynamodb:Query" in s["Action"]]
 
 
-def test_job_table_has_the_job_index_because_a_job_uses_job_stats(template, stack):
-    # daily_report declares uses=("job_stats",): the stack turns the job index on ("finished")
+def test_a_job_using_job_stats_leaves_the_job_index_off(template, stack):
+    # daily_report declares uses=("job_stats",) and counts from the worker's metrics: the index stays
+    # off, so no job pays its write unit (issue 31); the table has the index all the same (dead jobs)
     [index] = props(template, stack, stack.table)["GlobalSecondaryIndexes"]
     assert index["IndexName"] == JOB_INDEX
     assert index["KeySchema"] == [
@@ -165,10 +168,10 @@ def test_job_table_has_the_job_index_because_a_job_uses_job_stats(template, stac
         {"AttributeName": "ix_at", "KeyType": "RANGE"},
     ]
     assert index["Projection"] == {"ProjectionType": "KEYS_ONLY"}
-    assert stack.job_index == "finished"
+    assert stack.job_index == "off"
     for worker in stack.workers.values():
         env = props(template, stack, worker.function)["Environment"]["Variables"]
-        assert env[ENV_JOB_INDEX] == "finished"
+        assert env[ENV_JOB_INDEX] == "off"
 
 
 def test_stack_manifest_tells_producers_how_to_schedule(template, stack):
