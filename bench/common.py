@@ -1,11 +1,13 @@
 """What every part of the bench shares: alternating runs and their statistics, a moto server, Lambda
-events and contexts, a stubbed DynamoDB client, and write units counted the way DynamoDB bills them."""
+events and contexts, a stubbed DynamoDB client, and write and read units counted the way DynamoDB
+bills them."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -64,6 +66,28 @@ def ratio(a: list[float], b: list[float], digits: int = 3) -> float:
     return round(statistics.median(a) / statistics.median(b), digits)
 
 
+def ratio_interval(
+    a: list[float], b: list[float], level: float = 0.90, resamples: int = 10_000, digits: int = 3
+) -> list[float]:
+    """A paired percentile bootstrap interval of `ratio(a, b)`: `a[i]` and `b[i]` are one round's two
+    measurements (alternated runs), so rounds are resampled with replacement, pairs kept together,
+    and the ratio of medians computed on each resample; returns the (1 - level) / 2 and (1 + level) / 2
+    quantiles of those ratios, [low, high]. A fixed seed: the same runs give the same interval."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired measurements needed: {len(a)} against {len(b)}")
+    n = len(a)
+    draw = random.Random(31)
+    ratios = []
+    for _ in range(resamples):
+        picks = [draw.randrange(n) for _ in range(n)]
+        ratios.append(statistics.median(a[i] for i in picks) / statistics.median(b[i] for i in picks))
+    ratios.sort()
+    tail = (1 - level) / 2
+    low = ratios[math.floor(tail * (resamples - 1))]
+    high = ratios[math.ceil((1 - tail) * (resamples - 1))]
+    return [round(low, digits), round(high, digits)]
+
+
 # -- a moto server in its own process (it must not share this process's CPU and GIL) --------------------
 
 
@@ -119,6 +143,11 @@ def envelope(job: str, payload: dict[str, Any], job_id: str | None = None) -> st
 
 def payload(i: int) -> dict[str, Any]:
     return {"to": f"user{i}@example.com", "subject": "Spring sale", "body": "20% off everything this week."}
+
+
+def trace_id() -> str:
+    """A fresh `_X_AMZN_TRACE_ID`, as Lambda sets it for each invocation (tracing not active)."""
+    return f"Root=1-{int(time.time()):08x}-{uuid.uuid4().hex[:24]};Parent={uuid.uuid4().hex[:16]};Sampled=0"
 
 
 def sqs_event(bodies: list[str], queue_arn: str) -> dict[str, Any]:
@@ -187,10 +216,18 @@ class StubDynamoDB:
     def transact_write_items(self, **_: Any) -> dict[str, Any]:
         return self._call("TransactWriteItems")
 
+    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
+        """Any other operation (query, batch_get_item ...): success, empty, counted by its API name."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        operation = "".join(part.title() for part in name.split("_"))
+        return lambda **_: self._call(operation)
 
-# -- write units, as DynamoDB bills them ---------------------------------------------------------------
+
+# -- write and read units, as DynamoDB bills them ----------------------------------------------------
 
 WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
+READS = ("GetItem", "BatchGetItem", "TransactGetItems", "Query", "Scan")
 
 
 def _number_size(text: str) -> int:
@@ -255,12 +292,20 @@ class WriteUnits:
     per global secondary index of the table (as provisioned), 1 per index entry put or deleted, 2 when
     an entry's key changes (a delete and a put), 1 when a projected attribute changes. Reads the item
     before and after each write with `reader` (another client, not counted). `kinds`: the calls and
-    units of each kind of write (`write_kind`)."""
+    units of each kind of write (`write_kind`).
+
+    Its reads too (`read_units`, `read_calls`), as DynamoDB bills them: per item read, 1 unit per 4 KB
+    rounded up (at least 1) for a strongly consistent read, half that for an eventually consistent one,
+    twice that in a transaction; the size of the whole item (read again with `reader`) whatever the
+    projection; a Query or Scan by the total size of the items it returned, 4 KB rounded up."""
 
     def __init__(self, client: Any, reader: Any) -> None:
         self.reader = reader
         self.units = 0.0
         self.calls: dict[str, int] = {}
+        self.read_units = 0.0
+        self.read_calls: dict[str, int] = {}
+        self._read_params: dict[str, Any] = {}
         self.kinds: dict[str, dict[str, float]] = {}
         self._kind = ""
         self._tables: dict[str, tuple[list[str], list[tuple[list[str], str, list[str]]]]] = {}
@@ -317,6 +362,10 @@ class WriteUnits:
         return self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
 
     def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name in READS:
+            self.read_calls[model.name] = self.read_calls.get(model.name, 0) + 1
+            self._read_params = dict(params)
+            return
         if model.name not in WRITES:
             return
         self.calls[model.name] = self.calls.get(model.name, 0) + 1
@@ -324,6 +373,10 @@ class WriteUnits:
         self._before = [(t, k, self._read(t, k), m) for t, k, m in self._targets(model.name, params)]
 
     def _after_call(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
+        if model.name in READS:
+            self.read_units += self._read_units(model.name, self._read_params, parsed)
+            self._read_params = {}
+            return
         if model.name not in WRITES:
             return
         units = 0.0
@@ -338,6 +391,31 @@ class WriteUnits:
         kind["calls"] += 1
         kind["units"] += units
         self._before = []
+
+    def _read_units(self, name: str, params: dict[str, Any], parsed: dict[str, Any]) -> float:
+        def units(size: int, consistent: bool, multiplier: int = 1) -> float:
+            whole = multiplier * max(1, math.ceil(size / 4096))
+            return float(whole) if consistent else whole / 2
+
+        if name == "GetItem":
+            item = self._read(params["TableName"], dict(params["Key"]))
+            return units(item_size(item), bool(params.get("ConsistentRead")))
+        if name == "BatchGetItem":
+            total = 0.0
+            for table, request in params["RequestItems"].items():
+                for key in request["Keys"]:
+                    item = self._read(table, dict(key))
+                    total += units(item_size(item), bool(request.get("ConsistentRead")))
+            return total
+        if name == "TransactGetItems":
+            total = 0.0
+            for entry in params["TransactItems"]:
+                get = entry["Get"]
+                total += units(item_size(self._read(get["TableName"], dict(get["Key"]))), True, 2)
+            return total
+        # Query, Scan: the items returned (as projected: a lower bound when a projection is asked)
+        size = sum(item_size(item) for item in parsed.get("Items", []))
+        return units(size, bool(params.get("ConsistentRead")))
 
 
 def _index_units(

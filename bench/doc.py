@@ -42,12 +42,22 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         "| figure | value | target |",
         "|---|---|---|",
     ]
-    for label, key in ROWS:
+    for label, key in [*ROWS, *((key, key) for key in figures["targets"] if key not in {k for _, k in ROWS})]:
         target = figures["targets"].get(key)
         goal = ""
         if target:
             goal = f"{target['target']}: **{'met' if target['met'] else 'missed'}**"
+            if "interval_90" in target:
+                low, high = target["interval_90"]
+                goal += f" (90% interval {_fmt(low)} to **{_fmt(high)}**)"
         out.append(f"| {label} (`{key}`) | {_fmt(figures.get(key))} | {goal} |")
+    failed = [key for key, t in figures["targets"].items() if not t["met"]]
+    out += [
+        "",
+        f"Targets met: {len(figures['targets']) - len(failed)} of {len(figures['targets'])}"
+        + (f"; missed: {', '.join(f'`{k}`' for k in failed)}." if failed else ".")
+        + (" (A `--quick` run: sizes too small to mean anything; not enforced.)" if run.get("quick") else ""),
+    ]
     out += [
         "",
         "Medians, with [min, max] over the alternated runs:",
@@ -62,24 +72,38 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         return f"{s['median']:.{digits}f}{unit} [{s['min']:.{digits}f}, {s['max']:.{digits}f}]"
 
     p = d["cold_start_parts_seconds"]
+    inside = d.get("cold_start_in_process_seconds", {})
+
+    def part(name: str) -> str:
+        return f"{p[name]['median']:.3f} s" if name in p else "n/a"
+
+    logs = d.get("log_lines_per_job", {})
+
+    def lines(name: str) -> str:
+        got = logs.get(name)
+        return f"{got['log']:g} log, {got['metric']:g} metric" if got else "n/a"
+
     out += [
-        f"| cold start: import + one record | {cell('cold_start_seconds', 'lambdajobs', 's', 3)} | "
+        f"| cold start: process start to first record handled | "
+        f"{cell('cold_start_seconds', 'lambdajobs', 's', 3)} | "
         f"{cell('cold_start_seconds', 'powertools', 's', 3)} |",
         f"| the hand-written worker pausing its collector as lambdajobs does | | "
         f"{cell('cold_start_seconds', 'powertools_paused_gc', 's', 3)} |",
-        f"| of which the import | {p['lambdajobs_import_seconds']['median']:.3f} s | "
-        f"{p['powertools_import_seconds']['median']:.3f} s |",
-        f"| of which the first record | {p['lambdajobs_handle_seconds']['median']:.3f} s | "
-        f"{p['powertools_handle_seconds']['median']:.3f} s |",
-        f"| the process, started to first record handled (interpreter start included) | "
-        f"{p['lambdajobs_process_seconds']['median']:.3f} s | "
-        f"{p['powertools_process_seconds']['median']:.3f} s |",
+        f"| inside the process: import + first record | "
+        f"{cell('cold_start_in_process_seconds', 'lambdajobs', 's', 3) if inside else 'n/a'} | "
+        f"{cell('cold_start_in_process_seconds', 'powertools', 's', 3) if inside else 'n/a'} |",
+        f"| of which the import | {part('lambdajobs_import_seconds')} | "
+        f"{part('powertools_import_seconds')} |",
+        f"| of which the first record | {part('lambdajobs_handle_seconds')} | "
+        f"{part('powertools_handle_seconds')} |",
         f"| CPU per record, DynamoDB stubbed | {cell('worker_cpu_ms_per_record', 'lambdajobs', 'ms', 3)} | "
         f"{cell('worker_cpu_ms_per_record', 'powertools', 'ms', 3)} |",
         f"| records per second on moto | {cell('moto_records_per_second', 'lambdajobs', '', 0)} | "
         f"{cell('moto_records_per_second', 'powertools', '', 0)} |",
-        f"| log bytes per job | {figures['log_bytes_per_job']['lambdajobs']:g} | "
+        f"| log + metric bytes per job | {figures['log_bytes_per_job']['lambdajobs']:g} | "
         f"{figures['log_bytes_per_job']['powertools']:g} |",
+        f"| lines per job (JSON log lines, EMF metric lines) | {lines('lambdajobs')} | "
+        f"{lines('powertools')} |",
         f"| DynamoDB write units per job | {figures['dynamodb_wru_per_job']:g} "
         f"({figures['dynamodb_wru_per_job_job_index_finished']:g} with the job index on `finished`) | "
         f"{figures['dynamodb_wru_per_job_powertools']:g} |",
@@ -100,7 +124,8 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         "## Cost per million jobs",
         "",
         "USD per million successful plain jobs, us-east-1 on-demand prices: DynamoDB "
-        f"${a['prices_usd']['dynamodb_per_million_wru']} per million write units, SQS "
+        f"${a['prices_usd']['dynamodb_per_million_wru']} per million write units and "
+        f"${a['prices_usd'].get('dynamodb_per_million_rru', 0.125)} per million read units, SQS "
         f"${a['prices_usd']['sqs_per_million_requests']} per million requests, Lambda "
         f"${a['prices_usd']['lambda_per_million_requests']} per million requests + "
         f"${a['prices_usd']['lambda_per_gb_second_arm64']} per GB-second (arm64), CloudWatch Logs "
@@ -111,6 +136,9 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
     ]
     names = {
         "lambdajobs": "lambdajobs, default stack",
+        "lambdajobs_repo_stack": "lambdajobs, this repository's stack "
+        f"(job index `{figures.get('repo_stack_job_index', '?')}`)",
+        "lambdajobs_light": "lambdajobs, light record mode",
         "lambdajobs_job_index_finished": "lambdajobs, job index `finished`",
         "powertools": "hand-written Powertools worker",
         "naive": "naive: one send per job, batch size 1",
@@ -121,6 +149,11 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
             f"**{c['total']:.2f}** | {c['cloudwatch_logs']:.3f} | {c['total_with_logs']:.2f} |"
         )
     durations = ", ".join(f"{k} {v} ms" for k, v in a["duration_ms_per_job"].items())
+    calls = a.get("dynamodb_calls_per_job", {})
+    if calls:
+        durations += "; DynamoDB calls per job: " + ", ".join(
+            f"{k} {v['writes']:g} writes + {v['reads']:g} reads" for k, v in calls.items()
+        )
     sqs = ", ".join(f"{k} {v:g}" for k, v in a["sqs_requests_per_job"].items())
     out += [
         "",

@@ -2,11 +2,15 @@
 a fresh interpreter per phase, its stdout (both workers' log and metric lines) sent to a file or
 /dev/null by the parent, its figures written as JSON to OUT.
 
-- `cpu`: CPU time per record through each handler, DynamoDB stubbed (`common.StubDynamoDB`).
+- `cpu`: CPU time per record through each handler, DynamoDB stubbed (`common.StubDynamoDB`), and the
+  bytes and lines each writes to stdout per job; `_X_AMZN_TRACE_ID` set afresh for each invocation on
+  both sides, as Lambda does (Powertools writes it into every line). With the light record mode
+  (`bench.plain_job.light`) as a third side when lambdajobs has it.
 - `moto`: records per second through each handler on one moto backend, in-process (`TestStack`),
   delivered by the same event source emulator.
-- `wru`: DynamoDB write units per successful job (`common.WriteUnits`), job index off and `finished`,
-  and the hand-written worker's; then (`durable_jobs`) those of a 5-step durable job
+- `wru`: DynamoDB write and read units per successful job (`common.WriteUnits`), job index off,
+  `finished` and this repository's stack's mode (`repo_job_index_mode`), the light record mode, and
+  the hand-written worker's; then (`durable_jobs`) those of a 5-step durable job
   (`bench.durable_job`), its steps in one invocation and one per invocation: per job, by kind of
   write, per step and per continuation (`durable`, also a phase of its own).
 - `enqueue`: jobs per second sent by `enqueue_many`, a `send_message` loop, a `send_message_batch`
@@ -38,8 +42,9 @@ from bench.common import (
     envelope,
     payload,
     sqs_event,
+    trace_id,
 )
-from bench.plain_job import declare
+from bench.plain_job import declare, light
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 BASELINE_TABLE = "bench-idempotency"
@@ -51,6 +56,28 @@ def plain_job() -> Iterator[Any]:
 
     with isolated_registry():
         yield declare()
+
+
+@contextmanager
+def light_job() -> Iterator[Any]:
+    """The plain job in the light record mode (its spec), or None where lambdajobs has no such mode."""
+    from lambdajobs.testing import isolated_registry
+
+    with isolated_registry():
+        yield light()
+
+
+def repo_job_index_mode() -> str:
+    """The job index mode this repository's stack deploys with (infra/app.py): cdk.json's `job_index`
+    option, resolved by `job_index_mode` over the jobs package's jobs, as `LambdaJobsStack` does."""
+    from bench.common import ROOT
+    from lambdajobs.runtime.spec import job_index_mode, load_jobs
+    from lambdajobs.testing import isolated_registry
+
+    context = json.loads((ROOT / "cdk.json").read_text()).get("context", {})
+    with isolated_registry():
+        specs = load_jobs("handlers")
+        return str(job_index_mode(specs, context.get("job_index") or None))
 
 
 def _baseline(client: Any) -> Handler:
@@ -82,46 +109,65 @@ def cpu(params: dict[str, Any]) -> dict[str, Any]:
 
     rounds, records = int(params["rounds"]), int(params["records"])
     os.environ.update(FAKE_CREDENTIALS)
-    arn = f"arn:aws:sqs:{REGION}:123456789012:bench-plain_email"
     with plain_job() as spec:
+        lighter = light()  # in the same registry: the light record mode's job, when lambdajobs has it
+        jobs = {"lambdajobs": spec, "powertools": spec}
+        if lighter is not None:
+            jobs["lambdajobs_light"] = lighter
+        arns = {s.name: f"arn:aws:sqs:{REGION}:123456789012:bench-{s.name}" for s in jobs.values()}
         config = StackConfig(
             stack="bench",
             region=REGION,
             table="bench-jobs",
-            queues={spec.name: QueueAddress(url="https://sqs/bench", arn=arn, dlq_url="https://sqs/dlq")},
+            queues={
+                name: QueueAddress(url=f"https://sqs/bench-{name}", arn=arn, dlq_url="https://sqs/dlq")
+                for name, arn in arns.items()
+            },
             job_index="off",
         )
-        stubs = {"lambdajobs": StubDynamoDB(), "powertools": StubDynamoDB()}
+        stubs = {name: StubDynamoDB() for name in jobs}
         handlers: dict[str, Handler] = {
-            "lambdajobs": make_handler(
-                Worker(spec.name, config=config, store=JobRecordStore(config, client=stubs["lambdajobs"]))
-            ),
-            "powertools": _baseline(stubs["powertools"]),
+            name: make_handler(
+                Worker(jobs[name].name, config=config, store=JobRecordStore(config, client=stubs[name]))
+            )
+            for name in jobs
+            if name != "powertools"
         }
+        handlers["powertools"] = _baseline(stubs["powertools"])
         log_bytes: dict[str, list[float]] = {side: [] for side in handlers}
+        log_lines: dict[str, list[float]] = {side: [] for side in handlers}
+        metric_lines: dict[str, list[float]] = {side: [] for side in handlers}
 
         def side(name: str, n: int = records) -> Callable[[], float]:
+            job = jobs[name].name
+
             def run() -> float:
                 events = [
-                    sqs_event([envelope(spec.name, payload(i)) for i in range(k, min(n, k + 10))], arn)
+                    sqs_event([envelope(job, payload(i)) for i in range(k, min(n, k + 10))], arns[job])
                     for k in range(0, n, 10)
                 ]
+                traces = [trace_id() for _ in events]  # one per invocation, as Lambda sets it
                 sys.stdout.flush()
                 before = os.fstat(1).st_size
                 started = time.process_time()
-                for event in events:
+                for event, trace in zip(events, traces, strict=True):
+                    os.environ["_X_AMZN_TRACE_ID"] = trace
                     response = handlers[name](event, Context())
                     assert not response["batchItemFailures"], response
                 spent = time.process_time() - started
                 sys.stdout.flush()
-                log_bytes[name].append((os.fstat(1).st_size - before) / n)
+                after = os.fstat(1).st_size
+                log_bytes[name].append((after - before) / n)
+                lines, metrics = _lines(before, after)
+                log_lines[name].append(lines / n)
+                metric_lines[name].append(metrics / n)
                 return spent / n
 
             return run
 
         for name in handlers:  # warm: first calls build caches (pydantic, Powertools, jmespath)
             side(name, 20)()
-        for values in log_bytes.values():
+        for values in (*log_bytes.values(), *log_lines.values(), *metric_lines.values()):
             values.clear()
         calls_before = {name: dict(stub.calls) for name, stub in stubs.items()}
         got = alternate(rounds, {name: side(name) for name in handlers})
@@ -133,8 +179,22 @@ def cpu(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "cpu_seconds_per_record": got,
         "log_bytes_per_record": log_bytes,
+        "log_lines_per_record": log_lines,
+        "metric_lines_per_record": metric_lines,
         "dynamodb_calls_per_record": calls,
     }
+
+
+def _lines(start: int, end: int) -> tuple[int, int]:
+    """(log lines, EMF metric lines) written to stdout between these offsets; (-1, -1) when stdout is
+    not a file this process can read back."""
+    try:
+        written = os.pread(1, end - start, start) if end > start else b""
+    except OSError:
+        return -1, -1
+    lines = [line for line in written.splitlines() if line.strip()]
+    metrics = sum(1 for line in lines if line.startswith(b'{"_aws"'))
+    return len(lines) - metrics, metrics
 
 
 # -- records per second on moto -------------------------------------------------------------------------
@@ -238,38 +298,54 @@ def wru(params: dict[str, Any]) -> dict[str, Any]:
             ]
             sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
 
-    for mode in ("off", "finished"):
-        with plain_job() as spec, TestStack(specs=[spec], stack=f"wru{mode}", job_index=mode) as stack:
-            assert stack.provisioned is not None
-            sqs, ddb = stack.client("sqs"), stack.client("dynamodb")
-            reader = boto3.session.Session().client("dynamodb", region_name=REGION)
-            q = stack.provisioned.queues[spec.name]
-            fill(sqs, q.queue_url, spec.name)
-            meter = WriteUnits(ddb, reader)
-            done = drain(
-                q.queue_url, q.queue_arn, make_handler(Worker(spec.name, config=stack.config)), stack.config
-            )
-            out[mode] = {
-                "wru_per_job": meter.units / done,
-                "write_calls_per_job": sum(meter.calls.values()) / done,
-                "write_calls": meter.calls,
-            }
-            if mode == "off":
-                _create_baseline_table(ddb)
-                client = boto3.session.Session().client("dynamodb", region_name=REGION)
-                handler = _baseline(client)
-                url = sqs.create_queue(QueueName="bench-powertools")["QueueUrl"]
-                arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-                    "QueueArn"
-                ]
-                fill(sqs, url, spec.name)
-                meter = WriteUnits(client, reader)
-                done = drain(url, arn, handler, stack.config)
-                out["powertools"] = {
-                    "wru_per_job": meter.units / done,
-                    "write_calls_per_job": sum(meter.calls.values()) / done,
-                    "write_calls": meter.calls,
-                }
+    def measured(meter: WriteUnits, done: int) -> dict[str, Any]:
+        return {
+            "wru_per_job": meter.units / done,
+            "write_calls_per_job": sum(meter.calls.values()) / done,
+            "write_calls": meter.calls,
+            "rru_per_job": meter.read_units / done,
+            "read_calls_per_job": sum(meter.read_calls.values()) / done,
+            "read_calls": meter.read_calls,
+        }
+
+    repo_mode = repo_job_index_mode()
+    runs: list[tuple[str, str]] = [("off", "off"), ("finished", "finished")]
+    if repo_mode not in ("off", "finished"):
+        runs.append((repo_mode, repo_mode))
+    runs.append(("light", "off"))
+    for label, mode in runs:
+        declared = light_job() if label == "light" else plain_job()
+        with declared as spec:
+            if spec is None:  # no light record mode in lambdajobs (yet)
+                out[label] = None
+                continue
+            with TestStack(specs=[spec], stack=f"wru{label}", job_index=mode) as stack:
+                assert stack.provisioned is not None
+                sqs, ddb = stack.client("sqs"), stack.client("dynamodb")
+                reader = boto3.session.Session().client("dynamodb", region_name=REGION)
+                q = stack.provisioned.queues[spec.name]
+                fill(sqs, q.queue_url, spec.name)
+                meter = WriteUnits(ddb, reader)
+                done = drain(
+                    q.queue_url,
+                    q.queue_arn,
+                    make_handler(Worker(spec.name, config=stack.config)),
+                    stack.config,
+                )
+                out[label] = {"job_index": mode, **measured(meter, done)}
+                if label == "off":
+                    _create_baseline_table(ddb)
+                    client = boto3.session.Session().client("dynamodb", region_name=REGION)
+                    handler = _baseline(client)
+                    url = sqs.create_queue(QueueName="bench-powertools")["QueueUrl"]
+                    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+                        "QueueArn"
+                    ]
+                    fill(sqs, url, spec.name)
+                    meter = WriteUnits(client, reader)
+                    done = drain(url, arn, handler, stack.config)
+                    out["powertools"] = measured(meter, done)
+    out["repo_stack"] = {"job_index": repo_mode, **(out[repo_mode] or {})}
     if params.get("durable_jobs"):  # in this process: a phase of its own would import everything again
         out["durable"] = durable({"jobs": params["durable_jobs"]})
     return out
