@@ -3,8 +3,9 @@
 Import it only through `load_jobs` inside `isolated_registry` (the `local` fixture does): its `@job`
 declarations must not land in the process registry other tests read.
 
-- `board_mail` (priorities high/normal, `pii_fields=("to",)`, `uses=("job_stats",)`: the stack's job
-  index is on): fails permanently, naming the address in its error, when the subject is "bounce";
+- `board_mail` (priorities high/normal, `pii_fields=("to",)`, `uses=("job_stats",)`; the `local`
+  fixture turns the stack's job index on): fails permanently, naming the address in its error, when
+  the subject is "bounce";
 - `board_signup` (`pii_fields=("email",)`): fails permanently while its address is in `BROKEN`;
 - `board_flaky`: always fails permanently (the DLQ the purge tests empty);
 - `board_digest`: a cron job (the schedules page, "trigger now");

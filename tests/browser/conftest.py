@@ -49,7 +49,9 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
             log = tmp_path_factory.mktemp("board") / "worker.log"
             env.setenv("LAMBDAJOBS_WORKER_LOG", str(log))  # the board's logs panel reads it
             specs = load_jobs(JOBS)
-            with LocalStack(JOBS, specs=specs, stack="board", log_file=log) as stack:
+            # the job index on, for the jobs pages (listing by state) and the chart: job_stats no
+            # longer turns it on (issue 31)
+            with LocalStack(JOBS, specs=specs, stack="board", log_file=log, job_index="finished") as stack:
                 stack.start_workers()
                 yield stack
 

@@ -95,7 +95,7 @@ def test_the_overview_shows_the_counts_of_a_known_workload(page, workload, scree
     expect(page.locator('tr[data-queue="board_digest"] td.fire')).to_contain_text("EST")
     shot(page, screenshots, "overview")
 
-    # WHEN the job's dead records are listed (the job index is on: board_mail uses job_stats)
+    # WHEN the job's dead records are listed (the job index is on: the `local` fixture's)
     page.get_by_role("link", name="Jobs", exact=True).click()
     shot(page, screenshots, "jobs")
     page.goto("/jobs/board_mail?state=dead")

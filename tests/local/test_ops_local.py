@@ -1,5 +1,5 @@
-"""The operator reads on the local stack: counts from the job index (no CloudWatch metrics there),
-and no CloudWatch call for what the local stack never publishes."""
+"""The operator reads on the local stack: counts from the records (no CloudWatch metrics there), and
+no CloudWatch call for what the local stack never publishes."""
 
 from __future__ import annotations
 
@@ -32,9 +32,16 @@ def test_the_oldest_age_on_the_local_stack_costs_no_cloudwatch_call(seeded):
     assert calls == []
 
 
-def test_counts_on_the_local_stack_come_from_the_job_index(seeded):
+def test_counts_on_the_local_stack_come_from_the_records(seeded):
     local, done = seeded
+    # the job index is off (daily_report's job_stats no longer turns it on): the dead on the index,
+    # the succeeded by a counting Scan of the local table (count_finished, issue 31)
+    assert local.provisioned.job_index == "off"
     calls = cloudwatch_calls(local)
+    reads: list[str] = []
+    local.config.client("dynamodb").meta.events.register(
+        "before-call.dynamodb", lambda model, **_: reads.append(model.name)
+    )
     now = datetime.now(UTC)
     day = {"succeeded": 0, "dead": 0}
     for spec in local.specs:
@@ -43,6 +50,7 @@ def test_counts_on_the_local_stack_come_from_the_job_index(seeded):
         day = {k: day[k] + counts[k] for k in day}
     assert day == {"succeeded": done.records["succeeded"], "dead": done.records["dead"]}
     assert calls == []  # no metrics read: the local stack has none
+    assert set(reads) == {"Query", "Scan"}
 
 
 def test_counts_from_the_metrics_read_cloudwatch_once_per_window(seeded):
