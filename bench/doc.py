@@ -105,7 +105,8 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
         f"| lines per job (JSON log lines, EMF metric lines) | {lines('lambdajobs')} | "
         f"{lines('powertools')} |",
         f"| DynamoDB write units per job | {figures['dynamodb_wru_per_job']:g} "
-        f"({figures['dynamodb_wru_per_job_job_index_finished']:g} with the job index on `finished`) | "
+        f"({figures['dynamodb_wru_per_job_job_index_finished']:g} with the job index on `finished`; "
+        f"{_fmt(figures.get('dynamodb_wru_per_job_light'))} in the light record mode) | "
         f"{figures['dynamodb_wru_per_job_powertools']:g} |",
         "",
         "Producers, jobs per second to one moto server (median [min, max]):",
