@@ -92,6 +92,8 @@ def test_a_light_success_costs_one_write_unit_and_reads_like_a_full_mode_record(
     # THEN it cost one write, a PutItem, of one write unit (its record is under 1 KB)
     assert [name for name, _ in calls] == ["PutItem"]
     assert units.units == 1
+    # ... after one eventually consistent GetItem (half a read unit) that found no record
+    assert (units.read_calls, units.read_units) == ({"GetItem": 1}, 0.5)
     units.close()
     # ... and its record reads as the full mode's does, but for the id, the job's name and the times
     assert full.poll().failed_ids == []
@@ -322,11 +324,17 @@ def test_a_light_job_cancelled_while_it_runs_without_a_check_records_no_success(
         cancel(ctx.job_id, config=stack.config)
         return "done anyway"
 
+    # GIVEN a light job cancelled while it runs, that never checks
     runner = declare(finishes, name="light_cancel2", record_mode="light")
+    counted: list[str] = []
+    runner.worker.effects.metric = lambda name, value: counted.append(name)
     job_id = enqueue("light_cancel2", mail())
+    # WHEN it returns
     assert runner.poll().failed_ids == []
+    # THEN its success is refused by the cancel: the record reads cancelled, and it counts as cancelled
     status = get_status(job_id)
     assert status.state.value == "cancelled" and status.result is None
+    assert "JobCancelled" in counted and "JobDuplicate" not in counted and "JobSucceeded" not in counted
 
 
 def test_light_workflow_members_are_counted_and_the_callback_runs(stack, declare, clock):
