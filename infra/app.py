@@ -48,7 +48,7 @@ def build_app(
         powertools_version=option("powertools_version"),  # default: the installed Powertools
         log_retention_days=int(option("log_retention_days", 30)),
         alarm_email=option("alarm_email"),
-        job_index=option("job_index"),  # default: on ("finished") when a job uses job_stats
+        job_index=option("job_index"),  # default "off": job_stats counts from the worker's metrics
         env=Environment(),  # account/region from the deploying profile
         description="lambdajobs: background jobs on SQS + Lambda",
     )
