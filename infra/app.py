@@ -1,7 +1,8 @@
 """This project's CDK app, composed from `lambdajobs.cdk` exactly as a user would compose theirs.
 
 Options come from cdk.json's context (stack_name, powertools_version, log_retention_days,
-alarm_email, job_index); the jobs package is named once, in pyproject.toml (`[tool.lambdajobs] jobs`).
+alarm_email, job_index, tracing); the jobs package is named once, in pyproject.toml
+(`[tool.lambdajobs] jobs`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def build_app(
         log_retention_days=int(option("log_retention_days", 30)),
         alarm_email=option("alarm_email"),
         job_index=option("job_index"),  # default "off": job_stats counts from the worker's metrics
+        tracing=str(option("tracing", "false")).lower() in ("1", "true"),  # -c tracing=true: every job
         env=Environment(),  # account/region from the deploying profile
         description="lambdajobs: background jobs on SQS + Lambda",
     )

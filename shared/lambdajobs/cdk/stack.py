@@ -39,6 +39,7 @@ from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
 from lambdajobs.runtime.settings import (
     DLQ_RETENTION_SECONDS,
     ENV_JOB_INDEX,
+    ENV_TRACING,
     JOB_INDEX,
     JOB_INDEX_KEY,
     JOB_INDEX_SORT_KEY,
@@ -193,6 +194,10 @@ class LambdaJobs(Construct):
             with the index off). It lists jobs by state (the board, `lambdajobs jobs`), and
             count_finished reads it when on, for 1 write unit per job ("finished") or 3 ("all",
             running jobs too), for every job of the stack.
+        tracing: trace every job with OpenTelemetry (`LAMBDAJOBS_TRACING=1` on every job function and
+            the workflow continuer): a span per record, linked to its producer's; one job alone:
+            `@job(tracing=True)`. The functions need opentelemetry-api (your dependencies, or AWS's
+            OpenTelemetry layer): see docs/how-to/tracing.md. Default off.
         dependencies: the third-party libraries your jobs need on Lambda, as requirement strings
             (default: `[tool.lambdajobs] dependencies` / `requirements` in your project's
             pyproject.toml). Built for Lambda's platform into a layer every job function gets, locked
@@ -233,6 +238,7 @@ class LambdaJobs(Construct):
         job_index: str | None = None,
         dependencies: Sequence[str] | None = None,
         stacks_file: str | Path | None = None,
+        tracing: bool = False,
     ) -> None:
         super().__init__(scope, construct_id_)
         self.jobs_package = jobs
@@ -433,6 +439,8 @@ class LambdaJobs(Construct):
             self._wire(spec)
             # what the worker writes to the job index (nothing when "off")
             self.workers[spec.name].function.add_environment(ENV_JOB_INDEX, self.job_index)
+            if tracing:  # every job traced (`lambdajobs.runtime.tracing`)
+                self.workers[spec.name].function.add_environment(ENV_TRACING, "1")
         # Workflows: every worker sends a notice to the workflow queue when its member may have ended a
         # stage; the continuer (the runtime alone: it imports no job module) sends the next stage.
         continuer_asset = stage_function_asset(staging / "workflow-continuer", jobs_package=jobs, modules=[])
@@ -447,6 +455,8 @@ class LambdaJobs(Construct):
         )
         for worker in self.workers.values():
             self.workflows.grant_notices(worker.function)
+        if tracing:  # a span per notice, linked to the member's; the next stage linked to it
+            self.workflows.function.add_environment(ENV_TRACING, "1")
 
         # one-time schedules (run_at) at any priority: every job queue, no DLQ but the Scheduler's
         for statement in send_to_job_queues(self, stack.stack_name):
@@ -850,6 +860,7 @@ class LambdaJobsStack(Stack):
         job_index: str | None = None,
         dependencies: Sequence[str] | None = None,
         stacks_file: str | Path | None = None,
+        tracing: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id_, **kwargs)
@@ -864,4 +875,5 @@ class LambdaJobsStack(Stack):
             job_index=job_index,
             dependencies=dependencies,
             stacks_file=stacks_file,
+            tracing=tracing,
         )

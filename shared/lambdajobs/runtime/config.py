@@ -134,6 +134,9 @@ class StackConfig:
     #: The job index's mode ("off", "finished", "all"; see `lifecycle.JobIndex`): what workers write.
     #: None: not known here; workers then write no index attributes, and readers ask the manifest.
     job_index: str | None = None
+    #: Trace every job of the stack (`LAMBDAJOBS_TRACING=1`; `lambdajobs.runtime.tracing`); a job alone
+    #: opts in with `@job(tracing=True)`.
+    tracing: bool = False
     #: The stack's account, partition and DNS suffix (`LAMBDAJOBS_ACCOUNT`, ...; a function's own):
     #: known, every queue's URL and ARN follow from the naming rule (`where`); else the manifest.
     account: str | None = None
@@ -166,6 +169,7 @@ class StackConfig:
             workflow_queue_url=env.get(ENV_WORKFLOW_QUEUE_URL) or None,
             record_ttl_days=ttl_days,
             job_index=index,
+            tracing=_tracing_from_environment(env),
             account=env.get(ENV_ACCOUNT) or None,
             partition=env.get(ENV_PARTITION) or "aws",
             url_suffix=env.get(ENV_URL_SUFFIX) or "amazonaws.com",
@@ -381,6 +385,15 @@ def _job_index_from_environment(env: Mapping[str, str]) -> str | None:
     if index not in (None, *JOB_INDEX_MODES):
         raise ConfigurationError(f"{ENV_JOB_INDEX}={index!r}; use one of {', '.join(JOB_INDEX_MODES)}.")
     return index
+
+
+def _tracing_from_environment(env: Mapping[str, str]) -> bool:
+    from lambdajobs.runtime.settings import ENV_TRACING  # (loaded already: a name, not an import)
+
+    value = (env.get(ENV_TRACING) or "").strip().lower()
+    if value not in ("", "0", "1", "true", "false"):
+        raise ConfigurationError(f"{ENV_TRACING}={value!r}; use 1 (on) or 0 (off).")
+    return value in ("1", "true")
 
 
 def _record_ttl_days_from_environment(env: Mapping[str, str]) -> int:

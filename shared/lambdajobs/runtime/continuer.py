@@ -35,7 +35,7 @@ from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnqueueError, EnvelopeError
 from lambdajobs.runtime.lifecycle import now_iso
-from lambdajobs.runtime.settings import CONTINUER_TIMEOUT_SECONDS, SERVICE_NAME
+from lambdajobs.runtime.settings import ATTR_TRACEPARENT, CONTINUER_TIMEOUT_SECONDS, SERVICE_NAME
 from lambdajobs.runtime.workflow import _body, member_job_id
 from lambdajobs.runtime.workflow_item import LaterItem, WorkflowItem, WorkflowState, later_key, workflow_key
 
@@ -65,9 +65,22 @@ class Continuer:
         with configuration.using(self.config):
             processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
             response: dict[str, Any] = process_partial_response(  # type: ignore[assignment]
-                event=event, record_handler=self._process, processor=processor, context=context
+                event=event, record_handler=self._handler(event), processor=processor, context=context
             )
             return response
+
+    def _handler(self, event: dict[str, Any]) -> Any:
+        """`_process`, under a span per notice when the stack's tracing is on or a notice carries a
+        trace context (its member was traced: `lambdajobs.runtime.tracing`, imported only then)."""
+        records = event.get("Records") or []
+        if not (
+            self.config.tracing
+            or any((r.get("messageAttributes") or {}).get(ATTR_TRACEPARENT) for r in records)
+        ):
+            return self._process
+        from lambdajobs.runtime import tracing
+
+        return tracing.notice_handler(self._process, on=self.config.tracing)
 
     def _process(self, record: SQSRecord) -> str:
         try:

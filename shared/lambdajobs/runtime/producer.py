@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import re
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,22 @@ def check_tenant(tenant: str | None) -> str | None:
 
 def _group(tenant: str | None) -> dict[str, str]:
     return {"MessageGroupId": tenant} if tenant is not None else {}
+
+
+_TRACING = "lambdajobs.runtime.tracing"
+
+
+def trace_options(cfg: StackConfig, traced: bool = False) -> dict[str, Any]:
+    """SendMessage's `MessageAttributes` keyword with the current trace context (W3C `traceparent`,
+    `tracestate`), when tracing is on for the stack (`cfg.tracing`), for the job sent (`traced`:
+    `@job(tracing=True)`) or for the record being processed here; {} otherwise. Off, this tests two
+    flags: `lambdajobs.runtime.tracing` (and OpenTelemetry) is imported only when tracing is on."""
+    on = cfg.tracing or traced
+    if not (on or _TRACING in sys.modules):
+        return {}
+    from lambdajobs.runtime import tracing
+
+    return tracing.send_options(on=on)
 
 
 MAX_DELAY_SECONDS = 900  # SQS DelaySeconds maximum
@@ -161,9 +178,13 @@ def enqueue(
     jid, body = _prepare(spec, payload, job_id, priority)
     if at is None:
         cfg.client("sqs").send_message(
-            QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay, **_group(tenant)
+            QueueUrl=cfg.queue_url(spec.name, level),
+            MessageBody=body,
+            DelaySeconds=delay,
+            **_group(tenant),
+            **trace_options(cfg, spec.tracing),
         )
-    else:
+    else:  # (EventBridge Scheduler sets no message attributes: a job sent this way starts no link)
         _schedule_once(cfg, spec.name, jid, body, at, level, tenant)
     return jid
 
@@ -189,7 +210,11 @@ def _debounced(
     delay = debouncing.delay_seconds(debounce, state, at_ms)
     jid, body = _prepare(spec, payload, job_id, priority, debounce={"key": debounce.key, "at": at_ms})
     cfg.client("sqs").send_message(
-        QueueUrl=cfg.queue_url(spec.name, level), MessageBody=body, DelaySeconds=delay, **_group(tenant)
+        QueueUrl=cfg.queue_url(spec.name, level),
+        MessageBody=body,
+        DelaySeconds=delay,
+        **_group(tenant),
+        **trace_options(cfg, spec.tracing),
     )
     restart = state is None or state.claimed  # a new burst
     first_ms = at_ms if restart or state is None else state.first_at
@@ -285,12 +310,13 @@ class EnqueueResults(list[EnqueueResult]):
         return [r.job_id for r in self]
 
 
-def chunk_by_size(bodies: Sequence[tuple[int, str]]) -> Iterable[list[tuple[int, str]]]:
-    """Group (index, text) pairs for SendMessageBatch: at most 10 entries and 1 MiB of text each."""
+def chunk_by_size(bodies: Sequence[tuple[int, str]], *, overhead: int = 0) -> Iterable[list[tuple[int, str]]]:
+    """Group (index, text) pairs for SendMessageBatch: at most 10 entries and 1 MiB of text each
+    (`overhead`: bytes each entry adds to its text, its message attributes)."""
     chunk: list[tuple[int, str]] = []
     size = 0
     for index, body in bodies:
-        n = len(body.encode())
+        n = len(body.encode()) + overhead
         if chunk and (len(chunk) == BATCH_MAX_ENTRIES or size + n > BATCH_MAX_BYTES):
             yield chunk
             chunk, size = [], 0
@@ -347,6 +373,7 @@ def enqueue_many(
         delay_seconds=delay_seconds,
         max_retries=max_retries,
         tenant=tenant,
+        traced=spec.tracing,
     )
     if results.failed:
         logger.warning(
@@ -366,11 +393,16 @@ def send_bodies(
     delay_seconds: int = 0,
     max_retries: int = 3,
     tenant: str | None = None,
+    traced: bool = False,
 ) -> EnqueueResults:
     """Send (job id, message body) pairs to one queue in SendMessageBatch calls (at most 10 entries
     and 1 MiB each). Entries SQS reports in `Failed` and calls that fail as a whole are retried up to
-    `max_retries` times with a short backoff; the result has one item per pair, in order."""
+    `max_retries` times with a short backoff; the result has one item per pair, in order. Each
+    carries the trace context when tracing is on (`trace_options`; `traced`: for these jobs)."""
     sqs = cfg.client("sqs")
+    options = {**_group(tenant), **trace_options(cfg, traced)}
+    attributes = options.get("MessageAttributes")
+    overhead = len(json.dumps(attributes)) if attributes else 0
     job_ids = [job_id for job_id, _ in prepared]
     outcome: dict[int, EnqueueResult] = {}
 
@@ -381,8 +413,8 @@ def send_bodies(
         if attempt:
             time.sleep(min(0.1 * 2**attempt, 2.0))
         retry: list[tuple[int, str]] = []
-        for chunk in chunk_by_size(pending):
-            results, again = _send_chunk(sqs, url, chunk, job_ids, delay_seconds, tenant)
+        for chunk in chunk_by_size(pending, overhead=overhead):
+            results, again = _send_chunk(sqs, url, chunk, job_ids, delay_seconds, options)
             outcome.update(results)
             retry.extend(again)
         pending = retry
@@ -399,16 +431,16 @@ def _send_chunk(
     chunk: list[tuple[int, str]],
     job_ids: Sequence[str],
     delay_seconds: int,
-    tenant: str | None = None,
+    options: dict[str, Any],
 ) -> tuple[dict[int, EnqueueResult], list[tuple[int, str]]]:
     """One SendMessageBatch call: the result of each (index, body) of `chunk`, and those to retry.
 
     A call that fails as a whole (network, throttling) is retried whole; of the entries SQS reports in
     `Failed`, those that are not the sender's fault (a sender fault would fail again: it is reported).
+    `options`: the entries' `MessageGroupId` and `MessageAttributes`, if any.
     """
     entries = [
-        {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds, **_group(tenant)}
-        for i, body in chunk
+        {"Id": str(i), "MessageBody": body, "DelaySeconds": delay_seconds, **options} for i, body in chunk
     ]
     try:
         response = sqs.send_message_batch(QueueUrl=url, Entries=entries)

@@ -73,6 +73,14 @@ JOB_INDEX_SORT_KEY = "ix_at"
 #: The job index's mode a worker writes in ("off", "finished" or "all"); CDK and the local stack set it.
 ENV_JOB_INDEX = "LAMBDAJOBS_JOB_INDEX"
 JOB_INDEX_MODES = ("off", "finished", "all")
+#: Tracing for every job of the stack ("1"; CDK sets it with the stack's `tracing` option): the
+#: producer's trace context goes in each message, and the worker makes a span per record, linked to it
+#: (`lambdajobs.runtime.tracing`; a job alone: `@job(tracing=True)`).
+ENV_TRACING = "LAMBDAJOBS_TRACING"
+#: SQS message attributes (String) that carry the sender's W3C trace context (`traceparent`, and
+#: `tracestate` when it has one), under the W3C header names: any producer's OpenTelemetry SDK sets them.
+ATTR_TRACEPARENT = "traceparent"
+ATTR_TRACESTATE = "tracestate"
 
 DEFAULT_STACK_NAME = "lambdajobs"
 DEFAULT_RECORD_TTL_DAYS = 7

@@ -87,6 +87,7 @@ class JobSpec:
     uses: tuple[str, ...] = ()
     pii_fields: tuple[str, ...] = ()
     searchable: tuple[str, ...] = ()
+    tracing: bool = False
     alarms: Alarms = field(default_factory=Alarms)
     rate_limit: RateLimit | None = None
     concurrency_key: ConcurrencyKey | None = None
@@ -535,6 +536,7 @@ def job(
     concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
     searchable: tuple[str, ...] | list[str] = (),
+    tracing: bool = JobSpec.tracing,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -605,6 +607,9 @@ def job(
             (`lambdajobs.TENANT_FIELD`) for the fair-queue tenant. The worker writes one search entry
             per field at a job's first attempt: 2 write units per field per job (none when unset). A
             field also in `pii_fields` is stored hashed, and found by its exact value only.
+        tracing: Trace the job with OpenTelemetry (also on for every job of a stack whose `tracing`
+            option is on): a span per run, linked to the producer's (the message's `traceparent`),
+            and the jobs it enqueues linked to it. See docs/how-to/tracing.md.
 
     Raises:
         DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
@@ -696,6 +701,7 @@ def _register(
     concurrency_key: ConcurrencyKey | None = None,
     priorities: Sequence[str] | Mapping[str, int] | None = None,
     searchable: tuple[str, ...] | list[str] = (),
+    tracing: bool = JobSpec.tracing,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
@@ -714,6 +720,8 @@ def _register(
 
         per_key = checked_key(job_name, concurrency_key, model.model_fields)
     _check_known_options(job_name, options)
+    if not isinstance(tracing, bool):
+        raise DeclarationError(f"job '{job_name}': tracing={tracing!r}; use True or False.")
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
     spec = JobSpec(
         name=job_name,
@@ -726,6 +734,7 @@ def _register(
         uses=tuple(uses),
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         searchable=(searchable,) if isinstance(searchable, str) else tuple(searchable),
+        tracing=tracing,
         alarms=alarms if alarms is not None else Alarms(),
         rate_limit=limit,
         concurrency_key=per_key,

@@ -228,7 +228,11 @@ class Worker:
         try:
             response: dict[str, Any] = process_partial_response(  # type: ignore[assignment]
                 event=event,
-                record_handler=lambda record: self._process(spec, record, invocation),
+                record_handler=(lambda record: self._process(spec, record, invocation))
+                if not (spec.tracing or self.stack_config.tracing)  # opt-in: then, and only then, imported
+                else __import__("lambdajobs.runtime.tracing", fromlist=["*"]).job_handler(
+                    spec, lambda record: self._process(spec, record, invocation)
+                ),
                 processor=processor,
                 context=context,
             )

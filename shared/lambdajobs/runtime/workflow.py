@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -301,7 +302,8 @@ def _send_first(cfg: StackConfig, wid: str, members: list[Member], bodies: list[
     for i, member in enumerate(members):
         url = cfg.queue_url(member.job, member.level)
         by_queue.setdefault(url, []).append((member_job_id(wid, 0, i), bodies[i]))
-    failed = [r for url, sent in by_queue.items() for r in send_bodies(cfg, url, sent).failed]
+    traced = any(get_spec(member.job).tracing for member in members)  # their trace context goes along
+    failed = [r for url, sent in by_queue.items() for r in send_bodies(cfg, url, sent, traced=traced).failed]
     if failed:
         raise EnqueueError(
             f"workflow '{wid}': {len(failed)} of {len(bodies)} jobs of its first stage were not sent "
@@ -406,9 +408,11 @@ def notify(config: StackConfig, workflow_id: str, stage: int) -> bool:
     ).get("Item")
     if not stage_complete(item, stage):
         return False
+    tracing = sys.modules.get("lambdajobs.runtime.tracing")  # loaded only when tracing is on
     config.client("sqs").send_message(
         QueueUrl=config.workflow_queue(),
         MessageBody=json.dumps({"workflow": workflow_id, "stage": stage}, separators=(",", ":")),
+        **(tracing.send_options(on=config.tracing) if tracing is not None else {}),  # the member's span
     )
     return True
 
