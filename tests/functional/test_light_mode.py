@@ -369,6 +369,22 @@ def test_light_workflow_members_are_counted_and_the_callback_runs(stack, declare
     assert status.state == "succeeded"
 
 
+def test_a_rate_limited_light_job_waits_for_its_slot_and_runs_once(stack, declare, clock):
+    # GIVEN a light job allowed one start a second, and two jobs of it
+    runs = Runs()
+    runner = declare(runs.job, name="light_limited", record_mode="light", rate_limit="1/second")
+    ids = [enqueue("light_limited", mail(f"r{i}")) for i in range(2)]
+    # WHEN they are delivered on a stopped clock: one runs, the other waits for its slot (handed back)
+    runner.drain()
+    assert sorted(get_status(i).state.value for i in ids) == ["succeeded", "waiting"]
+    # AND the clock moves past the slot
+    clock.shift(2)
+    runner.drain()
+    # THEN each ran once, at its first attempt, and both read succeeded
+    assert runs.count == dict.fromkeys(ids, 1)
+    assert [(get_status(i).state.value, get_status(i).attempts) for i in ids] == [("succeeded", 1)] * 2
+
+
 def test_the_plain_bench_job_declares_in_light_mode(stack):
     # the bench's `dynamodb_wru_per_job_light` declares its plain job this way
     from bench import plain_job
