@@ -65,6 +65,8 @@ with open(os.environ["BENCH_EVENT"]) as f:
     event = json.load(f)
 response = module.lambda_handler(event, Context())
 handled = time.monotonic()  # the parent reads the same clock before starting the process
+import resource
+used = resource.getrusage(resource.RUSAGE_SELF)  # CPU from the process's start to the record handled
 root, asset = os.environ["BENCH_ROOT"], os.environ["BENCH_ASSET"]
 outside = sorted(
     name for name, m in list(sys.modules.items())
@@ -75,6 +77,7 @@ print(json.dumps({
     "import_seconds": imported - started,
     "handle_seconds": handled - imported,
     "handled_at": handled,
+    "cpu_seconds": used.ru_utime + used.ru_stime,
     "modules": len(sys.modules) - loaded,
     "imported_modules": imported_modules,
     "failures": response.get("batchItemFailures"),
@@ -273,6 +276,7 @@ def one_run(env: dict[str, str], queue_arn: str, job: str) -> dict[str, float]:
         "handle_seconds": result["handle_seconds"],
         "seconds": result["import_seconds"] + result["handle_seconds"],
         "process_seconds": result["handled_at"] - spawned,
+        "cpu_seconds": result["cpu_seconds"],
         "modules": result["modules"],
         "imported_modules": result["imported_modules"],
     }
@@ -288,10 +292,12 @@ def measure(endpoint: str, rounds: int) -> dict[str, Any]:
 
     Returns `runs` (per side, in round order, one dict per process: `import_seconds` and
     `handle_seconds` inside the process, `seconds` their sum, `process_seconds` from starting the
-    process to the record handled, `modules` and `imported_modules` the modules it loaded in all and
-    by the import); `process_seconds` (per side, the list of the same, in round order: index i of two
-    sides is one round, for a paired interval); `modules_loaded` (per side, the modules its last
-    process loaded); `rounds`; and the asset's size, files, `.pyc` count and job modules.
+    process to the record handled, `cpu_seconds` the CPU time the process used until then (user +
+    system: what the machine's other load changes least), `modules` and `imported_modules` the
+    modules it loaded in all and by the import); `process_seconds` and `cpu_seconds` (per side, the
+    lists of the same, in round order: index i of two sides is one round, for a paired interval);
+    `modules_loaded` (per side, the modules its last process loaded); `rounds`; and the asset's
+    size, files, `.pyc` count and job modules.
     """
     prepared = prepare(endpoint)
     runs: dict[str, list[dict[str, float]]] = {
@@ -315,6 +321,7 @@ def measure(endpoint: str, rounds: int) -> dict[str, Any]:
     return {
         "runs": runs,
         "process_seconds": {name: [r["process_seconds"] for r in got] for name, got in runs.items()},
+        "cpu_seconds": {name: [r["cpu_seconds"] for r in got] for name, got in runs.items()},
         "modules_loaded": {name: got[-1]["modules"] for name, got in runs.items() if got},
         "rounds": rounds,
         "asset_kb": prepared["asset_kb"],
