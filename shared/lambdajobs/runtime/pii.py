@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -96,7 +97,7 @@ class ScrubbingFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = self.inner.format(record)
         fields, values = _fields.get(), _values.get()
-        if not fields and not values:
+        if _clean(line, fields, values):  # (nothing bound: clean)
             return line
         try:
             data = json.loads(line)
@@ -106,6 +107,31 @@ class ScrubbingFormatter(logging.Formatter):
             data = _erase_fields(data, fields)
         return scrub(json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
 
+
+def _clean(line: str, fields: tuple[str, ...], values: tuple[str, ...]) -> bool:
+    """Whether a line as the Powertools formatter writes it (compact JSON, `ensure_ascii=False`) is
+    already free of the PII bound now: every `"<field name>"` in it is a key whose value is the mask
+    (the filter put it there), and no PII value appears in it. Then decoding, erasing and encoding it
+    again would give the very same line: a few substring searches tell, for every line of a record.
+
+    A value JSON writes otherwise than as it is (not printable ASCII, a quote, a backslash) is looked
+    for in its escaped forms too; a field name must be one JSON writes as it is. A line written
+    otherwise (`": "` between a key and its value) has a key not followed by the mask: the full path."""
+    for value in values:
+        if value in line or (not _VERBATIM.fullmatch(value) and _escaped_in(value, line)):
+            return False
+    for name in {f.split(".")[-1] for f in fields}:
+        if not _VERBATIM.fullmatch(name) or line.count(f'"{name}"') != line.count(f'"{name}":"{MASK}"'):
+            return False
+    return True
+
+
+def _escaped_in(value: str, line: str) -> bool:
+    return any(json.dumps(value, ensure_ascii=ascii)[1:-1] in line for ascii in (True, False))
+
+
+#: A value that JSON (with `ensure_ascii=False` or not) writes as it is.
+_VERBATIM = re.compile(r"[ !#-\[\]-~]*")
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
@@ -119,9 +145,9 @@ class ScrubbingFilter(logging.Filter):
             return True
         record.msg, record.args = scrub(record.getMessage()), ()
         names = {f.split(".")[-1] for f in fields}
-        for key, value in list(vars(record).items()):
-            if key in _STANDARD:
-                continue
+        attributes = vars(record)
+        for key in attributes.keys() - _STANDARD:  # the extras (and keys a handler or filter added)
+            value = attributes[key]
             if key in names:
                 setattr(record, key, MASK)
             elif isinstance(value, dict):
