@@ -81,7 +81,7 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
 
     def lines(name: str) -> str:
         got = logs.get(name)
-        return f"{got['log']:g} log, {got['metric']:g} metric" if got else "n/a"
+        return f"{_fmt(got['log'])} log, {_fmt(got['metric'])} metric" if got else "n/a"
 
     out += [
         f"| cold start: process start to first record handled | "
@@ -116,6 +116,8 @@ def render(figures: dict[str, Any], analysis: str = "") -> str:
     ]
     for name, s in d["enqueue_jobs_per_second"].items():
         out.append(f"| {name} | {s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}] |")
+    if d.get("light_mode_missing"):
+        out += ["", f"The light record mode was not measured: {d['light_mode_missing']}"]
     if figures.get("enqueue_many_speedup_vs_celery") is None:
         out += ["", f"Celery was not measured: {d.get('enqueue_many_speedup_vs_celery_missing')}"]
     out += _durable(d.get("dynamodb_writes_durable"))

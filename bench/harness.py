@@ -233,12 +233,11 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
         cpu["log_bytes_per_record"]["lambdajobs"], cpu["log_bytes_per_record"]["powertools"]
     )
     details["log_lines_per_job"] = {
-        k: {
-            "log": round(statistics.median(v), 3),
-            "metric": round(statistics.median(cpu["metric_lines_per_record"][k]), 3),
-        }
+        k: {"log": _median(v), "metric": _median(cpu["metric_lines_per_record"][k])}
         for k, v in cpu["log_lines_per_record"].items()
     }
+    if cpu.get("light_missing"):
+        details["light_mode_missing"] = cpu["light_missing"]
     details["dynamodb_calls_per_record_stubbed"] = cpu["dynamodb_calls_per_record"]
 
     rounds, records = sizes["moto"]
@@ -255,6 +254,8 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
     )
     wru = _phase("wru", {"jobs": sizes["wru"], "durable_jobs": durable_jobs})
     durable = wru.pop("durable", None)
+    if wru.get("light_missing"):
+        details["light_mode_missing"] = wru["light_missing"]
     figures["dynamodb_wru_per_job"] = round(wru["off"]["wru_per_job"], 3)
     figures["dynamodb_wru_per_job_job_index_finished"] = round(wru["finished"]["wru_per_job"], 3)
     figures["dynamodb_wru_per_job_repo_stack"] = round(wru["repo_stack"]["wru_per_job"], 3)
@@ -376,6 +377,10 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
         "commit": reports.commit(),
     }
     return figures
+
+
+def _median(values: list[float], digits: int = 3) -> float | None:
+    return round(statistics.median(values), digits) if values else None
 
 
 def _process_seconds(run: dict[str, float]) -> float:

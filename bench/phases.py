@@ -58,13 +58,29 @@ def plain_job() -> Iterator[Any]:
         yield declare()
 
 
+LIGHT_ERRORS: list[str] = []
+
+
+def _light() -> Any:
+    """`bench.plain_job.light()`, or None when lambdajobs has no light record mode or refuses the plain
+    job in it (the reason in `LIGHT_ERRORS`: the phase's figures say why the light figures are missing)."""
+    try:
+        spec = light()
+    except Exception as exc:  # a refusal at declaration: the rest of the bench still runs
+        LIGHT_ERRORS.append(f"{type(exc).__name__}: {exc}")
+        return None
+    if spec is None:
+        LIGHT_ERRORS.append("@job takes no record_mode (no light record mode in this lambdajobs)")
+    return spec
+
+
 @contextmanager
 def light_job() -> Iterator[Any]:
     """The plain job in the light record mode (its spec), or None where lambdajobs has no such mode."""
     from lambdajobs.testing import isolated_registry
 
     with isolated_registry():
-        yield light()
+        yield _light()
 
 
 def repo_job_index_mode() -> str:
@@ -110,7 +126,7 @@ def cpu(params: dict[str, Any]) -> dict[str, Any]:
     rounds, records = int(params["rounds"]), int(params["records"])
     os.environ.update(FAKE_CREDENTIALS)
     with plain_job() as spec:
-        lighter = light()  # in the same registry: the light record mode's job, when lambdajobs has it
+        lighter = _light()  # in the same registry: the light record mode's job, when lambdajobs has it
         jobs = {"lambdajobs": spec, "powertools": spec}
         if lighter is not None:
             jobs["lambdajobs_light"] = lighter
@@ -158,9 +174,10 @@ def cpu(params: dict[str, Any]) -> dict[str, Any]:
                 sys.stdout.flush()
                 after = os.fstat(1).st_size
                 log_bytes[name].append((after - before) / n)
-                lines, metrics = _lines(before, after)
-                log_lines[name].append(lines / n)
-                metric_lines[name].append(metrics / n)
+                counted = _lines(before, after)
+                if counted is not None:  # stdout a file this process can read back (as the harness runs it)
+                    log_lines[name].append(counted[0] / n)
+                    metric_lines[name].append(counted[1] / n)
                 return spent / n
 
             return run
@@ -182,16 +199,17 @@ def cpu(params: dict[str, Any]) -> dict[str, Any]:
         "log_lines_per_record": log_lines,
         "metric_lines_per_record": metric_lines,
         "dynamodb_calls_per_record": calls,
+        "light_missing": LIGHT_ERRORS[-1] if LIGHT_ERRORS else None,
     }
 
 
-def _lines(start: int, end: int) -> tuple[int, int]:
-    """(log lines, EMF metric lines) written to stdout between these offsets; (-1, -1) when stdout is
-    not a file this process can read back."""
+def _lines(start: int, end: int) -> tuple[int, int] | None:
+    """(log lines, EMF metric lines) written to stdout between these offsets; None when stdout is not a
+    file this process can read back."""
     try:
         written = os.pread(1, end - start, start) if end > start else b""
     except OSError:
-        return -1, -1
+        return None
     lines = [line for line in written.splitlines() if line.strip()]
     metrics = sum(1 for line in lines if line.startswith(b'{"_aws"'))
     return len(lines) - metrics, metrics
@@ -346,6 +364,7 @@ def wru(params: dict[str, Any]) -> dict[str, Any]:
                     done = drain(url, arn, handler, stack.config)
                     out["powertools"] = measured(meter, done)
     out["repo_stack"] = {"job_index": repo_mode, **(out[repo_mode] or {})}
+    out["light_missing"] = LIGHT_ERRORS[-1] if LIGHT_ERRORS else None
     if params.get("durable_jobs"):  # in this process: a phase of its own would import everything again
         out["durable"] = durable({"jobs": params["durable_jobs"]})
     return out

@@ -349,3 +349,22 @@ def test_read_units_count_item_size_and_consistency(size: int | None, consistent
     assert meter.read_units == units
     assert meter.read_calls == {"GetItem": 1}
     assert meter.units == 0
+
+
+@pytest.mark.parametrize(
+    ("declared", "reason"),
+    [(None, "no light record mode"), (ValueError("light mode refuses pii_fields"), "refuses pii_fields")],
+)
+def test_a_missing_or_refused_light_mode_is_reported_not_fatal(
+    monkeypatch: pytest.MonkeyPatch, declared: Exception | None, reason: str
+) -> None:
+    from bench import phases
+
+    def light() -> None:
+        if declared is not None:
+            raise declared
+
+    monkeypatch.setattr(phases, "light", light)
+    monkeypatch.setattr(phases, "LIGHT_ERRORS", [])
+    assert phases._light() is None
+    assert reason in phases.LIGHT_ERRORS[-1]
