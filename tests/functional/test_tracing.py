@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -240,6 +241,21 @@ def test_a_failed_run_is_recorded_on_its_span_with_an_error_status(stack, declar
     assert "RuntimeError" in (run.status.description or "")
     [event] = [e for e in run.events if e.name == "exception"]
     assert event.attributes is not None and event.attributes["exception.message"] == "provider down for 7"
+
+
+def test_a_failure_noted_during_the_run_is_recorded_once_even_when_it_is_raised_after(spans):
+    # GIVEN a record's span (as the worker makes it), and a job error the worker notes while deciding
+    # (tracing.failed: a dead-lettered job is not raised out of the record's handler)
+    record = SQSRecord({"messageId": "m-1", "body": "{}", "messageAttributes": {}})
+    error = ValueError("card declined")
+    with pytest.raises(ValueError), tracing.record_span(record, "lambdajobs.run probe", {}):
+        tracing.failed(error)
+        raise error  # (a retry's error is raised too)
+    # THEN the span holds it once, status ERROR; outside a traced record, failed() does nothing
+    [run] = named(spans, "lambdajobs.run probe")
+    assert [e.name for e in run.events] == ["exception"]
+    assert run.status.status_code is StatusCode.ERROR
+    tracing.failed(error)
 
 
 # -- off, malformed, missing -----------------------------------------------------------------------------
