@@ -53,8 +53,8 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
             traced = LambdaJobsStack(app, "traced", jobs="probe_traced", tracing=True)
             plain = LambdaJobsStack(app, "plain", jobs="probe_traced")
             return {
-                "traced": Template.from_stack(traced).to_json(),
-                "plain": Template.from_stack(plain).to_json(),
+                "traced": dict(Template.from_stack(traced).to_json()),
+                "plain": dict(Template.from_stack(plain).to_json()),
             }
     finally:
         sys.path.remove(str(root))
