@@ -18,7 +18,6 @@ import importlib
 import inspect
 import json
 import os
-import pkgutil
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -1084,6 +1083,8 @@ def _import_jobs_modules(package: str) -> list[Any]:
     modules = [root]
     if hasattr(root, "__path__"):
         _check_regular_packages(package, root)
+        import pkgutil  # a whole jobs package: a worker imports only its job modules (LAMBDAJOBS_MODULES)
+
         for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
             modules.append(_import_from_project(info.name))
     return modules
