@@ -117,6 +117,8 @@ NO_IAM_PATH = {
     "max_duration_seconds": "how long a durable job may run from its first start: checked in the worker "
     "against its record's times (its steps, sleeps and waits are `ctx.step`, `ctx.sleep` and "
     "`ctx.wait_for_signal`)",
+    "record_mode": "the same calls on the job's record as `run` (GetItem, PutItem, UpdateItem); a light "
+    "send_email runs under its function's role in test_workers.py",
 }
 
 
