@@ -28,6 +28,7 @@ from lambdajobs.runtime import tracing
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.continuer import Continuer
+from lambdajobs.runtime.errors import PermanentError
 from lambdajobs.runtime.producer import enqueue, enqueue_many
 from lambdajobs.runtime.settings import ATTR_TRACEPARENT, ENV_TRACING
 from lambdajobs.runtime.worker import Worker
@@ -241,6 +242,22 @@ def test_a_failed_run_is_recorded_on_its_span_with_an_error_status(stack, declar
     assert "RuntimeError" in (run.status.description or "")
     [event] = [e for e in run.events if e.name == "exception"]
     assert event.attributes is not None and event.attributes["exception.message"] == "provider down for 7"
+
+
+def test_a_job_that_fails_for_good_has_an_error_span(stack, declare, spans):
+    # GIVEN a traced job that fails for good (dead-lettered: the record handler returns normally)
+    def trace_doomed(payload: Part) -> None:
+        raise PermanentError(f"no such customer {payload.i}")
+
+    runner = declare(trace_doomed, tracing=True)
+    job_id = enqueue("trace_doomed", {"i": 1})
+    # WHEN it runs
+    runner.drain()
+    assert stack.status(job_id).state == "dead"
+    # THEN its span still records the error, once, with an ERROR status
+    [run] = named(spans, "lambdajobs.run trace_doomed")
+    assert run.status.status_code is StatusCode.ERROR
+    assert [e.name for e in run.events] == ["exception"]
 
 
 def test_a_failure_noted_during_the_run_is_recorded_once_even_when_it_is_raised_after(spans):

@@ -119,6 +119,9 @@ NO_IAM_PATH = {
     "`ctx.wait_for_signal`)",
     "record_mode": "the same calls on the job's record as `run` (GetItem, PutItem, UpdateItem); a light "
     "send_email runs under its function's role in test_workers.py",
+    "buffer_logs": "which log lines the worker writes (to its own log group: the basic execution role)",
+    "tracing": "no AWS call of lambdajobs' own: spans go to the exporter the function is given, and the "
+    "trace context rides in message attributes of the sends `run` and `enqueues` already make",
 }
 
 

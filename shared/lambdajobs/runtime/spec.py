@@ -87,6 +87,9 @@ class JobSpec:
     pii_fields: tuple[str, ...] = ()
     searchable: tuple[str, ...] = ()
     tracing: bool = False
+    #: Keep a record's INFO and DEBUG lines until it fails; a success writes one line
+    #: (`lambdajobs.runtime.logbuffer`). False: every line written at once.
+    buffer_logs: bool = True
     alarms: Alarms = field(default_factory=Alarms)
     rate_limit: RateLimit | None = None
     concurrency_key: ConcurrencyKey | None = None
@@ -536,6 +539,7 @@ def job(
     priorities: Sequence[str] | Mapping[str, int] | None = None,
     searchable: tuple[str, ...] | list[str] = (),
     tracing: bool = JobSpec.tracing,
+    buffer_logs: bool = JobSpec.buffer_logs,
 ) -> Any:
     """Declare a background job. Use as `@job` or `@job(timeout_seconds=60, ...)`.
 
@@ -609,6 +613,10 @@ def job(
         tracing: Trace the job with OpenTelemetry (also on for every job of a stack whose `tracing`
             option is on): a span per run, linked to the producer's (the message's `traceparent`),
             and the jobs it enqueues linked to it. See docs/how-to/tracing.md.
+        buffer_logs: Keep the INFO and DEBUG lines a run logs (`ctx.logger`) in memory, and write
+            them only if it fails (a warning or error is logged for it): a successful job writes one
+            line, "job succeeded", which keeps CloudWatch Logs' bill below a hand-written worker's.
+            False: every line is written as it is logged.
 
     Raises:
         DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
@@ -701,6 +709,7 @@ def _register(
     priorities: Sequence[str] | Mapping[str, int] | None = None,
     searchable: tuple[str, ...] | list[str] = (),
     tracing: bool = JobSpec.tracing,
+    buffer_logs: bool = JobSpec.buffer_logs,
     schedule: Schedule | None = None,
     schedule_payload: dict[str, Any] | None = None,
     **options: Any,
@@ -721,6 +730,8 @@ def _register(
     _check_known_options(job_name, options)
     if not isinstance(tracing, bool):
         raise DeclarationError(f"job '{job_name}': tracing={tracing!r}; use True or False.")
+    if not isinstance(buffer_logs, bool):
+        raise DeclarationError(f"job '{job_name}': buffer_logs={buffer_logs!r}; use True or False.")
     key = (idempotency_key,) if isinstance(idempotency_key, str) else idempotency_key
     spec = JobSpec(
         name=job_name,
@@ -734,6 +745,7 @@ def _register(
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         searchable=(searchable,) if isinstance(searchable, str) else tuple(searchable),
         tracing=tracing,
+        buffer_logs=buffer_logs,
         alarms=alarms if alarms is not None else Alarms(),
         rate_limit=limit,
         concurrency_key=per_key,

@@ -18,7 +18,9 @@ Powertools' BatchProcessor reports failed records as batch item failures, so onl
 from __future__ import annotations
 
 import json
+import logging
 import random
+import sys
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -36,7 +38,7 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
 from lambdajobs.runtime import delivery as deliveries
-from lambdajobs.runtime import durable, gates, lifecycle, pii
+from lambdajobs.runtime import durable, gates, lifecycle, logbuffer, pii
 from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobCancelled, JobContext
@@ -45,7 +47,13 @@ from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
 from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
-from lambdajobs.runtime.records import IdempotencyConfigPerThread, JobRecordStore, Uncopied, error_fields
+from lambdajobs.runtime.records import (
+    IdempotencyConfigPerThread,
+    JobRecordStore,
+    RunData,
+    Uncopied,
+    error_fields,
+)
 from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for_queue, queue_of
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
 
@@ -56,6 +64,7 @@ __all__ = ["Worker", "attempt_of", "deadline_margin_ms", "logger", "metrics", "t
 
 logger = Logger(service=SERVICE_NAME)
 pii.install(logger)  # every line is checked for the current record's personal data
+logbuffer.install(logging.getLogger(logger.service))  # a record's INFO lines: kept until it fails
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
 
 
@@ -269,23 +278,28 @@ class Worker:
             )
             logger.thread_safe_append_keys(**keys)  # per thread: the local stack runs batches at once
             try:
-                decision = self._decide(d, invocation)
-                if not isinstance(decision, Run):
-                    return self.effects.apply(d, decision)
-                slot, busy = self._key_slot(d, invocation)  # before the wait: its write is not
-                if busy is not None:  # between the rate-limit slot and the start
-                    return self.effects.apply(d, busy)
-                _wait_for(decision, self._count)  # a rate-limit slot less than a second away
-                invocation.started += 1
-                started = time.perf_counter()
-                try:
-                    return self._run(d, decision, invocation.context, fresh=invocation.started == 1)
-                finally:
-                    invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
-                    if slot is not None:
-                        self._release(slot)
+                # a success drops its INFO lines (it writes "job succeeded"); a warning writes them
+                with logbuffer.held(keep=spec.buffer_logs):
+                    return self._process_held(d, invocation)
             finally:
                 logger.thread_safe_remove_keys(list(keys))
+
+    def _process_held(self, d: Delivery, invocation: _Invocation) -> Any:
+        decision = self._decide(d, invocation)
+        if not isinstance(decision, Run):
+            return self.effects.apply(d, decision)
+        slot, busy = self._key_slot(d, invocation)  # before the wait: its write is not
+        if busy is not None:  # between the rate-limit slot and the start
+            return self.effects.apply(d, busy)
+        _wait_for(decision, self._count)  # a rate-limit slot less than a second away
+        invocation.started += 1
+        started = time.perf_counter()
+        try:
+            return self._run(d, decision, invocation.context, fresh=invocation.started == 1)
+        finally:
+            invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
+            if slot is not None:
+                self._release(slot)
 
     def _debounce(self, d: Delivery) -> Decision | None:
         """A debounced enqueue runs only if no later enqueue of its key came
@@ -416,12 +430,10 @@ class Worker:
             return light.run(self, d, go, context)
         spec, job_id = d.spec, d.job_id
         assert job_id is not None and d.payload is not None
-        run: dict[str, Any] = {
-            "job_id": job_id,
-            "job": spec.name,
-            "attempt": d.attempt,
-            "max_attempts": spec.max_attempts,
-        }
+        # Powertools deep-copies the run on every call: RunData's copy is itself (nobody changes it)
+        run: dict[str, Any] = RunData(
+            job_id=job_id, job=spec.name, attempt=d.attempt, max_attempts=spec.max_attempts
+        )
         # a copy from the DLQ (it carries the reason given there) may run a dead job again; any other
         # copy runs only an attempt that has not run yet (the record's fence)
         run["redriven"] = d.redriven
@@ -523,7 +535,8 @@ class Worker:
 
     def _returned(self, outcome: _Outcome, result: Any) -> Decision:
         if outcome.started:
-            logger.info("job succeeded")
+            with logbuffer.written():  # the success's one line; the job's own lines are dropped
+                logger.info("job succeeded")
             return Done("succeeded", metric="JobSucceeded", notify=True, result=result)
         return gates.duplicate(self.store.held())  # Powertools answered from the record: nothing ran
 
@@ -548,6 +561,8 @@ class Worker:
             self.store.delete_record, run, outcome.error
         )
         self._count("JobFailed", 1)
+        if (traced := sys.modules.get("lambdajobs.runtime.tracing")) is not None:  # a traced run's span
+            traced.failed(outcome.error)
         return gates.failed(d, outcome.error, lock, self.rng, unreleased=bool(unreleased))
 
 
