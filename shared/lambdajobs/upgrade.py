@@ -526,8 +526,9 @@ class IndexDrop:
     def line(self) -> str:
         return (
             f"stack '{self.stack}': the deploy drops the job index {JOB_INDEX} (job_index "
-            f"'{self.mode}' now): `lambdajobs jobs`, the board's jobs page and the ok/dead counts stop "
-            "listing; the records stay, and an index turned on again lists none written while it was off."
+            f"'{self.mode}' now): `lambdajobs jobs` and the board's jobs page stop listing all but dead "
+            "jobs (counts come from the worker's metrics); the records stay, and an index turned on "
+            "again lists none written while it was off."
         )
 
 
