@@ -10,7 +10,7 @@ light job instead:
    run: the same rule, `JobRecord.may_start`, and the same decisions (`gates.duplicate`,
    `gates.lock_held`) as the full mode's acquire;
 2. runs the job, with nothing written;
-3. writes the record once, whole, with the same attributes a full-mode run leaves (state, attempts,
+3. writes the record once, with the same attributes a full-mode run leaves (state, attempts,
    result, times, what it keeps of its message: `JobRecord`), so `get_status`, the board and the CLI
    read it alike: a first attempt's success is one conditional PutItem that lands only where there
    is no record (1 write unit up to 1 KB); anything else is one conditional UpdateItem that never
@@ -19,12 +19,14 @@ light job instead:
    its retry or dead letter needs (attempts, error, payload, traceback, history), then takes the
    full mode's decision (`gates.failed`): the same backoff, retries and dead letters.
 
-The weaker guarantee, and what it costs nothing to keep: with no lock, two deliveries of one message
-at the same time (SQS is at-least-once; a visibility timeout that expired) may both run the job. The
-first outcome written wins; the other's write is refused by its condition and counted `JobDuplicate`
-(nothing else is written). A delivery after the record is written does not run the job again (an
-eventually consistent read may, within about a second of the write, miss it: then that run's write is
-refused the same way). No record exists while the job runs: its status reads `pending` until it ends.
+The weaker guarantee: with no lock, two deliveries of one message at the same time (SQS is
+at-least-once; a visibility timeout that expired) may both run the job. One success is recorded: the
+first finished outcome written wins (a copy's failure, which reads `retrying`, is overwritten by
+another copy's success), and the other copy's write is refused by its condition and counted
+`JobDuplicate` (nothing else is written). A delivery after the record is written does not run the
+job again (an eventually consistent read may, within about a second of the write, miss it: then that
+run's write is refused the same way). No record exists while the job runs: its status reads
+`pending` until it ends.
 
 At run time: `ctx.progress` keeps the last report in memory and writes it with the outcome (nothing
 is written while the job runs, and a report is no cancel check); `ctx.cancelled` reads the record
