@@ -282,6 +282,27 @@ def test_when_the_success_write_fails_nothing_is_lost(stack, declare, clock):
     assert runner.depth() == 0
 
 
+def test_when_the_failure_write_of_a_last_attempt_fails_the_job_is_still_dead_lettered_and_marked(
+    stack, declare, clock
+):
+    # GIVEN a light job with one attempt that fails, and its failure's write throttled past every try
+    runner = declare(Runs(failures=1).job, name="light_last", record_mode="light", max_attempts=1)
+    job_id = enqueue("light_last", mail())
+    faults = Faults(stack.client("dynamodb"))
+    rule = faults.fail(
+        "PutItem", when=lambda p: p.get("Item", {}).get("state", {}).get("S") == "dead", times=3
+    )
+    # WHEN it runs
+    assert runner.poll().failed_ids == []
+    # THEN its message is in the DLQ with the reason, and its record reads dead with the error all the
+    # same (marked with the move, as a message past its last attempt is)
+    assert rule.hits == 3
+    assert runner.depth() == 0 and runner.depth(dlq=True) == 1
+    status = get_status(job_id)
+    assert status.state.value == "dead"
+    assert status.error == {"type": "RuntimeError", "message": "could not send to ada@example.com"}
+
+
 # -- what light mode does instead ---------------------------------------------------------------------
 
 
