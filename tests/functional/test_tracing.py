@@ -25,12 +25,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
 from lambdajobs.runtime import tracing
-from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.context import JobContext
 from lambdajobs.runtime.continuer import Continuer
 from lambdajobs.runtime.errors import PermanentError
 from lambdajobs.runtime.producer import enqueue, enqueue_many
-from lambdajobs.runtime.settings import ATTR_TRACEPARENT, ENV_TRACING
+from lambdajobs.runtime.settings import ATTR_TRACEPARENT
 from lambdajobs.runtime.worker import Worker
 from lambdajobs.runtime.workflow import chord, group, member_job_id, sig
 
@@ -183,9 +182,8 @@ def test_a_producers_span_links_through_the_job_its_chord_members_and_the_chords
 
 
 def test_a_stack_with_tracing_on_traces_jobs_that_do_not_ask_and_what_they_enqueue(stack, declare, spans):
-    # GIVEN jobs without tracing=True, on a stack whose tracing is on (LAMBDAJOBS_TRACING=1)
-    traced = StackConfig.from_environment({**os.environ, ENV_TRACING: "1"})
-    assert traced.tracing
+    # GIVEN jobs without tracing=True, on a stack whose tracing is on (LAMBDAJOBS_TRACING=1 on its
+    # functions: StackConfig.tracing)
 
     def untagged_parent(payload: Part) -> None:
         enqueue_many("untagged_child", [{"i": payload.i}, {"i": payload.i + 1}])
