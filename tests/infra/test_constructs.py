@@ -259,3 +259,61 @@ def test_a_project_that_declares_no_dependencies_any_more_loses_its_stale_lock(t
     # THEN nothing ships, and no lock says otherwise
     assert stack.lambdajobs.dependencies.folder is None
     assert not (tmp_path / deps.LOCK_NAME).exists()
+
+
+@pytest.mark.parametrize("mode", ["off", "finished"])
+def test_a_job_stats_job_reads_metrics_and_queries_the_index_only_when_it_is_on(tmp_path, monkeypatch, mode):
+    # GIVEN a project whose one job counts finished jobs (uses job_stats)
+    from aws_cdk import App
+    from aws_cdk.assertions import Template
+
+    from lambdajobs.cdk import LambdaJobsStack
+    from lambdajobs.cdk.nag import suppress
+
+    (tmp_path / "probe_stats").mkdir()
+    (tmp_path / "probe_stats" / "__init__.py").write_text("")
+    (tmp_path / "probe_stats" / "report.py").write_text(
+        textwrap.dedent(
+            """
+            from pydantic import BaseModel
+
+            from lambdajobs import job
+
+
+            class P(BaseModel):
+                day: str
+
+
+            @job(uses=("job_stats",))
+            def tally(payload: P) -> None: ...
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # WHEN it is synthesized with the job index in `mode`
+    with isolated_registry():
+        stack = LambdaJobsStack(App(), "stats", jobs="probe_stats", job_index=mode)
+        suppress(stack.lambdajobs)  # as check_with_cdk_nag does
+        template = Template.from_stack(stack).to_json()
+    role = function_of(template, "tally")["Role"]["Fn::GetAtt"][0]
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    # THEN its role reads the worker's metrics (GetMetricData takes no resource-level permission)
+    assert [s["Resource"] for s in statements if s["Action"] == "cloudwatch:GetMetricData"] == ["*"]
+    # AND queries the job index only when the index holds finished jobs
+    queries = [s["Resource"] for s in statements if s["Action"] == "dynamodb:Query"]
+    assert len(queries) == (0 if mode == "off" else 1)
+    assert all(q["Fn::Join"][1][-1] == "/index/by_job_state" for q in queries)
+    # AND cdk-nag's finding on the wildcard is suppressed for this job, with its reason
+    suppressed = [
+        rule
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for rule in r.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", [])
+        if "job_stats" in rule.get("reason", "")
+    ]
+    assert [(r["id"], r["applies_to"]) for r in suppressed] == [("AwsSolutions-IAM5", ["Resource::*"])]
