@@ -64,7 +64,7 @@ class _Keep(logging.Filter):
 
 
 def install(std: logging.Logger) -> None:
-    """Put the keeping filter on `std`'s handlers. Idempotent."""
+    """Put the keeping filter on each handler of `std`. Idempotent."""
     for handler in std.handlers:
         if not any(isinstance(f, _Keep) for f in handler.filters):
             handler.addFilter(_Keep(handler))
