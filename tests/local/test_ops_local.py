@@ -59,3 +59,29 @@ def test_counts_from_the_metrics_read_cloudwatch_once_per_window(seeded):
     now = datetime.now(UTC)
     found = ops.job_counts("send_email", now - timedelta(hours=1), now, source="metrics", config=local.config)
     assert found == {"succeeded": 0, "dead": 0} and calls == ["GetMetricData"]
+
+
+def test_a_function_of_the_local_stack_counts_from_the_records_too(seeded, monkeypatch):
+    # GIVEN the configuration a function's process builds on the local stack: no endpoint of its own,
+    # boto3 sent to the local server by AWS_ENDPOINT_URL (lambdajobs.local.functions)
+    from lambdajobs.runtime import aws
+    from lambdajobs.runtime.records import count_finished
+
+    local, done = seeded
+    monkeypatch.setenv("AWS_ENDPOINT_URL", str(local.config.endpoint_url))
+    aws.reset_clients()
+    function = local.config.with_resources(endpoint_url=None)
+    calls: list[str] = []
+    function.client("cloudwatch").meta.events.register(
+        "before-call.cloudwatch", lambda model, **_: calls.append(model.name)
+    )
+    # WHEN daily_report's count runs there
+    now = datetime.now(UTC)
+    day = {"succeeded": 0, "dead": 0}
+    for spec in local.specs:
+        counts = count_finished(spec.name, now - timedelta(hours=25), now, config=function)
+        day = {k: day[k] + counts[k] for k in day}
+    # THEN it counts the records, as the local stack itself does, and reads no metric
+    assert day == {"succeeded": done.records["succeeded"], "dead": done.records["dead"]}
+    assert calls == []
+    aws.reset_clients()
