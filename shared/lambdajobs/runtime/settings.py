@@ -62,7 +62,8 @@ ENV_URL_SUFFIX = "LAMBDAJOBS_URL_SUFFIX"  # the partition's DNS suffix: amazonaw
 
 #: The job index: the job table's one global secondary index (in every stack, whatever its mode),
 #: which lists a job's records by state, newest first (the board, `lambdajobs jobs`), counts them
-#: over a time range (the daily report, `uses=("job_stats",)`), and holds the search entries of
+#: over a time range (`count_finished` when the mode holds finished jobs; in mode "off" it reads the
+#: worker's metrics, `job_metrics`), and holds the search entries of
 #: searchable fields (`SEARCH_ID_PREFIX`). Partition key `ix` = "<job>#<state>" (a search entry's:
 #: "<job>?<field>=<value>"), sort key `ix_at` = when the record entered that state (a search entry's:
 #: when its job was enqueued); keys only. Sparse: a record carries `ix` only in the states its mode
