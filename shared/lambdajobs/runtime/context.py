@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,11 +57,19 @@ class JobContext:
     #: The run's durable state (steps, sleeps, signals): the worker's; None outside the worker (then
     #: a step just runs, and a sleep or a signal wait is refused).
     durable: Durable | None = field(default=None, repr=False)
+    #: The worker's, in place of `durable`: builds it on first use (a step, a sleep, a signal wait),
+    #: given a reader of what the run's acquire wrote and its lock (`capture`), so a run that uses none
+    #: never loads `lambdajobs.runtime.durable` (a cold start's import).
+    durable_factory: Callable[[Callable[[], Any]], Durable] | None = field(default=None, repr=False)
+    #: What the run's acquire wrote and its lock, read on the run's own thread (the store's `acquired`).
+    acquired_reader: Callable[[], Any] | None = field(default=None, repr=False)
     #: Reads whether a cancel of this job is recorded (the worker's; None outside it: never cancelled).
     cancel_check: Callable[[], bool] | None = field(default=None, repr=False)
     _parent_results: list[Any] | None = field(default=None, init=False, repr=False)
     _cancelled: bool = field(default=False, init=False, repr=False)
     _cancel_read_at: float = field(default=0.0, init=False, repr=False)
+    _acquired: Any = field(default=None, init=False, repr=False)
+    _captured: bool = field(default=False, init=False, repr=False)
 
     #: `ctx.cancelled` reads the record at most this often (each a consistent read: one read unit).
     CANCEL_READ_SECONDS = 1.0
@@ -162,9 +171,10 @@ class JobContext:
         """
         if fn is None:
             return lambda function: self.step(name, function, *args, budget_seconds=budget_seconds, **kwargs)
-        if self.durable is None:
+        durable = self._durable_state()
+        if durable is None:
             return fn(*args, **kwargs)
-        return self.durable.step(name, fn, args, kwargs, budget_seconds)
+        return durable.step(name, fn, args, kwargs, budget_seconds)
 
     @property
     def step_key(self) -> str | None:
@@ -194,9 +204,33 @@ class JobContext:
         return self._durable("ctx.wait_for_signal").wait_for_signal(name, timeout_seconds)
 
     def _durable(self, what: str) -> Durable:
-        if self.durable is None:
+        durable = self._durable_state()
+        if durable is None:
             raise LambdaJobsError(
                 f"{what} needs the lambdajobs worker (it parks the job between invocations); run the job "
                 "through TestStack or lambdajobs dev, not by calling it directly."
             )
+        return durable
+
+    def capture(self) -> None:
+        """The worker's, on the run's own thread before the job function runs: take what the run's
+        acquire wrote and its lock (the store keeps them per thread), for the durable state, which a
+        job may first use from a thread of its own."""
+        if self.durable is not None:
+            self.durable.capture()
+        elif self.acquired_reader is not None:
+            self._acquired, self._captured = self.acquired_reader(), True
+
+    def _durable_state(self) -> Durable | None:
+        """`durable`; built by `durable_factory` the first time a step, a sleep or a wait needs it."""
+        if self.durable is None and self.durable_factory is not None:
+            with _BUILDING:  # a job's own threads may take their first step at once: one state
+                if self.durable is None:
+                    taken = self._acquired
+                    reader = (lambda: taken) if self._captured else self.acquired_reader
+                    self.durable = self.durable_factory(reader or (lambda: (None, None)))
         return self.durable
+
+
+#: Held while a run's durable state is built (`JobContext._durable_state`).
+_BUILDING = threading.Lock()
