@@ -243,14 +243,15 @@ class Worker:
         # raise_on_entire_batch_failure=False: report every failed record by id even when all fail,
         # instead of failing the invocation (same retries, clearer errors).
         processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        record_handler: Callable[[SQSRecord], Any] = lambda record: self._process(spec, record, invocation)  # noqa: E731
+        if spec.tracing or self.stack_config.tracing:  # opt-in: then, and only then, imported
+            from lambdajobs.runtime import tracing
+
+            record_handler = tracing.job_handler(spec, record_handler)
         try:
             response: dict[str, Any] = process_partial_response(  # type: ignore[assignment]
                 event=event,
-                record_handler=(lambda record: self._process(spec, record, invocation))
-                if not (spec.tracing or self.stack_config.tracing)  # opt-in: then, and only then, imported
-                else __import__("lambdajobs.runtime.tracing", fromlist=["*"]).job_handler(
-                    spec, lambda record: self._process(spec, record, invocation)
-                ),
+                record_handler=record_handler,
                 processor=processor,
                 context=context,
             )
