@@ -321,6 +321,10 @@ def test_with_changes_writes_the_item_of_the_changed_record():
     for name in ("job_id", "steps", "exists", "nope"):
         with pytest.raises(TypeError):
             JobRecord.with_changes(running.to_item(), {name: "x"})
+    # AND a new record's item is the record's, without making the record
+    fields = {k: v for k, v in vars(fuller).items() if k not in ("job_id", "steps", "signals", "exists")}
+    assert JobRecord.new_item("order-44", **fields) == replace(fuller, steps=None).to_item()
+    assert JobRecord.new_item("order-45", attempts=0, history=()) == {"id": {"S": "order-45"}}
 
 
 def test_the_codec_reads_what_the_lifecycle_writes(ddb):

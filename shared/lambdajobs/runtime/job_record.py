@@ -330,6 +330,13 @@ class JobRecord:
         return codec.encode(values)
 
     @staticmethod
+    def new_item(job_id: str, **attributes: Any) -> Item:
+        """The item of `JobRecord(job_id, **attributes)` (as `to_item` writes it) without making the
+        record: every job's first write makes one. Only attributes of the item (not `steps`, `signals`,
+        `exists`)."""
+        return JobRecord.with_changes({"id": codec.to_value(job_id)}, attributes)
+
+    @staticmethod
     def with_changes(item: Item, changes: Mapping[str, Any]) -> Item:
         """An item `to_item` wrote, with the attributes in `changes` (named as `JobRecord`'s fields;
         None: the attribute is removed) written as `to_item` writes them: the item of

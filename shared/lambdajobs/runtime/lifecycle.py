@@ -340,8 +340,8 @@ def _create(
     None when a record is there (the caller's UpdateItem decides)."""
     stamp = now_iso()
     indexed = JobState.RUNNING in INDEXED_STATES[JobIndex(index or JobIndex.OFF)]
-    record = JobRecord(
-        job_id=job_id,
+    item = JobRecord.new_item(
+        job_id,
         job=job,
         state=JobState.RUNNING,
         started_at=stamp,
@@ -355,7 +355,6 @@ def _create(
         ix_at=stamp if indexed else None,
         **{k: v for k, v in (about or {}).items() if v is not None},
     )
-    item = record.to_item()
     try:
         client.put_item(TableName=table, Item=item, ConditionExpression=NO_RECORD.expression)
     except client.exceptions.ConditionalCheckFailedException:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -49,15 +47,22 @@ def values_of(fields: tuple[str, ...], payload: dict[str, Any]) -> tuple[str, ..
     return tuple(sorted(set(found), key=len, reverse=True))
 
 
-@contextmanager
-def bound(fields: tuple[str, ...], payload: dict[str, Any]) -> Iterator[None]:
-    """Mask these fields' values in everything logged or recorded inside the block."""
-    tokens = (_fields.set(fields), _values.set(values_of(fields, payload)))
-    try:
-        yield
-    finally:
-        _fields.reset(tokens[0])
-        _values.reset(tokens[1])
+class bound:  # (lower case: used as a function, `with pii.bound(...)`)
+    """Mask these fields' values in everything logged or recorded inside the block. (A class, not a
+    generator: every record enters one.)"""
+
+    __slots__ = ("_fields", "_payload", "_tokens")
+
+    def __init__(self, fields: tuple[str, ...], payload: dict[str, Any]) -> None:
+        self._fields, self._payload = fields, payload
+
+    def __enter__(self) -> None:
+        values = values_of(self._fields, self._payload) if self._fields else ()
+        self._tokens = (_fields.set(self._fields), _values.set(values))
+
+    def __exit__(self, *exc: object) -> None:
+        _fields.reset(self._tokens[0])
+        _values.reset(self._tokens[1])
 
 
 def current_fields() -> tuple[str, ...]:
@@ -93,6 +98,14 @@ class ScrubbingFormatter(logging.Formatter):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    # the Logger calls these twice per record: passed on directly (not through `__getattr__`, which
+    # only runs after the lookup on this formatter has failed)
+    def thread_safe_append_keys(self, **additional_keys: Any) -> None:
+        self.inner.thread_safe_append_keys(**additional_keys)  # type: ignore[attr-defined]
+
+    def thread_safe_remove_keys(self, keys: Any) -> None:
+        self.inner.thread_safe_remove_keys(keys)  # type: ignore[attr-defined]
 
     def format(self, record: logging.LogRecord) -> str:
         line = self.inner.format(record)
