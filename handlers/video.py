@@ -166,6 +166,8 @@ def _review(ctx: JobContext, timeout_seconds: int) -> Review:
     idempotency_key=("video_id", "formats"),
     # encodes take minutes: a backlog of 100 is already hours of work
     alarms=Alarms(queue_depth_above=100, oldest_message_age_seconds_above=3600),
+    # each step's start line is its audit (`make demo` counts them): written, not only when it fails
+    buffer_logs=False,
 )
 def transcode_video(payload: TranscodeVideo, ctx: JobContext) -> dict[str, object]:
     outputs: dict[str, str] = {}
