@@ -17,11 +17,13 @@ import json
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
@@ -213,7 +215,31 @@ class JobRecordStore(BasePersistenceLayer):
         self._local.run = data
         self._local.held = None
         self._local.lock = None
-        super().save_inprogress(data, remaining_time_in_millis)
+        if self.use_local_cache or self.payload_validation_enabled:  # (never ours: Powertools' path)
+            super().save_inprogress(data, remaining_time_in_millis)
+            return
+        # What Powertools' save_inprogress does with our configuration, without its DataRecord, its
+        # debug line and its datetime arithmetic (every job takes its lock here): the record's
+        # expiry, and the lock's (the invocation's deadline, epoch ms)
+        now = time.time()
+        if remaining_time_in_millis is None:
+            warnings.warn(
+                "Couldn't determine the remaining time left. "
+                "Did you call register_lambda_context on IdempotencyConfig?",
+                stacklevel=2,
+            )
+        self._acquire(
+            str(data["job_id"]),
+            int(now + self.expires_after_seconds),
+            int(now * 1000 + remaining_time_in_millis) if remaining_time_in_millis is not None else None,
+        )
+
+    def save_success(self, data: dict[str, Any], result: Any) -> None:
+        if self.use_local_cache or self.payload_validation_enabled:  # (never ours: Powertools' path)
+            super().save_success(data, result)
+            return
+        # Powertools' save_success with our configuration, without its DataRecord and debug line
+        self._succeed(str(data["job_id"]), json.dumps(result, cls=Encoder, sort_keys=True))
 
     def lock_token(self) -> int | None:
         """The lock this thread's last acquire took (or tried to take): its in-progress expiry."""
@@ -238,19 +264,28 @@ class JobRecordStore(BasePersistenceLayer):
         return record.in_progress_expiration if record is not None else None
 
     def _put_record(self, data_record: DataRecord) -> None:
+        self._acquire(
+            data_record.idempotency_key,
+            int(data_record.expiry_timestamp or 0),
+            data_record.in_progress_expiry_timestamp,
+        )
+
+    def _acquire(self, job_id: str, expiration: int, lock: int | None) -> None:
+        """Take the job's lock for this thread's run (`lifecycle.acquire`): the record expires at
+        `expiration` (epoch s), the lock at `lock` (epoch ms: the invocation's deadline)."""
         run = getattr(self._local, "run", None) or {}
         # The lock this run takes is identified by its in-progress expiry (epoch ms): later writes of
         # this run's outcome land only while the record still carries it.
-        self._local.lock = data_record.in_progress_expiry_timestamp
+        self._local.lock = lock
         self._local.created = self._local.acquired = None
         try:
             self._local.created, self._local.acquired = lifecycle.acquire(
                 self.client,
                 self.table,
-                data_record.idempotency_key,
+                job_id,
                 str(run.get("job", "")),
-                expiration=int(data_record.expiry_timestamp or 0),
-                in_progress_expiration=data_record.in_progress_expiry_timestamp,
+                expiration=expiration,
+                in_progress_expiration=lock,
                 attempt=int(run["attempt"]) if "attempt" in run else None,
                 max_attempts=int(run["max_attempts"]) if "max_attempts" in run else None,
                 redriven=bool(run.get("redriven", True)),
@@ -267,6 +302,10 @@ class JobRecordStore(BasePersistenceLayer):
             raise IdempotencyItemAlreadyExistsError(old_data_record=old) from exc
 
     def _update_record(self, data_record: DataRecord) -> None:
+        self._succeed(data_record.idempotency_key, data_record.response_data or "null")
+
+    def _succeed(self, job_id: str, result_json: str) -> None:
+        """Record the success of this thread's run (`lifecycle.succeed_created`, else `succeed`)."""
         run = getattr(self._local, "run", None) or {}
         created, lock = getattr(self._local, "created", None), self.lock_token()
         progress = self._progress.pop(str(run.get("job_id")), None)
@@ -278,7 +317,7 @@ class JobRecordStore(BasePersistenceLayer):
                 self.client,
                 self.table,
                 created,
-                data_record.response_data or "null",
+                result_json,
                 lock=lock,
                 progress=progress,
                 index=self.config.job_index,
@@ -287,8 +326,8 @@ class JobRecordStore(BasePersistenceLayer):
         lifecycle.succeed(
             self.client,
             self.table,
-            data_record.idempotency_key,
-            data_record.response_data or "null",
+            job_id,
+            result_json,
             lock=self.lock_token(),
             tally=self.tally((getattr(self._local, "run", None) or {}).get("workflow")),
             job=str((getattr(self._local, "run", None) or {}).get("job", "")),
