@@ -21,6 +21,7 @@ requests are built with `lambdajobs.runtime.table`, so nothing here writes Dynam
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -203,7 +204,25 @@ def _apply(
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Now, as records write times: RFC 3339 in UTC, to the millisecond (`2026-11-29T12:00:00.250Z`).
+
+    What `datetime.now(UTC).isoformat(timespec="milliseconds")` writes (the clock read once, rounded
+    to the microsecond as datetime rounds it), with the date and time of the second kept from the
+    last call: every job writes two or three of these."""
+    global _second
+    moment = time.time()
+    second = math.floor(moment)
+    micros = round((moment - second) * 1_000_000)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{micros // 1000:03d}Z"
+
+
+#: The second `now_iso` wrote last, and its date and time.
+_second: tuple[float, str] = (-1.0, "")
 
 
 def acquire(
