@@ -490,8 +490,23 @@ class Worker:
             self._count("JobSearchEntryFailed", 1)
 
     def _context(self, d: Delivery, job_id: str, context: Any, fresh: bool) -> JobContext:
-        """The run's `ctx`, with its durable state."""
+        """The run's `ctx`; its durable state is built when a step, a sleep or a wait first needs it
+        (`JobContext.durable_factory`: most runs take none)."""
         spec = d.spec
+
+        def durable_state(acquired: Callable[[], tuple[dict[str, Any] | None, int | None]]) -> Durable:
+            return Durable(
+                job_id=job_id,
+                job=spec.name,
+                timeout_seconds=spec.timeout_seconds,
+                max_duration_seconds=spec.max_duration_seconds,
+                margin_ms=deadline_margin_ms(spec),
+                remaining_ms=lambda: ctx.remaining_seconds() * 1000,
+                acquired=acquired,
+                write=lambda name, value, lock: self.store.checkpoint(job_id, name, value, lock),
+                fresh_invocation=fresh,
+            )
+
         ctx = JobContext(
             job_id=job_id,
             job=spec.name,
@@ -504,17 +519,8 @@ class Worker:
             config=self.stack_config,
             workflow=d.member,
             cancel_check=lambda: self.store.cancel_requested(job_id),
-        )
-        ctx.durable = Durable(
-            job_id=job_id,
-            job=spec.name,
-            timeout_seconds=spec.timeout_seconds,
-            max_duration_seconds=spec.max_duration_seconds,
-            margin_ms=deadline_margin_ms(spec),
-            remaining_ms=lambda: ctx.remaining_seconds() * 1000,
-            acquired=self.store.acquired,
-            write=lambda name, value, lock: self.store.checkpoint(job_id, name, value, lock),
-            fresh_invocation=fresh,
+            durable_factory=durable_state,
+            acquired_reader=self.store.acquired,
         )
         return ctx
 
@@ -593,8 +599,7 @@ def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobCon
         outcome.error = lifecycle.RunNotStarted("past its rate-limit slot's allowance")
         raise outcome.error
     outcome.started = True
-    if ctx.durable is not None:  # the record and lock this run took, read on its own thread
-        ctx.durable.capture()
+    ctx.capture()  # the record and lock this run took, read on its own thread (for its durable state)
     try:
         result = spec.func(payload, ctx) if spec.takes_context else spec.func(payload)
         if isinstance(result, BaseModel):
