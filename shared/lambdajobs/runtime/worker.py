@@ -163,17 +163,18 @@ class Worker:
     def _metric(self, name: str, unit: MetricUnit, value: float) -> None:
         # Powertools keeps adding (and prints at 100 values) even when POWERTOOLS_METRICS_DISABLED is
         # set, so honour both before adding.
-        if not self._metrics_on():
+        if not self.emit_metrics:
             return
-        # a value of a metric added since the last flush (its name, unit and resolution checked
-        # then) is appended as Powertools appends it, without its checks and its debug line; the
-        # 100th goes through Powertools, which flushes at 100 (its MAX_METRICS)
+        # a value of a metric added since the last flush (metrics were on, and its name, unit and
+        # resolution checked, then: in this invocation, which flushes at its end) is appended as
+        # Powertools appends it, without its checks, its debug line and the environment read again;
+        # the 100th goes through Powertools, which flushes at 100 (its MAX_METRICS)
         added = metrics.metric_set.get(name) or {}
         known = (added.get("Unit"), added.get("StorageResolution")) == (unit.value, 60)
         if known and len(added["Value"]) < 99:
             added["Value"].append(float(value))
-            return
-        metrics.add_metric(name=name, unit=unit, value=value)
+        elif not metrics_disabled():
+            metrics.add_metric(name=name, unit=unit, value=value)
 
     def _metrics_on(self) -> bool:
         return self.emit_metrics and not metrics_disabled()
