@@ -229,7 +229,7 @@ class JobRecordStore(BasePersistenceLayer):
                 stacklevel=2,
             )
         self._acquire(
-            str(data["job_id"]),
+            str(self._get_hashed_idempotency_key(data)),  # the key Powertools would use (the job id)
             int(now + self.expires_after_seconds),
             int(now * 1000 + remaining_time_in_millis) if remaining_time_in_millis is not None else None,
         )
@@ -239,7 +239,8 @@ class JobRecordStore(BasePersistenceLayer):
             super().save_success(data, result)
             return
         # Powertools' save_success with our configuration, without its DataRecord and debug line
-        self._succeed(str(data["job_id"]), json.dumps(result, cls=Encoder, sort_keys=True))
+        key = str(self._get_hashed_idempotency_key(data))  # the key Powertools would use (the job id)
+        self._succeed(key, json.dumps(result, cls=Encoder, sort_keys=True))
 
     def lock_token(self) -> int | None:
         """The lock this thread's last acquire took (or tried to take): its in-progress expiry."""
