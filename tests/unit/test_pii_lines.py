@@ -69,3 +69,13 @@ def test_a_line_with_pii_is_erased_and_masked_as_before(options, message, extra)
         for secret in ("ada@example.com", "4111111111111111", "someone@else.org", "5500005555555559", "Zoë"):
             assert secret not in line
         assert "\\u00eb" not in line  # (nor its escaped form)
+
+
+def test_values_of_a_record_longest_first_fields_as_a_list_too():
+    payload = {"a": {"b": "abcd"}, "c": ["abcdef", "abcd", 123456], "d": "xyz"}
+    found = pii.values_of(("a.b", "c", "d"), payload)
+    assert set(found[:2]) == {"abcdef", "123456"} and found[2:] == ("abcd",)  # (equal lengths: any order)
+    assert pii.values_of(["a.b"], payload) == ("abcd",)  # a caller's list of fields
+    assert pii.values_of(("d", "nope.x"), payload) == ()  # shorter than MIN_VALUE_LENGTH, or missing
+    with pii.bound(["c"], payload):  # (the CLI and the board pass lists)
+        assert pii.scrub("abcdef and 123456") == "***** and *****"
