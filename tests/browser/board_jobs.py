@@ -12,8 +12,9 @@ declarations must not land in the process registry other tests read.
 - `board_approval`: a durable job: one step ("draft", `pause` seconds), then a wait for signal
   "approval" of 10 minutes (its wake-up is an SQS delay: no schedule).
 - `board_order` (`pii_fields=("email",)`, `searchable=("customer", "@tenant")`, priorities
-  high/normal, 3 attempts 1 s apart): fails its first `fail_times` attempts naming the address, then logs
-  "order packed" and succeeds (the job page's payload, attempts, traceback and logs; search).
+  high/normal, 3 attempts 1 s apart): logs "packing order", fails its first `fail_times` attempts naming
+  the address, then logs "order packed" and succeeds (the job page's payload, attempts, traceback and
+  logs: a failed attempt's lines are written, a success's dropped but its "job succeeded"; search).
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class Order(BaseModel):
     backoff=Backoff.fixed(1),
 )
 def board_order(payload: Order, ctx: JobContext) -> dict[str, str]:
+    # kept until the attempt ends: written by a failing attempt, dropped by the one that succeeds
+    ctx.logger.info("packing order", extra={"customer": payload.customer})
     if ctx.attempt <= payload.fail_times:
         # names the address on purpose: the record's error and traceback must hold it masked
         raise RuntimeError(f"warehouse cannot reach {payload.email}")

@@ -93,13 +93,16 @@ def test_a_jobs_page_shows_its_payload_masked_its_attempts_traceback_and_times(
 def test_the_logs_panel_loads_after_the_page_with_the_jobs_lines(page, retried, screenshots):
     # WHEN a job's page opens
     page.goto(f"/jobs/board_order/{retried}")
-    # THEN its logs panel loads by itself with the job's own lines, from the worker log
+    # THEN its logs panel loads by itself with the job's own lines, from the worker log: the failed
+    # first attempt's (written with its failure), the success's one line (its own lines dropped)
     panel = page.locator("section#logs")
     expect(panel.locator("table.log-lines")).to_be_visible()
-    expect(panel).to_contain_text("order packed")
+    expect(panel).to_contain_text("packing order")
     expect(panel).to_contain_text("cust-0042")  # the line's own field
+    expect(panel).to_contain_text("job succeeded")
+    expect(panel).not_to_contain_text("order packed")
     attempts = panel.locator("tbody tr td.num").all_inner_texts()
-    assert "2" in attempts, attempts
+    assert "1" in attempts and "2" in attempts, attempts
     assert EMAIL not in page.content()
     shot(page, screenshots, "job-logs")
 
@@ -241,7 +244,7 @@ def test_the_json_api_answers_what_the_pages_show_masked_the_same(local, page, r
     found = api.get("/api/search/board_order?field=%40tenant&value=acme").json()
     assert [i["link_id"] for i in found["items"]] == [retried]
     logs = api.get(f"/api/logs/{retried}?job=board_order").json()
-    assert logs["status"] == "complete" and "order packed" in [line["message"] for line in logs["lines"]]
+    assert logs["status"] == "complete" and "packing order" in [line["message"] for line in logs["lines"]]
     # nothing of the address anywhere in the answers
     for path in (f"/api/job/{retried}", "/api/jobs/board_order?state=succeeded", f"/api/logs/{retried}"):
         assert EMAIL not in api.get(path).text()
