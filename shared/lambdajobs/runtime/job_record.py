@@ -344,11 +344,13 @@ class JobRecord:
         (every successful job's last write makes one)."""
         changed = dict(item)
         for name, value in changes.items():
-            if name not in _ATTRIBUTES:
+            if name not in _ATTRIBUTE_NAMES:
                 raise TypeError(f"with_changes: '{name}' is not an attribute of a job record's item")
             value = _AS_STORED[name](value) if name in _AS_STORED else value
             if value is None:
                 changed.pop(name, None)
+            elif type(value) is str:  # most of them: as `codec.to_value` writes it, without the call
+                changed[name] = {"S": value}
             else:
                 changed[name] = codec.to_value(value)
         return changed
@@ -664,6 +666,7 @@ class JobRecord:
 _ATTRIBUTES: tuple[str, ...] = tuple(
     f.name for f in fields(JobRecord) if f.name not in ("job_id", "exists", "steps", "signals")
 )
+_ATTRIBUTE_NAMES = frozenset(_ATTRIBUTES)
 #: How `to_item` writes the attributes that it does not write as they are (None: left out).
 _AS_STORED: dict[str, Callable[[Any], Any]] = {
     "attempts": lambda v: v or None,

@@ -205,6 +205,15 @@ class JobRecordStore(BasePersistenceLayer):
 
     # -- Powertools hooks ---------------------------------------------------------------------------
 
+    def configure(
+        self, config: IdempotencyConfig, function_name: str | None = None, key_prefix: str | None = None
+    ) -> None:
+        # Powertools configures the store on every call and keeps its first configuration; each call
+        # also names the function from the environment, for a key this store does not use (its key
+        # is the job id): only the first call does anything
+        if not self.configured:
+            super().configure(config, function_name, key_prefix)
+
     def _get_hashed_idempotency_key(self, data: dict[str, Any]) -> str | None:
         # The job id is already unique and producer-chosen: use it verbatim as the key (no hash,
         # no function-name prefix), so get_status(job_id) can read it directly.
