@@ -189,6 +189,18 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
             inside["lambdajobs"], inside["powertools"]
         )
         details["cold_start_rounds_paired"] = len(side["lambdajobs"])
+        # the processes' CPU time, start to record handled: steadier than wall time on a loaded machine
+        used = {name: [r.get("cpu_seconds") for r in runs] for name, runs in cold["runs"].items()}
+        for suffix, base in (("", "powertools"), ("_paused_gc", "powertools_paused_gc")):
+            key = f"cold_start_cpu_ratio_vs_powertools{suffix}"
+            a, b = used["lambdajobs"], used[base]
+            if a and b and None not in a and None not in b:
+                figures[key] = ratio(a, b)
+                details[f"cold_start_cpu_ratio{suffix}_interval_90"] = ratio_interval(a, b)
+            else:
+                figures[key] = None
+        if all(v and None not in v for v in used.values()):
+            details["cold_start_cpu_seconds"] = {name: summary(v, 4) for name, v in used.items()}
         details["cold_start_modules_loaded"] = cold.get("modules_loaded")
         figures["lambda_asset_kb"] = cold["asset_kb"]
         details["lambda_asset"] = {
@@ -438,6 +450,11 @@ ROWS = [
     (
         "cold start inside the process (import + 1 record) / hand-written",
         "cold_start_in_process_ratio_vs_powertools",
+    ),
+    ("cold start, CPU time of the process / hand-written", "cold_start_cpu_ratio_vs_powertools"),
+    (
+        "cold start, CPU time of the process / hand-written pausing its collector",
+        "cold_start_cpu_ratio_vs_powertools_paused_gc",
     ),
     ("worker CPU per record, DynamoDB stubbed, lambdajobs / hand-written", "worker_cpu_ratio_vs_powertools"),
     ("worker CPU per record, light record mode / hand-written", "worker_cpu_ratio_light_vs_powertools"),

@@ -24,6 +24,8 @@ RATIOS = (
     "cold_start_ratio_vs_powertools",
     "cold_start_process_ratio_vs_powertools",
     "cold_start_in_process_ratio_vs_powertools",
+    "cold_start_cpu_ratio_vs_powertools",
+    "cold_start_cpu_ratio_vs_powertools_paused_gc",
     "cold_start_ratio_vs_powertools_paused_gc",
     "worker_cpu_ratio_vs_powertools",
     "log_bytes_ratio_vs_powertools",
