@@ -231,7 +231,7 @@ def about(d: Delivery) -> dict[str, Any]:
 def attempt_of(record: SQSRecord) -> int:
     """The attempt a record is: the attempts earlier copies of its message used, plus its receive count."""
     receives = int(record.attributes.approximate_receive_count or 1)
-    return _attempt(receives, record.raw_event.get("messageAttributes") or {})
+    return _attempt(receives, _texts(record))
 
 
 def read(
@@ -243,17 +243,16 @@ def read(
 ) -> Delivery:
     """Decode a record of `spec`'s queue (from priority level `source_level`'s queue); `lookup` finds a
     declared job by name. Never raises: what cannot be read is in the delivery."""
-    attributes = record.raw_event.get("messageAttributes") or {}
+    texts = _texts(record)
     receives = int(record.attributes.approximate_receive_count or 1)
     read: dict[str, Any] = {
         "record": record,
         "spec": spec,
-        "attempt": _attempt(receives, attributes),
+        "attempt": _attempt(receives, texts),
         "receives": receives,
         "source_level": source_level,
-        "redriven": _text(attributes, ATTR_FAILED_AT) is not None
-        or _text(attributes, ATTR_REDRIVEN) is not None,
-        "carried_slot": CarriedSlot.parse(_text(attributes, ATTR_RATE_SLOT)),
+        "redriven": ATTR_FAILED_AT in texts or ATTR_REDRIVEN in texts,
+        "carried_slot": CarriedSlot.parse(texts.get(ATTR_RATE_SLOT)),
         "carried": None,
     }
     try:
@@ -264,36 +263,41 @@ def read(
     # make it again, and every record reads them all)
     read["envelope"] = envelope
     read.update(_envelope_fields(spec, record, envelope, lookup))
-    read.update(_resume_fields(read["attempt"], receives, attributes, envelope))
-    read["carried"] = read_carried(_text(attributes, ATTR_SETTLE), read.get("job_id"))
+    read.update(_resume_fields(read["attempt"], receives, texts, envelope))
+    read["carried"] = read_carried(texts.get(ATTR_SETTLE), read.get("job_id"))
     return Delivery(**read)
 
 
-def _text(attributes: dict[str, Any], name: str) -> str | None:
-    """A message attribute's string value (None: the message has none)."""
-    text = (attributes.get(name) or {}).get("stringValue")
-    return str(text) if text is not None else None
+def _texts(record: SQSRecord) -> dict[str, str]:
+    """The message attributes' string values, by name (most messages have none: an empty dict, read
+    with `get` by every part of `read`)."""
+    attributes = record.raw_event.get("messageAttributes")
+    if not attributes:
+        return {}
+    return {
+        name: str(value["stringValue"])
+        for name, value in attributes.items()
+        if isinstance(value, dict) and value.get("stringValue") is not None
+    }
 
 
-def _attempt(receives: int, attributes: dict[str, Any]) -> int:
+def _attempt(receives: int, texts: dict[str, str]) -> int:
     try:
-        prior = int(_text(attributes, ATTR_PRIOR_ATTEMPTS) or 0)
+        prior = int(texts.get(ATTR_PRIOR_ATTEMPTS) or 0)
     except ValueError:
         prior = 0
     return max(0, prior) + receives
 
 
-def _resume_fields(
-    attempt: int, receives: int, attributes: dict[str, Any], envelope: Envelope
-) -> dict[str, Any]:
+def _resume_fields(attempt: int, receives: int, texts: dict[str, str], envelope: Envelope) -> dict[str, Any]:
     """A copy that continues a parked durable job: the wake-up it carries (an attribute on an SQS copy;
     the envelope's `resume` on a schedule's, with the attempts before it when no attribute says)."""
-    text = _text(attributes, ATTR_RESUME)
+    text = texts.get(ATTR_RESUME)
     if text is not None and text.isdigit():
         return {"resume_wake": int(text)}
     if envelope.resume is None:
         return {}
-    if _text(attributes, ATTR_PRIOR_ATTEMPTS) is None:
+    if ATTR_PRIOR_ATTEMPTS not in texts:
         attempt = envelope.resume.prior_attempts + receives
     return {"resume_wake": envelope.resume.wake, "attempt": attempt}
 
