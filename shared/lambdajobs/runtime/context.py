@@ -15,6 +15,7 @@ from lambdajobs.runtime.errors import LambdaJobsError, ProgressError
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.durable import Durable
+    from lambdajobs.runtime.job_record import JobState
 
 
 class JobCancelled(BaseException):
@@ -22,6 +23,24 @@ class JobCancelled(BaseException):
     `ctx.raise_if_cancelled()`) once `lambdajobs.cancel(job_id)` was recorded. It is not an
     `Exception`, so `except Exception` in a job does not swallow it: catch it only to clean up, and
     raise it again. The worker records the job `cancelled` and runs it no more."""
+
+
+class LockLost(BaseException):
+    """A checkpoint was refused: this run no longer holds the job's lock (its invocation was taken for
+    dead, and another delivery took the job over). The run stops where it is, without an outcome.
+    Raised by `lambdajobs.runtime.durable`; defined here, so the worker catches it without loading it."""
+
+
+class Suspend(BaseException):
+    """Raised out of a job function to park it (the worker catches it: `worker.Worker._run`), by
+    `lambdajobs.runtime.durable`; defined here, so the worker catches it without loading it."""
+
+    def __init__(self, state: JobState, wake_ms: int, reason: str, signal: str | None = None) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.wake_ms = wake_ms
+        self.reason = reason
+        self.signal = signal
 
 
 @dataclass

@@ -73,7 +73,8 @@ class Mark(StrEnum):
 class CarriedOutcome(BaseModel):
     """What a handed-back copy carries when its job already ran: the outcome left to record."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # built when a copy carries an outcome (not at a cold start's first delivery)
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     v: int = PROTOCOL_VERSION
     #: `complete`: write the job's success; `dead_letter`: mark its record (`mark`), move it to the DLQ.

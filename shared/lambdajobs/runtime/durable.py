@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lambdajobs.runtime.context import LockLost, Suspend  # defined there: the worker catches them
 from lambdajobs.runtime.errors import MaxDurationError, SignalTimeoutError, StepError
 from lambdajobs.runtime.job_record import JobRecord, JobState
 
@@ -65,22 +66,6 @@ MAX_SQS_DELAY_SECONDS = 900
 CONTINUE_DELAY_MS = 1000
 #: Names lambdajobs gives to sleeps and signal waits start with this (a step's name may not).
 RESERVED = "~"
-
-
-class LockLost(BaseException):
-    """A checkpoint was refused: this run no longer holds the job's lock (its invocation was taken for
-    dead, and another delivery took the job over). The run stops where it is, without an outcome."""
-
-
-class Suspend(BaseException):
-    """Raised out of a job function to park it (the worker catches it: `worker.Worker._run`)."""
-
-    def __init__(self, state: JobState, wake_ms: int, reason: str, signal: str | None = None) -> None:
-        super().__init__(reason)
-        self.state = state
-        self.wake_ms = wake_ms
-        self.reason = reason
-        self.signal = signal
 
 
 @dataclass(frozen=True)

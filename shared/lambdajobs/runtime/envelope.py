@@ -18,6 +18,7 @@ so later versions can add fields.
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -37,7 +38,7 @@ MAX_WORKFLOW_ID_LENGTH = 200
 class ParentCounts(BaseModel):
     """How the stage before a workflow member's ended: its members, how many succeeded and died."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     total: int = Field(ge=0)
     succeeded: int = Field(ge=0)
@@ -47,7 +48,7 @@ class ParentCounts(BaseModel):
 class WorkflowField(BaseModel):
     """The envelope's `workflow`: which workflow, stage and member a job is."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_LENGTH)
     stage: int = Field(ge=0, le=10_000)
@@ -59,7 +60,7 @@ class ResumeField(BaseModel):
     """The envelope's `resume`, set by lambdajobs on the message a one-time schedule sends to continue
     a parked durable job: its wake-up (epoch ms) and the attempts used before the one it continues."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     wake: int = Field(ge=0)
     prior_attempts: int = Field(default=0, ge=0, le=10_000)
@@ -69,14 +70,14 @@ class DebounceField(BaseModel):
     """The envelope's `debounce`, set on a debounced enqueue: its key, and when it was enqueued (epoch
     ms): the worker runs it only if no later enqueue of the key came (`lambdajobs.runtime.debounce`)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     key: str = Field(min_length=1, max_length=256)
     at: int = Field(ge=0)
 
 
 class Envelope(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     v: Literal[1]
     job: str = Field(min_length=1)
@@ -158,6 +159,47 @@ def parse_body(body: Any) -> dict[str, Any]:
     return data
 
 
+#: The keys of a plain envelope (no workflow, resume or debounce): `decode` checks those by hand.
+_PLAIN_KEYS = frozenset({"v", "job", "id", "payload", "enqueued_at", "scheduled_at", "priority"})
+#: A time as the producer writes it (`encode`): what `datetime.fromisoformat` and pydantic read alike.
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)")
+
+
+def _time(value: Any) -> datetime | bool | None:
+    """A plain envelope's time: None, a datetime, or False (not one `_plain` reads: the model decides)."""
+    if value is None:
+        return None
+    if type(value) is not str or not _ISO_TIME.fullmatch(value):
+        return False
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:  # a field out of range (month 13, hour 25): the model's error says which
+        return False
+
+
+def _short(value: Any, longest: int) -> bool:
+    return value is None or (type(value) is str and 0 < len(value) <= longest)
+
+
+def _plain(data: dict[str, Any]) -> Envelope | None:
+    """The envelope of a plain job (the producer's, with no workflow, resume or debounce), checked by
+    hand as the model checks it and built without validation, so a cold start that only sees such
+    envelopes never builds the model's validators; None for any other: the model decides."""
+    if not data.keys() <= _PLAIN_KEYS:
+        return None
+    job, job_id = data.get("job"), data.get("id")
+    if type(data.get("v")) is not int or data["v"] != 1 or type(job) is not str or not job:
+        return None
+    if not _short(job_id, MAX_JOB_ID_LENGTH) or (job_id or "").startswith(RESERVED_ID_PREFIX):
+        return None
+    if type(data.get("payload")) is not dict or not _short(data.get("priority"), 64):
+        return None
+    times: dict[str, Any] = {key: _time(data[key]) for key in ("enqueued_at", "scheduled_at") if key in data}
+    if any(value is False for value in times.values()):
+        return None
+    return Envelope.model_construct(**{**data, **times})
+
+
 def decode(body: Any) -> Envelope:
     """Parse a message body into an envelope.
 
@@ -165,6 +207,9 @@ def decode(body: Any) -> Envelope:
         EnvelopeError: with a one-line reason, for any body that is not a valid envelope.
     """
     data = parse_body(body)
+    plain = _plain(data)
+    if plain is not None:
+        return plain
     try:
         return Envelope.model_validate(data)
     except ValidationError as exc:

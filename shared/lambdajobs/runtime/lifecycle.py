@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.errors import LambdaJobsError, PermanentError, RecordHeldError
@@ -42,7 +42,9 @@ from lambdajobs.runtime.job_record import (
     JobState,
     index_key,
 )
-from lambdajobs.runtime.workflow_item import Tally
+
+if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
+    from lambdajobs.runtime.workflow_item import Tally
 
 __all__ = [
     "FINAL_STATES",
@@ -54,7 +56,6 @@ __all__ = [
     "JobIndex",
     "JobState",
     "RunNotStarted",
-    "Tally",
     "acquire",
     "after_failure",
     "cancel",

@@ -69,10 +69,10 @@ from lambdajobs.runtime.settings import (
     PURGED_ID_PREFIX,
     WORKFLOW_ID_PREFIX,
 )
-from lambdajobs.runtime.workflow_item import Tally
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.spec import JobSpec
+    from lambdajobs.runtime.workflow_item import Tally
 
 
 def _iso(moment: datetime) -> str:
@@ -431,6 +431,8 @@ class JobRecordStore(BasePersistenceLayer):
             return None
         if not isinstance(workflow, dict):
             workflow = {"id": workflow.id, "stage": workflow.stage}
+        from lambdajobs.runtime.workflow_item import Tally  # workflow members only: not at a cold start
+
         key = WORKFLOW_ID_PREFIX + str(workflow["id"])
         return Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
 

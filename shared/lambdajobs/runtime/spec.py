@@ -1024,7 +1024,7 @@ def _chosen(registry: Registry | None) -> Registry:
 class _Unread(BaseModel):
     """Any payload: a stand-in's, which is never run (`unloaded_spec`)."""
 
-    model_config = {"extra": "allow"}
+    model_config = {"extra": "allow", "defer_build": True}  # built only if a stand-in's payload is read
 
 
 def _never_runs(*_: Any) -> None:

@@ -38,12 +38,11 @@ from pydantic import BaseModel
 
 from lambdajobs.runtime import config as configuration
 from lambdajobs.runtime import delivery as deliveries
-from lambdajobs.runtime import durable, gates, lifecycle, logbuffer, pii
+from lambdajobs.runtime import gates, lifecycle, logbuffer, pii
 from lambdajobs.runtime.aws import transient
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.context import JobCancelled, JobContext
+from lambdajobs.runtime.context import JobCancelled, JobContext, LockLost, Suspend
 from lambdajobs.runtime.delivery import Delivery, about, attempt_of
-from lambdajobs.runtime.durable import Durable, LockLost, Suspend
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
 from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
@@ -58,6 +57,7 @@ from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.durable import Durable
     from lambdajobs.runtime.job_record import JobRecord
 
 __all__ = ["Worker", "attempt_of", "deadline_margin_ms", "logger", "metrics", "transient"]
@@ -496,6 +496,8 @@ class Worker:
         spec = d.spec
 
         def durable_state(acquired: Callable[[], tuple[dict[str, Any] | None, int | None]]) -> Durable:
+            from lambdajobs.runtime.durable import Durable  # durable jobs only: not at a cold start
+
             return Durable(
                 job_id=job_id,
                 job=spec.name,
@@ -532,6 +534,8 @@ class Worker:
             logger.warning("the job's lock was taken over; this run stops", extra={"reason": str(stopped)})
             return HandBack(d.spec.timeout_seconds, "its lock was taken over")
         if isinstance(stopped, Suspend):
+            from lambdajobs.runtime import durable
+
             logger.info(
                 "job parked", extra={"reason": stopped.reason, "wake_at": durable.iso_ms(stopped.wake_ms)}
             )

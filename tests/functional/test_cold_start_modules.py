@@ -1,0 +1,94 @@
+"""A plain job's cold start, its first record included, loads none of the runtime modules only rare
+paths need (durable jobs, workflows, producers, rate limits, tracing, the light mode) and builds none
+of the envelope's models: each is CPU a cold start spends before its record is handled (bench.coldstart)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Runtime modules a plain job's success never needs.
+RARE = {
+    "lambdajobs.runtime.durable",
+    "lambdajobs.runtime.workflow",
+    "lambdajobs.runtime.workflow_item",
+    "lambdajobs.runtime.producer",
+    "lambdajobs.runtime.ratelimit",
+    "lambdajobs.runtime.keyslots",
+    "lambdajobs.runtime.debounce",
+    "lambdajobs.runtime.cancellation",
+    "lambdajobs.runtime.schedule",
+    "lambdajobs.runtime.search",
+    "lambdajobs.runtime.tracing",
+    "lambdajobs.runtime.light",
+    "lambdajobs.runtime.continuer",
+}
+
+CHILD = """
+import json, sys, time, uuid
+from moto import mock_aws
+with mock_aws():
+    import boto3
+    boto3.client("dynamodb").create_table(
+        TableName="cs-jobs",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    import lambdajobs.runtime.entry as entry
+    from lambdajobs.runtime import envelope
+    now = str(int(time.time() * 1000))
+    now_iso = "2026-12-02T17:00:00Z"
+    body = {"v": 1, "job": "step", "id": "cold-1", "payload": {"name": "a"}, "enqueued_at": now_iso}
+    record = {
+        "messageId": str(uuid.uuid4()), "receiptHandle": "r", "body": json.dumps(body),
+        "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": now, "SenderId": "A",
+                       "ApproximateFirstReceiveTimestamp": now},
+        "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:cs_step", "awsRegion": "us-east-1",
+    }
+
+    class Context:
+        function_name, function_version, memory_limit_in_mb = "cs-step", "$LATEST", 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:cs-step"
+        log_group_name, log_stream_name, aws_request_id = "/aws/lambda/cs-step", "s", "req-1"
+        def get_remaining_time_in_millis(self):
+            return 30000
+
+    response = entry.lambda_handler({"Records": [record]}, Context())
+    item = boto3.client("dynamodb").get_item(TableName="cs-jobs", Key={"id": {"S": "cold-1"}})["Item"]
+    state = item["state"]
+    built = [m.__name__ for m in (envelope.Envelope, envelope.WorkflowField) if m.__pydantic_complete__]
+print(json.dumps({"failures": response["batchItemFailures"], "state": state["S"], "built": built,
+    "loaded": sorted(m for m in sys.modules if m.startswith("lambdajobs"))}))
+"""
+
+
+def test_a_plain_jobs_cold_start_and_first_record_load_no_rare_path_module():
+    # GIVEN a worker function's environment (as CDK sets it), DynamoDB answered by moto in the process
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAMBDAJOBS_", "AWS_"))}
+    env.update(
+        LAMBDAJOBS_STACK="cs",
+        LAMBDAJOBS_TABLE="cs-jobs",
+        LAMBDAJOBS_JOB="step",
+        LAMBDAJOBS_JOBS="tests.jobs",
+        LAMBDAJOBS_MODULES="tests.jobs.flows",
+        LAMBDAJOBS_JOB_INDEX="off",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+    )
+    # WHEN it imports its entry point and handles one record of a plain job (no step, no workflow)
+    done = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # THEN the job succeeded,
+    assert result["failures"] == [] and result["state"] == "succeeded", result
+    # and none of the modules only rare paths need was loaded, nor an envelope model built
+    assert RARE & set(result["loaded"]) == set()
+    assert result["built"] == []
