@@ -297,6 +297,8 @@ class Worker:
         invocation.started += 1
         started = time.perf_counter()
         try:
+            if d.spec.record_mode == "light":  # no lock, the record written once: light jobs only
+                return self._run_light(d, decision, invocation.context)
             return self._run(d, decision, invocation.context, fresh=invocation.started == 1)
         finally:
             invocation.longest_ms = max(invocation.longest_ms, (time.perf_counter() - started) * 1000)
@@ -425,11 +427,12 @@ class Worker:
 
     # -- the run ------------------------------------------------------------------------------------
 
-    def _run(self, d: Delivery, go: Run, context: Any, *, fresh: bool = True) -> Any:
-        if d.spec.record_mode == "light":  # no lock, the record written once: light jobs only
-            from lambdajobs.runtime import light
+    def _run_light(self, d: Delivery, go: Run, context: Any) -> Any:
+        from lambdajobs.runtime import light  # light jobs only: not at a cold start
 
-            return light.run(self, d, go, context)
+        return light.run(self, d, go, context)
+
+    def _run(self, d: Delivery, go: Run, context: Any, *, fresh: bool = True) -> Any:
         spec, job_id = d.spec, d.job_id
         assert job_id is not None and d.payload is not None
         # Powertools deep-copies the run on every call: RunData's copy is itself (nobody changes it)
