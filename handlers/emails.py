@@ -62,7 +62,7 @@ def redact_address(address: str) -> str:
 class LogSender:
     """The default sender: no network. It keeps the addresses it was given and returns a made-up
     provider id; `send_email` logs one redacted line per message, whichever sender is plugged in
-    (written if the job fails: a success writes only its "job succeeded" line)."""
+    (written if the job fails: a success writes no line)."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []

@@ -14,7 +14,7 @@ declarations must not land in the process registry other tests read.
 - `board_order` (`pii_fields=("email",)`, `searchable=("customer", "@tenant")`, priorities
   high/normal, 3 attempts 1 s apart): logs "packing order", fails its first `fail_times` attempts naming
   the address, then logs "order packed" and succeeds (the job page's payload, attempts, traceback and
-  logs: a failed attempt's lines are written, a success's dropped but its "job succeeded"; search).
+  logs: a failed attempt's lines are written, a success's dropped; search).
 """
 
 from __future__ import annotations

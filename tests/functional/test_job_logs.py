@@ -39,14 +39,16 @@ def worker_log(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_jobs_lines_are_read_from_the_local_worker_log_and_no_other_jobs(stack, sink, clock, worker_log):
-    # GIVEN two jobs run by the worker, which logs to a file; one of them is retried once
-    sink.flaky[ADDRESS] = 1
+    # GIVEN two jobs run by the worker, which logs to a file; the first fails twice, the other once
+    # (a failed attempt writes its lines; a success writes none)
+    sink.flaky[ADDRESS], sink.flaky["bob@example.com"] = 2, 1
     first = enqueue("deliver", {"to": ADDRESS, "subject": "s", "body": "b"}, job_id="mail-1")
     other = enqueue("deliver", {"to": "bob@example.com", "subject": "s", "body": "b"}, job_id="mail-11")
     runner = stack.runner("deliver")
     runner.drain()
-    clock.shift(timedelta(minutes=10))  # past its backoff
-    runner.drain()
+    for _ in range(2):
+        clock.shift(timedelta(minutes=10))  # past its backoff
+        runner.drain()
     for handler in logging.getLogger("lambdajobs").handlers:
         handler.flush()
     # WHEN the first job's lines are read

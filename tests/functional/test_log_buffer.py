@@ -1,4 +1,4 @@
-"""A successful job writes one log line; a failing one writes every line that explains it, and only
+"""A successful job writes no log line; a failing one writes every line that explains it, and only
 its own (lambdajobs.runtime.logbuffer), whatever `_X_AMZN_TRACE_ID` says."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import threading
+import time
 
 import pytest
 from pydantic import BaseModel
@@ -69,7 +70,7 @@ def messages_of(runner) -> list[dict]:
     return list(got.get("Messages", []))
 
 
-def test_a_success_writes_one_line_and_a_failure_its_own_lines_in_order(runner, clock, worker_logs):
+def test_a_success_writes_no_line_and_a_failure_its_own_lines_in_order(runner, clock, worker_logs):
     # GIVEN a batch of three records whose middle one fails, with no _X_AMZN_TRACE_ID (the local stack)
     os.environ.pop("_X_AMZN_TRACE_ID", None)
     ids = [enqueue("logged_step", Step(name=n, fail=n == "b")) for n in ("a", "b", "c")]
@@ -77,9 +78,10 @@ def test_a_success_writes_one_line_and_a_failure_its_own_lines_in_order(runner, 
     runner.poll()
     lines = worker_logs()
     by_job = {i: [(x["level"], x["message"]) for x in lines if x.get("correlation_id") == i] for i in ids}
-    # THEN each success wrote one line, "job succeeded", and none of the job's own
-    assert by_job[ids[0]] == [("INFO", "job succeeded")]
-    assert by_job[ids[2]] == [("INFO", "job succeeded")]
+    # THEN the successes wrote no line: their own were dropped, and none says they succeeded
+    assert by_job[ids[0]] == []
+    assert by_job[ids[2]] == []
+    assert [get_status(i).state for i in (ids[0], ids[2])] == ["succeeded", "succeeded"]
     # AND the failure wrote its own lines, in the order logged, before the line that says it failed
     assert by_job[ids[1]] == [
         ("INFO", "starting b"),
@@ -105,6 +107,65 @@ def test_every_line_is_written_with_buffer_logs_off(declare, clock, worker_logs)
         "halfway x",
         "job succeeded",
     ]
+
+
+def warned_step(payload: Step, ctx: JobContext) -> dict:
+    ctx.logger.info(f"starting {payload.name}")
+    ctx.logger.warning("the provider is slow")
+    ctx.logger.info(f"done {payload.name}")
+    return {"done": payload.name}
+
+
+def test_a_success_that_warned_writes_its_lines_and_ends_with_its_outcome(declare, clock, worker_logs):
+    # GIVEN a job that logs a warning on its way to succeeding
+    declared = declare(warned_step)
+    job_id = enqueue("warned_step", Step(name="w"))
+    # WHEN it succeeds
+    declared.poll()
+    # THEN the line kept before the warning is written before it, later lines at once, then the outcome
+    assert [(x["level"], x["message"]) for x in worker_logs() if x.get("correlation_id") == job_id] == [
+        ("INFO", "starting w"),
+        ("WARNING", "the provider is slow"),
+        ("INFO", "done w"),
+        ("INFO", "job succeeded"),
+    ]
+
+
+#: Set by a test: the stopped clock, moved an hour on by the job after its kept line.
+CLOCK: list = []
+
+
+def placed_step(payload: Step, ctx: JobContext) -> dict:
+    try:
+        raise ValueError("first try went wrong")
+    except ValueError:
+        ctx.logger.info("recovered", exc_info=True, stage="one")  # kept: its exception taken now
+    for clock in CLOCK:
+        clock.shift(3600)
+    ctx.logger.debug("a debug line", extra={"detail": 1})  # below the logger's level: never written
+    raise RuntimeError("then it broke")
+
+
+def test_a_kept_line_is_written_as_it_was_logged(declare, clock, worker_logs):
+    # GIVEN a job that logs an INFO line with its exception and a key, then fails later
+    declared = declare(placed_step, max_attempts=2, backoff=Backoff.fixed(0))
+    job_id = enqueue("placed_step", Step(name="p"))
+    logged_at = time.strftime("%Y-%m-%d %H:%M", time.gmtime())  # the stopped clock: the call's time
+    CLOCK.append(clock)  # the job moves it an hour on after the line: it is written an hour later
+    try:
+        declared.poll()
+    finally:
+        CLOCK.clear()
+    lines = [x for x in worker_logs() if x.get("correlation_id") == job_id]
+    line = next(x for x in lines if x["message"] == "recovered")
+    # THEN it says where and when it was logged, with its exception and its keys, as logged
+    assert line["location"].startswith("placed_step:")
+    assert "ValueError: first try went wrong" in line["exception"]
+    assert (line["stage"], line["job"], line["attempt"]) == ("one", "placed_step", 1)
+    assert line["timestamp"].startswith(logged_at)
+    assert not lines[-1]["timestamp"].startswith(logged_at), lines[-1]  # the failure's line: later
+    # AND a line below the logger's level was neither kept nor written
+    assert not [x for x in worker_logs() if x["message"] == "a debug line"]
 
 
 def test_buffer_logs_must_be_a_bool(declare):
@@ -145,8 +206,8 @@ def test_lines_are_kept_per_thread(runner, clock, worker_logs):
         t.join()
     lines = worker_logs()
     assert sorted(len(r["batchItemFailures"]) for r in responses) == [0, 1], (responses, events)
-    # THEN the failing batch wrote its lines, the succeeding one only its success
-    assert [x["message"] for x in lines if x.get("correlation_id") == ok] == ["job succeeded"]
+    # THEN the failing batch wrote its lines, the succeeding one none
+    assert [x["message"] for x in lines if x.get("correlation_id") == ok] == []
     assert [x["message"] for x in lines if x.get("correlation_id") == bad] == [
         "starting bad",
         "halfway bad",

@@ -1,4 +1,4 @@
-"""Per-record log buffering: a successful job writes one log line, a failing one writes everything.
+"""Per-record log buffering: a successful job writes no log line, a failing one writes everything.
 
 While the worker processes a record (`held`), the lines below WARNING logged through the worker's
 logger (`ctx.logger`, the worker's own) are kept in memory instead of written. The first line at
@@ -6,13 +6,20 @@ WARNING or above writes the kept lines first, in their order, then itself, and e
 that record is written at once: whatever explains a failure (a job that raised, a write that failed,
 a dead letter) reaches the log, in order, with the record's keys (correlation_id, job, attempt) and
 its personal data masked. A record that ends without a warning (a success, a duplicate, a message
-handed back) drops what it kept: the worker then writes one line, "job succeeded". A record whose
-processing raised writes what it kept.
+handed back) drops what it kept and writes nothing: the job's record, the board and the worker's
+metrics say it succeeded, as with Powertools' own buffer. A record whose lines were written (a
+warning, `buffer_logs=False`) ends with the worker's "job succeeded" when it succeeds (`writing`). A
+record whose processing raised writes what it kept.
 
 Lines are kept per thread of execution (a ContextVar), so the local stack's concurrent batches keep
 theirs apart, and nothing depends on `_X_AMZN_TRACE_ID`: Powertools' own buffer (`LoggerBufferConfig`)
 keys one buffer per process on that variable, drops lines where it is missing (the local stack, tests)
-and flushes or clears every record of a batch at once, which is why the worker does not use it.
+and flushes or clears every record of a batch at once, which is why the worker does not use it. Like
+Powertools' buffer, the worker's logger (`RecordLogger`, the `ctx.logger` of every job) keeps a held
+line as the parts of its call (level, message, arguments, extra keys, caller, time) and makes the
+log record only when the line is written: a success pays for no record it drops. Lines of other
+loggers whose records reach the worker's handler are kept as records (`install`). The record's keys
+(`correlation_id`, `job`, `attempt`) are added to the logger when its first line is written.
 
 A record keeps at most `MAX_LINES` lines: past that the oldest are dropped, and a write says how many.
 A job declared `@job(buffer_logs=False)` has every line written at once, as before.
@@ -21,30 +28,96 @@ A job declared `@job(buffer_logs=False)` has every line written at once, as befo
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
+
+from aws_lambda_powertools import Logger
 
 #: Lines kept per record; beyond, the oldest go (a write says how many).
 MAX_LINES = 500
 
+#: Names `extra` may not use (logging refuses them): such a call is not kept but logged at once, so
+#: it fails where it is made, as logging fails it.
+_RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+#: A kept call: (level, msg, args, exc_info, extra, filename, line, function, created).
+_Call = tuple[int, object, tuple[object, ...], Any, dict[str, object], str, int, str, float]
+
 
 class _Kept:
-    __slots__ = ("dropped", "lines", "through")
+    __slots__ = ("dropped", "keys", "lines", "logger", "through", "written")
 
-    def __init__(self) -> None:
-        self.lines: deque[tuple[logging.Handler, logging.LogRecord]] = deque(maxlen=MAX_LINES)
+    def __init__(self, logger: Logger, keys: dict[str, Any]) -> None:
+        self.lines: deque[_Call | tuple[logging.Handler, logging.LogRecord]] = deque(maxlen=MAX_LINES)
         self.dropped = 0
         self.through = False
+        self.logger, self.keys, self.written = logger, keys, False
+
+    def keep(self, line: _Call | tuple[logging.Handler, logging.LogRecord]) -> None:
+        if len(self.lines) == self.lines.maxlen:
+            self.dropped += 1
+        self.lines.append(line)
+
+    def open(self) -> None:
+        """Write from now on: the record's keys go on the logger first."""
+        self.through = True
+        if not self.written and self.keys:
+            self.logger.thread_safe_append_keys(**self.keys)
+        self.written = True
 
 
 _kept: ContextVar[_Kept | None] = ContextVar("lambdajobs_log_kept", default=None)
 
 
+class RecordLogger(Logger):
+    """Powertools' `Logger` whose `debug` and `info` lines, while a record is held, are kept as the
+    parts of their call and made into log records only when written (see the module docstring)."""
+
+    def debug(self, msg: object, *args: object, stacklevel: int = 2, **kwargs: Any) -> None:
+        if not self._held(logging.DEBUG, msg, args, stacklevel, kwargs):
+            super().debug(msg, *args, stacklevel=stacklevel + 1, **kwargs)
+
+    def info(self, msg: object, *args: object, stacklevel: int = 2, **kwargs: Any) -> None:
+        if not self._held(logging.INFO, msg, args, stacklevel, kwargs):
+            super().info(msg, *args, stacklevel=stacklevel + 1, **kwargs)
+
+    def _held(
+        self, level: int, msg: object, args: tuple[object, ...], stacklevel: int, kwargs: dict[str, Any]
+    ) -> bool:
+        """Keep the call if its record is held (True: nothing more to do), as Powertools' `info` would
+        log it: `extra` and the other keyword arguments merged, the exception taken now."""
+        kept = _kept.get()
+        if kept is None or kept.through or kwargs.get("stack_info"):
+            return False
+        if not self._logger.isEnabledFor(level):
+            return True  # dropped, as logging drops it
+        exc_info = kwargs.pop("exc_info", None)
+        extra = {**(kwargs.pop("extra", None) or {}), **kwargs}
+        if not _RESERVED.isdisjoint(extra):
+            kwargs.update(exc_info=exc_info, extra=extra)
+            return False
+        if exc_info:
+            exc_info = _exc_info(exc_info)
+        caller = sys._getframe(stacklevel)  # stacklevel 2: the caller of debug/info
+        code = caller.f_code
+        kept.keep(
+            (level, msg, args, exc_info, extra, code.co_filename, caller.f_lineno, code.co_name, time.time())
+        )
+        return True
+
+
+def _exc_info(value: Any) -> Any:
+    if isinstance(value, BaseException):
+        return (type(value), value, value.__traceback__)
+    return value if isinstance(value, tuple) else sys.exc_info()
+
+
 class _Keep(logging.Filter):
     """A filter on the worker logger's handler (so it sees the lines of its child loggers too):
-    keeps a record's lines below WARNING while the record is held."""
+    keeps a record's lines below WARNING while the record is held; a warning writes them first."""
 
     def __init__(self, handler: logging.Handler) -> None:
         super().__init__()
@@ -55,11 +128,9 @@ class _Keep(logging.Filter):
         if kept is None or kept.through:
             return True
         if record.levelno < logging.WARNING:
-            if len(kept.lines) == MAX_LINES:
-                kept.dropped += 1
-            kept.lines.append((self.handler, record))
+            kept.keep((self.handler, record))
             return False
-        _write(kept)
+        _write(kept)  # the record's keys are on the logger before this line is formatted
         return True
 
 
@@ -71,53 +142,54 @@ def install(std: logging.Logger) -> None:
 
 
 def _write(kept: _Kept) -> None:
-    kept.through = True
+    kept.open()
+    std = kept.logger._logger
     if kept.dropped and kept.lines:
-        handler, first = kept.lines[0]
-        handler.handle(
-            logging.makeLogRecord(
-                {
-                    **vars(first),
-                    "levelno": logging.WARNING,
-                    "levelname": "WARNING",
-                    "msg": f"{kept.dropped} earlier log lines of this record were not kept "
-                    f"(at most {MAX_LINES} are)",
-                    "args": (),
-                    "exc_info": None,
-                    "exc_text": None,
-                }
-            )
+        std.warning(
+            "%d earlier log lines of this record were not kept (at most %d are)",
+            kept.dropped,
+            kept.lines.maxlen,
         )
     while kept.lines:
-        handler, record = kept.lines.popleft()
-        handler.handle(record)
+        line = kept.lines.popleft()
+        if len(line) == 2:  # another logger's record, kept by the handler's filter
+            handler, record = line
+            handler.handle(record)
+            continue
+        level, msg, args, exc_info, extra, filename, lineno, function, created = line
+        made = std.makeRecord(std.name, level, filename, lineno, msg, args, exc_info, function, extra)
+        made.created, made.msecs = created, (created - int(created)) * 1000
+        std.handle(made)
 
 
-@contextmanager
-def held(*, keep: bool = True) -> Iterator[None]:
+class held:  # (lower case: used as a function, `with logbuffer.held(...)`)
     """Keep the lines below WARNING the worker's logger writes inside the block (see the module
-    docstring); with `keep=False`, write every line at once."""
-    kept = _Kept()
-    kept.through = not keep
-    token = _kept.set(kept)
-    try:
-        yield
-    except BaseException:
-        _write(kept)
-        raise
-    finally:
-        _kept.reset(token)
+    docstring); with `keep=False`, write every line at once. `keys` go on `logger` when the first line
+    is written, and off at the end. (A class, not a generator: every record enters one.)"""
+
+    __slots__ = ("_kept", "_token")
+
+    def __init__(self, logger: Logger, keys: dict[str, Any], *, keep: bool = True) -> None:
+        self._kept = _Kept(logger, keys)
+        if not keep:
+            self._kept.open()
+
+    def __enter__(self) -> None:
+        self._token = _kept.set(self._kept)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        kept = self._kept
+        try:
+            if exc_type is not None:
+                _write(kept)
+        finally:
+            _kept.reset(self._token)
+            if kept.written and kept.keys:
+                kept.logger.thread_safe_remove_keys(list(kept.keys))
 
 
-@contextmanager
-def written() -> Iterator[None]:
-    """Lines logged inside the block are written at once, the kept ones are not (the success line)."""
+def writing() -> bool:
+    """Whether the current record's lines are being written (nothing held, a warning came, or its job
+    keeps no lines), rather than kept."""
     kept = _kept.get()
-    if kept is None or kept.through:
-        yield
-        return
-    kept.through = True
-    try:
-        yield
-    finally:
-        kept.through = False
+    return kept is None or kept.through

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled as metrics_disabled
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Worker", "attempt_of", "deadline_margin_ms", "logger", "metrics", "transient"]
 
-logger = Logger(service=SERVICE_NAME)
+logger = logbuffer.RecordLogger(service=SERVICE_NAME)
 pii.install(logger)  # every line is checked for the current record's personal data
 logbuffer.install(logging.getLogger(logger.service))  # a record's INFO lines: kept until it fails
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
@@ -272,19 +272,15 @@ class Worker:
             logger.warning(
                 "ignoring an outcome on a handed-back message", extra={"reason": d.carried.discarded}
             )
-        with pii.bound(spec.pii_fields, d.raw_payload):
-            keys = (
-                {"correlation_id": d.job_id, "job": spec.name, "attempt": d.attempt}
-                if d.payload is not None
-                else {}
-            )
-            logger.thread_safe_append_keys(**keys)  # per thread: the local stack runs batches at once
-            try:
-                # a success drops its INFO lines (it writes "job succeeded"); a warning writes them
-                with logbuffer.held(keep=spec.buffer_logs):
-                    return self._process_held(d, invocation)
-            finally:
-                logger.thread_safe_remove_keys(list(keys))
+        # the record's keys go on its written lines (per thread: the local stack runs batches at once)
+        keys = (
+            {"correlation_id": d.job_id, "job": spec.name, "attempt": d.attempt}
+            if d.payload is not None
+            else {}
+        )
+        # a success drops its INFO lines (and writes none); a warning writes them
+        with pii.bound(spec.pii_fields, d.raw_payload), logbuffer.held(logger, keys, keep=spec.buffer_logs):
+            return self._process_held(d, invocation)
 
     def _process_held(self, d: Delivery, invocation: _Invocation) -> Any:
         decision = self._decide(d, invocation)
@@ -550,8 +546,8 @@ class Worker:
 
     def _returned(self, outcome: _Outcome, result: Any) -> Decision:
         if outcome.started:
-            with logbuffer.written():  # the success's one line; the job's own lines are dropped
-                logger.info("job succeeded")
+            if logbuffer.writing():  # lines of this record were written (a warning, buffer_logs=False):
+                logger.info("job succeeded")  # they end with the outcome; else a success writes none
             return Done("succeeded", metric="JobSucceeded", notify=True, result=result)
         return gates.duplicate(self.store.held())  # Powertools answered from the record: nothing ran
 
