@@ -135,27 +135,12 @@ def _context(
     worker: Worker, d: Delivery, job_id: str, lambda_context: Any, progress: list[Progress]
 ) -> JobContext:
     """The run's `ctx`: progress kept for the outcome's write; no durable state (`_NoRecord`)."""
-    from lambdajobs.runtime.worker import logger
-
-    spec = d.spec
 
     def keep(_: str, percent: float, message: str | None) -> None:
         progress[:] = [(percent, message)]
 
-    ctx = JobContext(
-        job_id=job_id,
-        job=spec.name,
-        attempt=d.attempt,
-        max_attempts=spec.max_attempts,
-        logger=logger,
-        lambda_context=lambda_context,
-        progress_sink=keep,
-        scheduled_at=d.envelope.scheduled_at if d.envelope else None,
-        config=worker.stack_config,
-        workflow=d.member,
-        cancel_check=lambda: worker.store.cancel_requested(job_id),
-    )
-    ctx.durable = cast("Durable", _NoRecord(spec.name))
+    ctx = worker.job_context(d, job_id, lambda_context, keep)
+    ctx.durable = cast("Durable", _NoRecord(d.spec.name))
     return ctx
 
 

@@ -509,22 +509,40 @@ class Worker:
                 fresh_invocation=fresh,
             )
 
-        ctx = JobContext(
-            job_id=job_id,
-            job=spec.name,
-            attempt=d.attempt,
-            max_attempts=spec.max_attempts,
-            logger=logger,
-            lambda_context=context,
-            progress_sink=self.store.set_progress,
-            scheduled_at=d.envelope.scheduled_at if d.envelope else None,
-            config=self.stack_config,
-            workflow=d.member,
-            cancel_check=lambda: self.store.cancel_requested(job_id),
+        ctx = self.job_context(
+            d,
+            job_id,
+            context,
+            self.store.set_progress,
             durable_factory=durable_state,
             acquired_reader=self.store.acquired,
         )
         return ctx
+
+    def job_context(
+        self,
+        d: Delivery,
+        job_id: str,
+        context: Any,
+        progress_sink: Callable[[str, float, str | None], None],
+        **durable: Any,
+    ) -> JobContext:
+        """A run's `ctx` (both record modes'): `progress_sink` takes its progress reports; `durable`,
+        JobContext's `durable_factory` and `acquired_reader` (the full mode's)."""
+        return JobContext(
+            job_id=job_id,
+            job=d.spec.name,
+            attempt=d.attempt,
+            max_attempts=d.spec.max_attempts,
+            logger=logger,
+            lambda_context=context,
+            progress_sink=progress_sink,
+            scheduled_at=d.envelope.scheduled_at if d.envelope else None,
+            config=self.stack_config,
+            workflow=d.member,
+            cancel_check=lambda: self.store.cancel_requested(job_id),
+            **durable,
+        )
 
     def _stopped(self, d: Delivery, stopped: BaseException) -> Decision:
         """A run that stopped without an outcome: its lock was taken over (the taker records the
