@@ -119,10 +119,11 @@ bench-board: $(STAMP)
 # A seeded soak of the real worker under injected faults (10 seeds x 1,000 jobs, moto in-process):
 # writes build/reports/chaos.json and fails when a gate fails. ARGS="--quick" for the make-test size;
 # ARGS="--write-doc" also rewrites docs/reports/chaos.md from the run.
-# Then the workflow completion counter at full size: 10,000 members (make test runs it at 1,000).
+# Then the workflow tests at full size: the completion counter with 10,000 members, the big chord with
+# 1,000 (make test runs them at 300 and 200).
 chaos: $(STAMP)
 	$(PY) -m chaos $(ARGS)
-	LAMBDAJOBS_COUNTER_MEMBERS=10000 $(PY) -m pytest -q -p no:cacheprovider tests/functional/test_workflows.py -k counter
+	LAMBDAJOBS_COUNTER_MEMBERS=10000 LAMBDAJOBS_CHORD_MEMBERS=1000 $(PY) -m pytest -q -p no:cacheprovider tests/functional/test_workflows.py -k "counter or big_chord"
 
 dev: $(STAMP)
 	$(VENV)/bin/lambdajobs dev
