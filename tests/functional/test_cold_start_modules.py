@@ -30,6 +30,8 @@ RARE = {
     "lambdajobs.runtime.continuer",
     # the status readers (get_status, list_jobs, count_finished, ...), split out of records
     "lambdajobs.runtime.status",
+    # the lifecycle's transitions other than acquire and success (fail, cancel, park, ...)
+    "lambdajobs.runtime.transitions",
 }
 
 #: Code of success-path modules that only rare paths run, split into modules of its own (the names
