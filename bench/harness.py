@@ -48,7 +48,7 @@ QUICK: dict[str, Any] = {
     "wru": 10,
     "durable": 2,
     "enqueue": (1, 20),
-    "synth_jobs": 12,
+    "synth_jobs": 4,  # one job of each kind: cron, levels, fanout, plain (tests.big_app.kinds)
 }
 
 #: The targets (key: comparison, value): a full run exits 1 when one is missed.
