@@ -32,6 +32,8 @@ RARE = {
     "lambdajobs.runtime.status",
     # the lifecycle's transitions other than acquire and success (fail, cancel, park, ...)
     "lambdajobs.runtime.transitions",
+    # what only some declarations need (rare options' checks, loading a whole jobs package, ...)
+    "lambdajobs.runtime.declarations",
 }
 
 #: Code of success-path modules that only rare paths run, split into modules of its own (the names
