@@ -49,6 +49,17 @@ RARE_NAMES = {
         "list_jobs",
         "count_finished",
     ],
+    # the failure, cancel, progress and parking transitions, in lambdajobs.runtime.transitions
+    "lambdajobs.runtime.lifecycle": ["fail", "unstart", "wait", "cancel", "suspend", "supersede"],
+    # rare options' checks, package loading, the stand-in's model, in lambdajobs.runtime.declarations
+    "lambdajobs.runtime.spec": [
+        "_path_problem",
+        "_import_jobs_package",
+        "_project_roots",
+        "_check_regular_packages",
+        "_Unread",
+        "job_index_mode",
+    ],
 }
 
 CHILD = """
