@@ -34,6 +34,8 @@ RARE = {
     "lambdajobs.runtime.transitions",
     # what only some declarations need (rare options' checks, loading a whole jobs package, ...)
     "lambdajobs.runtime.declarations",
+    # where resources are when the environment does not say (the naming rule, the SSM manifest)
+    "lambdajobs.runtime.manifest",
 }
 
 #: Code of success-path modules that only rare paths run, split into modules of its own (the names
@@ -60,6 +62,8 @@ RARE_NAMES = {
         "_Unread",
         "job_index_mode",
     ],
+    # the naming rule and the manifest's reads, in lambdajobs.runtime.manifest
+    "lambdajobs.runtime.config": ["Where"],
 }
 
 CHILD = """

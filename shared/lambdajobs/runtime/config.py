@@ -9,6 +9,10 @@ Store, which the stack publishes:
                                       "levels": {"<priority>": {"queue_url", "queue_arn", "dlq_url"}}}
     /lambdajobs/<stack>/stack        {"table", "bucket", "scheduler_role_arn", "cron_group", ...}
 
+What the environment does not say comes from `lambdajobs.runtime.manifest` (the naming rule, `Where`,
+and the manifest's reads), loaded the first time it is needed: a worker whose environment names its
+table and queues (what CDK sets) never loads it.
+
 Who builds it: the Lambda entry point from the environment CDK sets (`StackConfig.from_environment`,
 once per cold start); the CLI from its options; the local stack and `lambdajobs.testing` from what
 they provisioned. The producer, the worker and the status readers take it as an argument (`config=`);
@@ -18,17 +22,16 @@ built from the environment.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime import aws
-from lambdajobs.runtime.errors import ConfigurationError, QueueNotFoundError, StackNotFoundError
+from lambdajobs.runtime.errors import ConfigurationError, QueueNotFoundError
 from lambdajobs.runtime.settings import (
     DEFAULT_RECORD_TTL_DAYS,
     DEFAULT_STACK_NAME,
@@ -52,15 +55,11 @@ from lambdajobs.runtime.settings import (
     ENV_URL_SUFFIX,
     ENV_WORKFLOW_QUEUE_URL,
     JOB_INDEX_MODES,
-    dead_letter_queue_name,
-    manifest_parameter,
     queue_key,
-    queue_name,
-    schedule_group_names,
-    scheduler_dead_letter_queue_name,
-    stack_manifest_parameter,
-    workflow_queue_name,
 )
+
+if TYPE_CHECKING:  # the naming rule, in `manifest` (loaded when a queue is not in the environment)
+    from lambdajobs.runtime.manifest import Where as Where
 
 
 @dataclass(frozen=True)
@@ -70,34 +69,6 @@ class QueueAddress:
     url: str = ""
     arn: str = ""
     dlq_url: str = ""
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where a stack's queues are: with the naming rule (`settings.queue_name`), the URL and ARN of
-    any of them, with no lookup. `endpoint`: an SQS endpoint that is not AWS's own (the local
-    stack's); the URL is then `<endpoint>/<account>/<name>`, as moto's server makes it.
-
-    Example:
-        >>> Where("123456789012", "eu-west-1").queue_url("orders_send_invoice")
-        'https://sqs.eu-west-1.amazonaws.com/123456789012/orders_send_invoice'
-    """
-
-    account: str
-    region: str
-    partition: str = "aws"
-    url_suffix: str = "amazonaws.com"
-    endpoint: str | None = None
-
-    def queue_url(self, name: str) -> str:
-        base = self.endpoint.rstrip("/") if self.endpoint else f"https://sqs.{self.region}.{self.url_suffix}"
-        return f"{base}/{self.account}/{name}"
-
-    def queue_arn(self, name: str) -> str:
-        return f"arn:{self.partition}:sqs:{self.region}:{self.account}:{name}"
-
-    def address(self, name: str, dlq_name: str) -> QueueAddress:
-        return QueueAddress(self.queue_url(name), self.queue_arn(name), self.queue_url(dlq_name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,33 +180,9 @@ class StackConfig:
         Raises:
             QueueNotFoundError: the stack has no manifest entry for the job (or the level).
         """
-        known = self.queues.get(queue_key(job, level), QueueAddress())
-        if known.url and known.arn and known.dlq_url:
-            return known
-        where = self.where()
-        if where is not None:
-            ruled = where.address(
-                queue_name(self.stack, job, level), dead_letter_queue_name(self.stack, job, level)
-            )
-            return QueueAddress(
-                known.url or ruled.url, known.arn or ruled.arn, known.dlq_url or ruled.dlq_url
-            )
-        entry: dict[str, Any] = self._parameter(
-            manifest_parameter(self.stack, job), f"no queue for job '{job}' in stack '{self.stack}'"
-        )
-        if level is not None:
-            levels = entry.get("levels") or {}
-            if level not in levels:
-                raise QueueNotFoundError(
-                    f"job '{job}' has no queue for priority '{level}' in stack '{self.stack}' (it has "
-                    f"{sorted(levels) or 'none'}): deploy the stack with the job's current priorities."
-                )
-            entry = levels[level]
-        return QueueAddress(
-            url=known.url or entry.get("queue_url", ""),
-            arn=known.arn or entry.get("queue_arn", ""),
-            dlq_url=known.dlq_url or entry.get("dlq_url", ""),
-        )
+        from lambdajobs.runtime import manifest
+
+        return manifest.queue(self, job, level)
 
     def queue_url(self, job: str, level: str | None = None) -> str:
         known = self.queues.get(queue_key(job, level))
@@ -254,16 +201,9 @@ class StackConfig:
         the region is the configuration's, else Lambda's `AWS_REGION`; the endpoint the
         configuration's, else boto3's `AWS_ENDPOINT_URL_SQS` / `AWS_ENDPOINT_URL`); None: ask the
         manifest."""
-        region = self.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        if not self.account or not region:
-            return None
-        endpoint = (
-            self.endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_SQS")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or None
-        )
-        return Where(self.account, region, self.partition, self.url_suffix, endpoint)
+        from lambdajobs.runtime import manifest
+
+        return manifest.where(self)
 
     def stack_entry(self) -> dict[str, str]:
         """The stack's manifest: table, bucket, scheduler settings.
@@ -271,9 +211,9 @@ class StackConfig:
         Raises:
             StackNotFoundError: the stack is not deployed here (wrong name, region or account).
         """
-        return self._parameter(
-            stack_manifest_parameter(self.stack), f"stack '{self.stack}' not found", StackNotFoundError
-        )
+        from lambdajobs.runtime import manifest
+
+        return manifest.stack_entry(self)
 
     def table_name(self) -> str:
         return self.table or self.stack_entry()["table"]
@@ -288,17 +228,9 @@ class StackConfig:
             StackNotFoundError: the stack is not deployed here.
             ConfigurationError: the stack was deployed by a version without workflows.
         """
-        if self.workflow_queue_url:
-            return self.workflow_queue_url
-        where = self.where()
-        if where is not None:
-            return where.queue_url(workflow_queue_name(self.stack))
-        url = self.stack_entry().get("workflow_queue_url")
-        if not url:
-            raise ConfigurationError(
-                f"stack '{self.stack}' has no workflow queue: deploy it with this version of lambdajobs."
-            )
-        return str(url)
+        from lambdajobs.runtime import manifest
+
+        return manifest.workflow_queue(self)
 
     def job_index_mode(self) -> str:
         """The job index's mode in this stack ("off", "finished" or "all"): known, else the stack's
@@ -313,40 +245,16 @@ class StackConfig:
 
     def scheduler_settings(self) -> tuple[str, str, str]:
         """(role ARN, one-time schedule group, scheduler DLQ ARN) for `enqueue(run_at=...)`."""
-        group = self.one_time_group
-        dlq_arn = self.scheduler_dlq_arn
-        where = self.where()
-        if where is not None:  # named by the stack's rule; the role's name is CloudFormation's
-            group = group or schedule_group_names(self.stack)[1]
-            dlq_arn = dlq_arn or where.queue_arn(scheduler_dead_letter_queue_name(self.stack))
-        if self.scheduler_role_arn and group and dlq_arn:
-            return self.scheduler_role_arn, group, dlq_arn
-        entry = self.stack_entry()
-        return (
-            self.scheduler_role_arn or entry["scheduler_role_arn"],
-            group or entry["one_time_group"],
-            dlq_arn or entry["scheduler_dlq_arn"],
-        )
+        from lambdajobs.runtime import manifest
+
+        return manifest.scheduler_settings(self)
 
     def _parameter(
         self, name: str, missing: str, error: type[QueueNotFoundError] = QueueNotFoundError
     ) -> dict[str, Any]:
-        key = (self.connection, name)
-        with _manifest_lock:
-            if key in _manifest_cache:
-                return _manifest_cache[key]
-        ssm = self.client("ssm")
-        try:
-            value = ssm.get_parameter(Name=name)["Parameter"]["Value"]
-        except ssm.exceptions.ParameterNotFound:
-            raise error(
-                f"{missing}: parameter {name} does not exist. Deploy the stack, or point at the right one "
-                f"(stack name now '{self.stack}', region {self.region or 'from the environment'})."
-            ) from None
-        entry: dict[str, Any] = json.loads(value)
-        with _manifest_lock:
-            _manifest_cache[key] = entry
-        return entry
+        from lambdajobs.runtime import manifest
+
+        return manifest.parameter(self, name, missing, error)
 
 
 #: The variables of a job's queue (`<prefix><JOB>`) and of a priority level's (`<prefix><LEVEL>_<JOB>`):
@@ -464,3 +372,13 @@ def using(config: StackConfig) -> Iterator[StackConfig]:
 def resolve(config: StackConfig | None) -> StackConfig:
     """`config`, or the current configuration when None."""
     return config if config is not None else current()
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: `Where` lives in `manifest` (loaded on first use); any other name (dunders such as
+    # `__path__`) is missing as usual
+    if name == "Where":
+        from lambdajobs.runtime.manifest import Where
+
+        return Where
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
