@@ -92,7 +92,7 @@ class JobSpec:
     pii_fields: tuple[str, ...] = ()
     searchable: tuple[str, ...] = ()
     tracing: bool = False
-    #: Keep a record's INFO and DEBUG lines until it fails; a success writes one line
+    #: Keep a record's INFO and DEBUG lines until it fails; a success writes none
     #: (`lambdajobs.runtime.logbuffer`). False: every line written at once.
     buffer_logs: bool = True
     alarms: Alarms = field(default_factory=Alarms)
@@ -546,9 +546,9 @@ def job(
             option is on): a span per run, linked to the producer's (the message's `traceparent`),
             and the jobs it enqueues linked to it. See docs/how-to/tracing.md.
         buffer_logs: Keep the INFO and DEBUG lines a run logs (`ctx.logger`) in memory, and write
-            them only if it fails (a warning or error is logged for it): a successful job writes one
-            line, "job succeeded", which keeps CloudWatch Logs' bill below a hand-written worker's.
-            False: every line is written as it is logged.
+            them only if it fails (a warning or error is logged for it): a successful job writes no
+            line, which keeps CloudWatch Logs' bill below a hand-written worker's. False: every line
+            is written as it is logged, and a success ends with "job succeeded".
 
     Raises:
         DeclarationError: a bad option (out of range, unknown, inconsistent), a function without a
