@@ -36,6 +36,8 @@ RARE = {
     "lambdajobs.runtime.declarations",
     # where resources are when the environment does not say (the naming rule, the SSM manifest)
     "lambdajobs.runtime.manifest",
+    # every decision but a success carried out: hand-backs, retries, dead letters, parks, cancels
+    "lambdajobs.runtime.handbacks",
 }
 
 #: Code of success-path modules that only rare paths run, split into modules of its own (the names
