@@ -387,5 +387,5 @@ def _failed(
     if unwritten is not None:
         logger.warning("could not record the job's failure", extra={"error": error_fields(unwritten)})
         if isinstance(decision, DeadLetter):  # marked dead with the move (no lock: over its own retrying)
-            return replace(decision, mark=Mark.DEAD_PAST_LAST)
+            return decision._replace(mark=Mark.DEAD_PAST_LAST)
     return decision
