@@ -9,6 +9,7 @@ internal ones included (the registry, every error, the configuration's `current`
 the part `lambdajobs` re-exports (`lambdajobs.__all__`), and `lambdajobs.errors`.
 """
 
+from lambdajobs.runtime import lazy
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.config import StackConfig, current, using
@@ -127,9 +128,4 @@ LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name in LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(LAZY[name]), name)
-    raise AttributeError(f"module 'lambdajobs' has no attribute {name!r}")
+__getattr__ = lazy.exports("lambdajobs", LAZY)

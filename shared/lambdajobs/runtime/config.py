@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lambdajobs.runtime import aws
+from lambdajobs.runtime import aws, lazy
 from lambdajobs.runtime.errors import ConfigurationError, QueueNotFoundError
 from lambdajobs.runtime.settings import (
     DEFAULT_RECORD_TTL_DAYS,
@@ -374,11 +374,5 @@ def resolve(config: StackConfig | None) -> StackConfig:
     return config if config is not None else current()
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: `Where` lives in `manifest` (loaded on first use); any other name (dunders such as
-    # `__path__`) is missing as usual
-    if name == "Where":
-        from lambdajobs.runtime.manifest import Where
-
-        return Where
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `Where` lives in `manifest`, loaded on first use
+__getattr__ = lazy.exports(__name__, {"Where": "lambdajobs.runtime.manifest"})

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from lambdajobs.runtime import lazy
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.errors import PermanentError, RecordHeldError
 from lambdajobs.runtime.job_record import (
@@ -537,10 +538,4 @@ TRANSITIONS = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: only for the transitions; any other name (dunders such as `__path__`) is missing
-    if name in TRANSITIONS:
-        from lambdajobs.runtime import transitions
-
-        return getattr(transitions, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.exports(__name__, dict.fromkeys(TRANSITIONS, "lambdajobs.runtime.transitions"))

@@ -152,7 +152,7 @@ def _write(kept: _Kept) -> None:
         )
     while kept.lines:
         line = kept.lines.popleft()
-        if len(line) == 2:  # another logger's record, kept by the handler's filter
+        if isinstance(line[0], logging.Handler):  # another logger's record, kept by the handler's filter
             handler, record = line
             handler.handle(record)
             continue

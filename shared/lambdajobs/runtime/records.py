@@ -35,7 +35,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from lambdajobs.runtime import aws, lifecycle, pii
+from lambdajobs.runtime import aws, lazy, lifecycle, pii
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.context import JobCancelled
@@ -645,11 +645,4 @@ READERS = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: only for the readers; any other name (dunders such as `__path__`, which every
-    # `from records import x` asks for) is missing as usual
-    if name in READERS:
-        from lambdajobs.runtime import status
-
-        return getattr(status, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy.exports(__name__, dict.fromkeys(READERS, "lambdajobs.runtime.status"))

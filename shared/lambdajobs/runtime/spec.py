@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from lambdajobs.runtime import lazy
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.envelope import MAX_JOB_ID_LENGTH, summarize_validation_error
@@ -1011,11 +1012,5 @@ def jobs_in(module: str, *, registry: Registry | None = None) -> list[JobSpec]:
     return _chosen(registry).jobs_in(module)
 
 
-def __getattr__(name: str) -> Any:
-    # PEP 562: `job_index_mode` lives in `declarations` (loaded on first use); any other name
-    # (dunders such as `__path__`) is missing as usual
-    if name == "job_index_mode":
-        from lambdajobs.runtime.declarations import job_index_mode
-
-        return job_index_mode
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# `job_index_mode` lives in `declarations`, loaded on first use
+__getattr__ = lazy.exports(__name__, {"job_index_mode": "lambdajobs.runtime.declarations"})
