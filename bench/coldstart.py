@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -282,11 +283,46 @@ def one_run(env: dict[str, str], queue_arn: str, job: str) -> dict[str, float]:
     }
 
 
+#: The same child, ending its process the moment its record is handled: what `instructions` counts.
+COUNTED_CHILD = CHILD.replace("handled = time.monotonic()", "os._exit(0)\nhandled = time.monotonic()", 1)
+assert COUNTED_CHILD != CHILD
+
+
+#: Count instructions only: no cache simulation, no output file.
+VALGRIND_ARGS = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+
+
+def instructions(env: dict[str, str], queue_arn: str, job: str) -> int | None:
+    """The instructions one fresh process executes from its start to its first record handled, counted
+    by valgrind (cachegrind without its cache simulation): the same on a loaded machine as on an idle
+    one, where the times move by a few percent. None when valgrind is not installed."""
+    if shutil.which("valgrind") is None:
+        return None
+    event_path = BUILD / f"event-{uuid.uuid4().hex}.json"
+    event_path.write_text(json.dumps(sqs_event([envelope(job, payload(0))], queue_arn)))
+    try:
+        done = subprocess.run(
+            [*VALGRIND_ARGS, sys.executable, "-P", "-c", COUNTED_CHILD],
+            env={**env, "BENCH_EVENT": str(event_path)},
+            cwd=BUILD,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        event_path.unlink(missing_ok=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"cold start under valgrind failed: {done.stderr[-3000:]}")
+    return int(found[1].replace(",", ""))
+
+
 #: Rounds of a full run (`make bench`): issue 31 asks for the median of at least 25 alternated rounds.
 FULL_ROUNDS = 25
 
 
-def measure(endpoint: str, rounds: int) -> dict[str, Any]:
+def measure(endpoint: str, rounds: int, *, count_instructions: bool = False) -> dict[str, Any]:
     """`rounds` alternated rounds (each round one fresh process per side, the order rotating), after a
     first run of each side that is not counted.
 
@@ -297,7 +333,9 @@ def measure(endpoint: str, rounds: int) -> dict[str, Any]:
     modules it loaded in all and by the import); `process_seconds` and `cpu_seconds` (per side, the
     lists of the same, in round order: index i of two sides is one round, for a paired interval);
     `modules_loaded` (per side, the modules its last process loaded); `rounds`; and the asset's
-    size, files, `.pyc` count and job modules.
+    size, files, `.pyc` count and job modules. With `count_instructions`, `instructions`: per side
+    (the plain job and both hand-written workers), the instructions of one more process from its
+    start to its record handled (`instructions`; None without valgrind).
     """
     prepared = prepare(endpoint)
     runs: dict[str, list[dict[str, float]]] = {
@@ -318,7 +356,13 @@ def measure(endpoint: str, rounds: int) -> dict[str, Any]:
     for name in runs:  # a first run of each: the OS's file cache, the server's first requests
         one_run(*prepared[name])
     alternate(rounds, {name: side(name) for name in runs})
+    counted = (
+        {name: instructions(*prepared[name]) for name in ("lambdajobs", "powertools", "powertools_paused_gc")}
+        if count_instructions
+        else {}
+    )
     return {
+        "instructions": counted,
         "runs": runs,
         "process_seconds": {name: [r["process_seconds"] for r in got] for name, got in runs.items()},
         "cpu_seconds": {name: [r["cpu_seconds"] for r in got] for name, got in runs.items()},

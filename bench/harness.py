@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,8 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
 
     with moto_server() as endpoint:
         say(f"cold start: {sizes['cold']} fresh processes per side, alternating (moto server {endpoint})")
-        cold = coldstart.measure(endpoint, sizes["cold"])
+        # instructions (valgrind) in a full run only: a minute of the quick test's budget otherwise
+        cold = coldstart.measure(endpoint, sizes["cold"], count_instructions=sizes["cold"] > 1)
         # the targets' timing: from starting the process to the record handled (issue 31), round by round
         side = {name: [_process_seconds(r) for r in runs] for name, runs in cold["runs"].items()}
         inside = {name: [r["seconds"] for r in runs] for name, runs in cold["runs"].items()}
@@ -201,6 +203,11 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
                 figures[key] = None
         if all(v and None not in v for v in used.values()):
             details["cold_start_cpu_seconds"] = {name: summary(v, 4) for name, v in used.items()}
+        # instructions from process start to record handled: the same whatever the machine's load
+        counted = cold.get("instructions") or {}
+        figures.update(instruction_ratios(counted))
+        if counted:
+            details["cold_start_instructions"] = counted
         details["cold_start_modules_loaded"] = cold.get("modules_loaded")
         figures["lambda_asset_kb"] = cold["asset_kb"]
         details["lambda_asset"] = {
@@ -391,6 +398,18 @@ def run(sizes: dict[str, Any], *, progress: bool = True) -> dict[str, Any]:
     return figures
 
 
+def instruction_ratios(counted: Mapping[str, int | None]) -> dict[str, float | None]:
+    """The cold start's instruction ratios from one run's counts per side (None where a side was not
+    counted: a quick run, no valgrind)."""
+    ratios: dict[str, float | None] = {}
+    for suffix, base in (("", "powertools"), ("_paused_gc", "powertools_paused_gc")):
+        a, b = counted.get("lambdajobs"), counted.get(base)
+        ratios[f"cold_start_instructions_ratio_vs_powertools{suffix}"] = (
+            round(a / b, 3) if a is not None and b else None
+        )
+    return ratios
+
+
 def _median(values: list[float], digits: int = 3) -> float | None:
     return round(statistics.median(values), digits) if values else None
 
@@ -455,6 +474,14 @@ ROWS = [
     (
         "cold start, CPU time of the process / hand-written pausing its collector",
         "cold_start_cpu_ratio_vs_powertools_paused_gc",
+    ),
+    (
+        "cold start, instructions (valgrind) from process start to record handled / hand-written",
+        "cold_start_instructions_ratio_vs_powertools",
+    ),
+    (
+        "cold start, instructions / hand-written pausing its collector",
+        "cold_start_instructions_ratio_vs_powertools_paused_gc",
     ),
     ("worker CPU per record, DynamoDB stubbed, lambdajobs / hand-written", "worker_cpu_ratio_vs_powertools"),
     ("worker CPU per record, light record mode / hand-written", "worker_cpu_ratio_light_vs_powertools"),

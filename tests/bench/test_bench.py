@@ -373,3 +373,43 @@ def test_a_missing_or_refused_light_mode_is_reported_not_fatal(
     monkeypatch.setattr(phases, "LIGHT_ERRORS", [])
     assert phases._light() is None
     assert reason in phases.LIGHT_ERRORS[-1]
+
+
+def test_a_cold_start_is_counted_in_instructions_to_its_record_handled(tmp_path: Path) -> None:
+    from bench import coldstart
+
+    # GIVEN two entry points that differ only in the work their import does
+    for name, work in (("light_entry", "0"), ("heavy_entry", "sum(range(300_000))")):
+        (tmp_path / f"{name}.py").write_text(
+            f"WORK = {work}\n\ndef lambda_handler(event, context):\n    return {{'batchItemFailures': []}}\n"
+        )
+
+    def counted(entry: str) -> int | None:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(tmp_path),
+            "BENCH_ENTRY": entry,
+            "BENCH_ROOT": str(tmp_path / "nowhere"),
+            "BENCH_ASSET": str(tmp_path),
+        }
+        return coldstart.instructions(env, "arn:aws:sqs:us-east-1:123456789012:q", "plain_email")
+
+    # WHEN each cold start runs under valgrind
+    light, heavy = counted("light_entry"), counted("heavy_entry")
+    # THEN each is a count of instructions, and the import's work is in it (300,000 additions: several
+    # million instructions more), the interpreter's exit is not
+    assert light is not None and heavy is not None
+    assert 10_000_000 < light < heavy
+    assert heavy - light > 5_000_000
+
+
+def test_instruction_ratios_come_from_the_counts_of_one_run() -> None:
+    counted = {"lambdajobs": 1_650_000_000, "powertools": 1_500_000_000}
+    counted["powertools_paused_gc"] = 1_375_000_000
+    assert harness.instruction_ratios(counted) == {
+        "cold_start_instructions_ratio_vs_powertools": 1.1,
+        "cold_start_instructions_ratio_vs_powertools_paused_gc": 1.2,
+    }
+    # a quick run counts none: reported as not measured, and no target rests on them
+    assert set(harness.instruction_ratios({}).values()) == {None}
+    assert not set(harness.instruction_ratios({})) & set(harness.TARGETS)
