@@ -41,7 +41,6 @@ try:
         PermanentError,
         StackConfig,
         bucket_prefix,
-        cron,
         job,
         using,
     )
@@ -56,6 +55,7 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.cancellation import cancel as cancel
     from lambdajobs.runtime.cancellation import cancel_workflow as cancel_workflow
     from lambdajobs.runtime.debounce import Debounce as Debounce
+    from lambdajobs.runtime.declarations import cron as cron
     from lambdajobs.runtime.durable import SignalResult as SignalResult
     from lambdajobs.runtime.durable import signal as signal
     from lambdajobs.runtime.keyslots import ConcurrencyKey as ConcurrencyKey
@@ -129,7 +129,7 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> object:
-    # RateLimit, enqueue, enqueue_many, the status readers, the workflow API: loaded on first use.
+    # RateLimit, cron, enqueue, enqueue_many, the status readers, the workflow API: loaded on first use.
     if name in _LAZY:
         import lambdajobs.runtime
 

@@ -9,6 +9,8 @@ internal ones included (the registry, every error, the configuration's `current`
 the part `lambdajobs` re-exports (`lambdajobs.__all__`), and `lambdajobs.errors`.
 """
 
+from typing import TYPE_CHECKING
+
 from lambdajobs.runtime import lazy
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
@@ -48,7 +50,10 @@ from lambdajobs.runtime.errors import (
 )
 from lambdajobs.runtime.lifecycle import JobState
 from lambdajobs.runtime.settings import TENANT_FIELD, bucket_prefix
-from lambdajobs.runtime.spec import Job, JobSpec, cron, get_spec, job, jobs_in, load_jobs, registered_jobs
+from lambdajobs.runtime.spec import Job, JobSpec, get_spec, job, jobs_in, load_jobs, registered_jobs
+
+if TYPE_CHECKING:  # loaded on first use (`LAZY`)
+    from lambdajobs.runtime.declarations import cron as cron
 
 __all__ = [
     "TENANT_FIELD",
@@ -105,6 +110,8 @@ __all__ = [
 #: status does not pay for them.
 LAZY = {
     "RateLimit": "lambdajobs.runtime.ratelimit",
+    # `@cron`: what only a scheduled job's declaration needs (`lambdajobs.runtime.declarations`)
+    "cron": "lambdajobs.runtime.declarations",
     "enqueue": "lambdajobs.runtime.producer",
     "enqueue_many": "lambdajobs.runtime.producer",
     "get_status": "lambdajobs.runtime.status",

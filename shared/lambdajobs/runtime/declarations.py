@@ -1,35 +1,144 @@
 """The parts of job declaration only some declarations need, loaded the first time one does: the
-checks of rare options (priorities, searchable fields, an idempotency key, the light record mode), a
-cron job's payload, loading a whole jobs package (`load_jobs`, `ensure_loaded`), the job index's mode
-of a stack, and the stand-in for a job whose module could not be imported.
+checks of rare options (priorities, a reserved concurrency, searchable fields, `uses` and `enqueues`,
+an idempotency key, the light record mode, a rate limit), `@cron` and a cron job's payload and
+envelope, loading a whole jobs package (`load_jobs`, `ensure_loaded`), the message of an unknown job,
+the job index's mode of a stack, and the stand-in for a job whose module could not be imported.
 
 Split out of `lambdajobs.runtime.spec`, which calls these when a declaration sets one of those options
 (the rules and their order are `spec._DECLARATION_CHECKS`'): a worker's cold start, whose job module
-declares a plain job, does not compile them. `job_index_mode` is importable from `spec` too.
+declares a plain job, does not compile them. `cron` and `job_index_mode` are importable from `spec`
+too.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from lambdajobs.runtime.envelope import summarize_validation_error
-from lambdajobs.runtime.errors import ConfigurationError, DeclarationError
-from lambdajobs.runtime.settings import PRIORITY_NAME_RE
+from lambdajobs.runtime.errors import ConfigurationError, DeclarationError, ScheduleError
+from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE, PRIORITY_NAME_RE
 from lambdajobs.runtime.spec import (
     MAX_CONCURRENCY,
+    MAX_RESERVED_CONCURRENCY,
     MIN_CONCURRENCY,
     RECORD_MODES,
+    USES,
+    Job,
     JobSpec,
+    Registry,
     _check_range,
+    _register,
+    using_registry,
 )
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.ratelimit import RateLimit
     from lambdajobs.runtime.schedule import Schedule
+
+
+def cron(
+    expression: str,
+    *,
+    timezone: str = "UTC",
+    flexible_window_minutes: int | None = None,
+    payload: dict[str, Any] | None = None,
+    **options: Any,
+) -> Callable[[Callable[..., Any]], Job]:
+    """Declare a scheduled job: an EventBridge Scheduler `cron(...)` or `rate(...)` expression in an
+    IANA time zone, e.g. `@cron("cron(0 9 * * ? *)", timezone="America/New_York")`.
+
+    Every run gets `payload` (validated against the job's model now) and is an ordinary job on the
+    job's queue: same retries, backoff, DLQ and idempotency; its job id is the job and the slot's
+    time, so Scheduler's at-least-once delivery runs each slot once.
+
+    Parameters:
+        expression: When it runs: an EventBridge Scheduler `cron(minutes hours day-of-month month
+            day-of-week year)` or `rate(value unit)` expression, checked now.
+        timezone: The IANA time zone the cron expression is read in (daylight saving time included).
+        flexible_window_minutes: Let Scheduler start a run up to this many minutes late, spreading
+            load (1 to 1440). Unset: each run starts at its time.
+        payload: The payload of every run, validated against the job's model now. Unset: `{}`.
+        **options: Any option of `job()`.
+
+    Raises:
+        DeclarationError: an invalid expression or time zone, a payload that does not fit the
+            model, or any `@job` option problem.
+
+    Example:
+        >>> @cron("cron(0 9 * * ? *)", timezone="America/New_York", payload={"to": ["ops@example.com"]})
+        ... def daily_report(payload: DailyReport, ctx: JobContext) -> dict:
+        ...     ...
+    """
+
+    def register(fn: Callable[..., Any]) -> Job:
+        job_name = options.get("name") or fn.__name__
+        try:
+            from lambdajobs.runtime.schedule import parse_schedule
+
+            # In a deployed function (CDK sets ENV_JOB on it) this very module was imported, and its
+            # expression checked, when the stack was synthesized: its cold start skips the cron check.
+            deployed = bool(os.environ.get(ENV_JOB))
+            schedule = parse_schedule(expression, timezone, flexible_window_minutes, check_cron=not deployed)
+        except ScheduleError as exc:
+            raise DeclarationError(f"job '{job_name}': {exc}") from None
+        return _register(fn, schedule=schedule, schedule_payload=payload or {}, **options)
+
+    return register
+
+
+def scheduled_envelope(spec: JobSpec, scheduled_time: str) -> dict[str, Any]:
+    """`JobSpec.scheduled_envelope`: the envelope a scheduled run sends."""
+    return {
+        "v": 1,
+        "job": spec.name,
+        "id": f"{spec.name}@{scheduled_time}",
+        "payload": spec.schedule_payload,
+        "scheduled_at": scheduled_time,
+    }
+
+
+def check_reserved_concurrency(spec: JobSpec) -> None:
+    """A reservation covers every event source's batches in flight (checked after the priorities)."""
+    if spec.reserved_concurrency is not None:
+        _check_range(
+            spec.name,
+            "reserved_concurrency",
+            spec.reserved_concurrency,
+            spec.total_concurrency,
+            MAX_RESERVED_CONCURRENCY,
+            "at least max_concurrency (every priority level's together): less throttles the queues' "
+            "event sources, and throttles use up attempts",
+        )
+
+
+def check_references(spec: JobSpec) -> None:
+    """`uses` names stack resources lambdajobs has; `enqueues` names jobs."""
+    name = spec.name
+    bad_uses = sorted(set(spec.uses) - USES)
+    if bad_uses:
+        raise DeclarationError(f"job '{name}': uses={bad_uses} is unknown; choose from {sorted(USES)}.")
+    bad_targets = [t for t in spec.enqueues if not JOB_NAME_RE.fullmatch(t)]
+    if bad_targets:
+        raise DeclarationError(f"job '{name}': enqueues={bad_targets} are not job names.")
+
+
+def rate_limit_option(job_name: str, rate_limit: str | RateLimit, model: type[BaseModel]) -> RateLimit | None:
+    """`rate_limit=` as a checked `RateLimit` whose key, if any, is a field of the payload model."""
+    from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
+
+    limit = checked_rate_limit(job_name, rate_limit)
+    if limit is not None and limit.key and limit.key not in model.model_fields:
+        raise DeclarationError(
+            f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "
+            f"name one of {sorted(model.model_fields)}."
+        )
+    return limit
 
 
 def check_priorities(spec: JobSpec) -> None:
@@ -165,6 +274,36 @@ def schedule_payload_json(
             f"{summarize_validation_error(exc)}; pass payload={{...}} to @cron."
         ) from None
     return json.dumps(checked, sort_keys=True)
+
+
+def load_into(registry: Registry, package: str) -> list[JobSpec]:
+    """`Registry.load`: import a jobs package and every module inside it, declaring their jobs in
+    `registry`; return those jobs (sorted by name)."""
+    with using_registry(registry):  # a module imported now declares its jobs here
+        modules = import_jobs_modules(package)
+    specs = registry._specs
+    for module in modules:  # a module imported before declared them elsewhere: add its Job objects
+        for value in list(vars(module).values()):
+            if isinstance(value, Job) and value.name not in specs:
+                specs[value.name] = value.spec
+    registry._loaded.add(package)
+    return registry.jobs_in(package)
+
+
+def unknown_job(registry: Registry, name: str) -> str:
+    """What an `UnknownJobError` for `name` says: the jobs declared, the packages loaded, the fix."""
+    known = ", ".join(registry.names()) or "none"
+    loaded = registry._loaded
+    packages = ", ".join(f"'{p}'" for p in sorted(loaded))
+    if not packages:
+        where = "no jobs module is loaded here"
+    else:
+        where = f"it is not declared in jobs module{'s' if len(loaded) > 1 else ''} {packages}"
+    return (
+        f"unknown job '{name}': {where} (declared jobs: {known}); check the name, or import the module "
+        f"that declares it, or load its jobs package (config=StackConfig(jobs=...), LAMBDAJOBS_JOBS, "
+        f"or ensure_loaded('<package>'))."
+    )
 
 
 def import_jobs_modules(package: str) -> list[Any]:

@@ -10,18 +10,18 @@ entry points call for the configured package (enqueue, the CLI, the board, the l
 harness, the CDK stack). Tests declare jobs in a registry of their own with
 `lambdajobs.testing.isolated_registry`.
 
-What only some declarations need (rare options' checks, a cron job's payload, loading a whole jobs
-package, `job_index_mode`, the stand-in of a job that could not be imported) is in
-`lambdajobs.runtime.declarations`, loaded the first time one needs it: a worker's cold start, whose
-job module declares a plain job, does not compile it.
+What only some declarations need (rare options' checks, `@cron` and a cron job's payload and
+envelope, loading a whole jobs package, the message of an unknown job, `job_index_mode`, the
+stand-in of a job that could not be imported) is in `lambdajobs.runtime.declarations`, and what
+producers ask of a spec (a priority's queue level, a run's job id) in `lambdajobs.runtime.routing`,
+each loaded the first time one needs it: a worker's cold start, whose job module declares a plain job,
+does not compile them. `cron` and `job_index_mode` are importable from here too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
-import os
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -33,19 +33,14 @@ from pydantic import BaseModel, ValidationError
 from lambdajobs.runtime import lazy
 from lambdajobs.runtime.alarms import Alarms
 from lambdajobs.runtime.backoff import Backoff
-from lambdajobs.runtime.envelope import MAX_JOB_ID_LENGTH, summarize_validation_error
-from lambdajobs.runtime.errors import (
-    DeclarationError,
-    JobIdError,
-    PayloadValidationError,
-    ScheduleError,
-    UnknownJobError,
-    UnknownPriorityError,
-)
-from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE, RESERVED_ID_PREFIX
+from lambdajobs.runtime.envelope import summarize_validation_error
+from lambdajobs.runtime.errors import DeclarationError, PayloadValidationError, UnknownJobError
+from lambdajobs.runtime.settings import JOB_NAME_RE
 
 if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a cold start without them
-    # the job index's mode of a stack (CDK, the local stack): in `declarations`, importable from here
+    # `@cron`, and the job index's mode of a stack (CDK, the local stack): in `declarations`,
+    # importable from here
+    from lambdajobs.runtime.declarations import cron as cron
     from lambdajobs.runtime.declarations import job_index_mode as job_index_mode
     from lambdajobs.runtime.keyslots import ConcurrencyKey
     from lambdajobs.runtime.ratelimit import RateLimit  # skips both modules
@@ -127,16 +122,9 @@ class JobSpec:
         Raises:
             UnknownPriorityError: the job has no such level (or no levels at all).
         """
-        if priority is None or (self.priorities and priority == self.priorities[-1]):
-            return None
-        if priority in self.priorities:
-            return priority
-        choose = (
-            f"choose one of {list(self.priorities)}"
-            if self.priorities
-            else "it has no priorities; leave priority unset, or declare @job(priorities=(...))"
-        )
-        raise UnknownPriorityError(f"job '{self.name}' has no priority {priority!r}: {choose}.")
+        from lambdajobs.runtime import routing
+
+        return routing.level_for(self, priority)
 
     def priority_of(self, level: str | None) -> str | None:
         """The priority a queue level stands for (the lowest for the job's own queue)."""
@@ -175,21 +163,15 @@ class JobSpec:
         """The envelope a scheduled run sends. The job id is the job (one schedule per cron job) plus
         the scheduled time: Scheduler delivers at least once, and each slot runs once. CDK passes
         Scheduler's `<aws.scheduler.scheduled-time>` placeholder; the local scheduler a real time."""
-        return {
-            "v": 1,
-            "job": self.name,
-            "id": f"{self.name}@{scheduled_time}",
-            "payload": self.schedule_payload,
-            "scheduled_at": scheduled_time,
-        }
+        from lambdajobs.runtime import declarations
+
+        return declarations.scheduled_envelope(self, scheduled_time)
 
     def derive_job_id(self, payload: dict[str, Any]) -> str | None:
         """The job id implied by `idempotency_key`, or None when the job declares none."""
-        if not self.idempotency_key:
-            return None
-        values = {name: payload.get(name) for name in self.idempotency_key}
-        digest = hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
-        return f"{self.name}-{digest[:32]}"
+        from lambdajobs.runtime import routing
+
+        return routing.derive_job_id(self, payload)
 
     # -- payload rules: the producer and the worker both call these, so they cannot drift ---------
 
@@ -225,15 +207,9 @@ class JobSpec:
         Raises:
             JobIdError: `given` is not a string of 1 to 256 characters.
         """
-        if given is not None:
-            if not isinstance(given, str) or not 0 < len(given) <= MAX_JOB_ID_LENGTH:
-                raise JobIdError(
-                    f"job_id must be a string of 1 to {MAX_JOB_ID_LENGTH} characters, got {given!r}"
-                )
-            if given.startswith(RESERVED_ID_PREFIX):
-                raise JobIdError(f"job_id {given!r}: ids starting with {RESERVED_ID_PREFIX!r} are reserved")
-            return given
-        return self.derive_job_id(data)
+        from lambdajobs.runtime import routing
+
+        return routing.job_id(self, data, given)
 
 
 def _check_range(job: str, option: str, value: int, low: int, high: int, why: str) -> None:
@@ -309,17 +285,12 @@ def _check_ranges(spec: JobSpec) -> None:
 
 
 def _check_reserved_concurrency(spec: JobSpec) -> None:
-    """A reservation covers every event source's batches in flight (checked after the priorities)."""
+    """A reservation covers every event source's batches in flight (checked after the priorities;
+    `declarations.check_reserved_concurrency`)."""
     if spec.reserved_concurrency is not None:
-        _check_range(
-            spec.name,
-            "reserved_concurrency",
-            spec.reserved_concurrency,
-            spec.total_concurrency,
-            MAX_RESERVED_CONCURRENCY,
-            "at least max_concurrency (every priority level's together): less throttles the queues' "
-            "event sources, and throttles use up attempts",
-        )
+        from lambdajobs.runtime.declarations import check_reserved_concurrency
+
+        check_reserved_concurrency(spec)
 
 
 def _check_event_source(spec: JobSpec) -> None:
@@ -378,14 +349,12 @@ def _check_searchable(spec: JobSpec) -> None:
 
 
 def _check_references(spec: JobSpec) -> None:
-    """`uses` names stack resources lambdajobs has; `enqueues` names jobs."""
-    name = spec.name
-    bad_uses = sorted(set(spec.uses) - USES)
-    if bad_uses:
-        raise DeclarationError(f"job '{name}': uses={bad_uses} is unknown; choose from {sorted(USES)}.")
-    bad_targets = [t for t in spec.enqueues if not JOB_NAME_RE.fullmatch(t)]
-    if bad_targets:
-        raise DeclarationError(f"job '{name}': enqueues={bad_targets} are not job names.")
+    """`uses` names stack resources lambdajobs has; `enqueues` names jobs
+    (`declarations.check_references`)."""
+    if spec.uses or spec.enqueues:
+        from lambdajobs.runtime.declarations import check_references
+
+        check_references(spec)
 
 
 def _check_idempotency_key(spec: JobSpec) -> None:
@@ -576,56 +545,6 @@ def job(
     return register(func) if func is not None else register
 
 
-def cron(
-    expression: str,
-    *,
-    timezone: str = "UTC",
-    flexible_window_minutes: int | None = None,
-    payload: dict[str, Any] | None = None,
-    **options: Any,
-) -> Callable[[Callable[..., Any]], Job]:
-    """Declare a scheduled job: an EventBridge Scheduler `cron(...)` or `rate(...)` expression in an
-    IANA time zone, e.g. `@cron("cron(0 9 * * ? *)", timezone="America/New_York")`.
-
-    Every run gets `payload` (validated against the job's model now) and is an ordinary job on the
-    job's queue: same retries, backoff, DLQ and idempotency; its job id is the job and the slot's
-    time, so Scheduler's at-least-once delivery runs each slot once.
-
-    Parameters:
-        expression: When it runs: an EventBridge Scheduler `cron(minutes hours day-of-month month
-            day-of-week year)` or `rate(value unit)` expression, checked now.
-        timezone: The IANA time zone the cron expression is read in (daylight saving time included).
-        flexible_window_minutes: Let Scheduler start a run up to this many minutes late, spreading
-            load (1 to 1440). Unset: each run starts at its time.
-        payload: The payload of every run, validated against the job's model now. Unset: `{}`.
-        **options: Any option of `job()`.
-
-    Raises:
-        DeclarationError: an invalid expression or time zone, a payload that does not fit the
-            model, or any `@job` option problem.
-
-    Example:
-        >>> @cron("cron(0 9 * * ? *)", timezone="America/New_York", payload={"to": ["ops@example.com"]})
-        ... def daily_report(payload: DailyReport, ctx: JobContext) -> dict:
-        ...     ...
-    """
-
-    def register(fn: Callable[..., Any]) -> Job:
-        job_name = options.get("name") or fn.__name__
-        try:
-            from lambdajobs.runtime.schedule import parse_schedule
-
-            # In a deployed function (CDK sets ENV_JOB on it) this very module was imported, and its
-            # expression checked, when the stack was synthesized: its cold start skips the cron check.
-            deployed = bool(os.environ.get(ENV_JOB))
-            schedule = parse_schedule(expression, timezone, flexible_window_minutes, check_cron=not deployed)
-        except ScheduleError as exc:
-            raise DeclarationError(f"job '{job_name}': {exc}") from None
-        return _register(fn, schedule=schedule, schedule_payload=payload or {}, **options)
-
-    return register
-
-
 def _register(
     fn: Callable[..., Any],
     *,
@@ -697,18 +616,13 @@ def _register(
 def _rate_limit_option(
     job_name: str, rate_limit: str | RateLimit | None, model: type[BaseModel]
 ) -> RateLimit | None:
-    """`rate_limit=` as a checked `RateLimit` whose key, if any, is a field of the payload model."""
+    """`rate_limit=` as a checked `RateLimit` whose key, if any, is a field of the payload model
+    (`declarations.rate_limit_option`)."""
     if rate_limit is None:
         return None
-    from lambdajobs.runtime.ratelimit import checked as checked_rate_limit
+    from lambdajobs.runtime.declarations import rate_limit_option
 
-    limit = checked_rate_limit(job_name, rate_limit)
-    if limit is not None and limit.key and limit.key not in model.model_fields:
-        raise DeclarationError(
-            f"job '{job_name}': rate_limit key {limit.key!r} is not a field of {model.__name__}; "
-            f"name one of {sorted(model.model_fields)}."
-        )
-    return limit
+    return rate_limit_option(job_name, rate_limit, model)
 
 
 def _check_known_options(job_name: str, options: Mapping[str, Any]) -> None:
@@ -853,17 +767,10 @@ class Registry:
         return spec
 
     def _unknown(self, name: str) -> str:
-        known = ", ".join(self.names()) or "none"
-        packages = ", ".join(f"'{p}'" for p in sorted(self._loaded))
-        if not packages:
-            where = "no jobs module is loaded here"
-        else:
-            where = f"it is not declared in jobs module{'s' if len(self._loaded) > 1 else ''} {packages}"
-        return (
-            f"unknown job '{name}': {where} (declared jobs: {known}); check the name, or import the module "
-            f"that declares it, or load its jobs package (config=StackConfig(jobs=...), LAMBDAJOBS_JOBS, "
-            f"or ensure_loaded('<package>'))."
-        )
+        """What an `UnknownJobError` says (`declarations.unknown_job`)."""
+        from lambdajobs.runtime.declarations import unknown_job
+
+        return unknown_job(self, name)
 
     def load(self, package: str) -> list[JobSpec]:
         """Import a jobs package and every module inside it, declaring their jobs here; return those
@@ -872,19 +779,9 @@ class Registry:
         Raises:
             ConfigurationError: the package cannot be found, or a folder of it has no `__init__.py`.
         """
-        from lambdajobs.runtime.declarations import import_jobs_modules
+        from lambdajobs.runtime.declarations import load_into
 
-        with using_registry(self):  # a module imported now declares its jobs here
-            modules = import_jobs_modules(package)
-        for module in modules:  # a module imported before declared them elsewhere: add its Job objects
-            self._adopt(module)
-        self._loaded.add(package)
-        return self.jobs_in(package)
-
-    def _adopt(self, module: Any) -> None:
-        for value in list(vars(module).values()):
-            if isinstance(value, Job) and value.name not in self._specs:
-                self._specs[value.name] = value.spec
+        return load_into(self, package)
 
     def ensure_loaded(self, package: str | None) -> None:
         """`load(package)` unless this registry loaded it before; None or "" (no jobs package
@@ -1012,5 +909,7 @@ def jobs_in(module: str, *, registry: Registry | None = None) -> list[JobSpec]:
     return _chosen(registry).jobs_in(module)
 
 
-# `job_index_mode` lives in `declarations`, loaded on first use
-__getattr__ = lazy.exports(__name__, {"job_index_mode": "lambdajobs.runtime.declarations"})
+# `cron` and `job_index_mode` live in `declarations`, loaded on first use
+__getattr__ = lazy.exports(
+    __name__, {"cron": "lambdajobs.runtime.declarations", "job_index_mode": "lambdajobs.runtime.declarations"}
+)
