@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -44,7 +43,7 @@ from lambdajobs.runtime.context import JobCancelled, JobContext, LockLost, Suspe
 from lambdajobs.runtime.delivery import Delivery, about, attempt_of
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
-from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
+from lambdajobs.runtime.gates import Decision, Done, HandBack, Run
 from lambdajobs.runtime.records import (
     IdempotencyConfigPerThread,
     JobRecordStore,
@@ -230,10 +229,7 @@ class Worker:
     def job_id_of(self, spec: JobSpec, record: SQSRecord) -> str | None:
         """The job id a message stands for, as the worker derives it (None if it cannot be read): the
         envelope's id, else the job's idempotency key of the payload, else the message id."""
-        d = self.delivery(spec, record)
-        if d.envelope is None or d.payload is None:
-            return d.envelope.id if d.envelope is not None else None
-        return d.job_id
+        return _rare().job_id_of(self, spec, record)
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """The Lambda handler body: a partial batch response `{"batchItemFailures": [...]}`.
@@ -319,65 +315,21 @@ class Worker:
         a copy carrying an outcome has claimed already."""
         if d.envelope is None or d.envelope.debounce is None or d.job_id is None:
             return None
-        if d.resume_wake is not None or d.carried is not None:  # it ran: a continuation, an outcome
-            return None
-        from lambdajobs.runtime import debounce  # debounced jobs only: not at a cold start
-
-        field = d.envelope.debounce
-        try:
-            runs = debounce.claim(
-                self.store.client, self.store.table, d.spec.name, field.key, d.job_id, field.at
-            )
-        except Exception as exc:
-            return gates.not_acquired(d, exc, self.rng)
-        if runs == debounce.DUPLICATE:
-            logger.info("a debounced job id sent again later: that send runs it, not this one")
-            return Done("a debounced job id sent again", metric="JobDuplicate")
-        if runs != debounce.SUPERSEDED:
-            return None
-        if d.attempt > 1 and self._started_before(d.job_id):  # a retry of the run: it goes on
-            return None
-        return Supersede()
+        return _rare().debounced(self, d)
 
     def _started_before(self, job_id: str) -> bool:
         """Whether the job has a run's record (a retry of a debounced job superseded since it ran)."""
-        try:
-            found = self.store.read(job_id)
-        except Exception:  # cannot tell: let the run decide (its lock and record)
-            return True
-        return found is not None and found.state is not None
+        return _rare().started_before(self, job_id)
 
     def _key_slot(self, d: Delivery, invocation: _Invocation) -> tuple[Any, Decision | None]:
         """A slot of the job's concurrency key (`lambdajobs.runtime.keyslots`), or the decision when
         none is free (handed back, using no attempt) or it cannot be taken (as a lock not taken)."""
-        per_key = d.spec.concurrency_key
-        if per_key is None or d.payload is None or d.job_id is None:
+        if d.spec.concurrency_key is None or d.payload is None or d.job_id is None:
             return None, None
-        from lambdajobs.runtime import keyslots  # jobs with a concurrency key only: not at a cold start
-
-        value = keyslots.key_value(per_key, d.raw_payload or {})
-        if value is None:  # a job without a key value is not capped
-            return None, None
-        context = invocation.context
-        left_ms = context.get_remaining_time_in_millis() if context is not None else None
-        deadline_ms = int(time.time() * 1000) + int(
-            left_ms if left_ms is not None else d.spec.timeout_seconds * 1000
-        )
-        slots = keyslots.KeySlots(self.store.client, self.store.table, salt=self.stack_config.stack)
-        try:
-            slot = slots.take(d.spec.name, value, per_key.limit_for(value), d.job_id, deadline_ms)
-        except Exception as exc:
-            return None, gates.not_acquired(d, exc, self.rng)
-        if slot is None:
-            delay = keyslots.retry_delay(self.rng)
-            return None, HandBack(delay, "its key's runs are at their cap", metric="JobKeyBusy")
-        return (slots, slot), None
+        return _rare().key_slot(self, d, invocation)
 
     def _release(self, held: tuple[Any, Any]) -> None:
-        slots, slot = held
-        failed = self.effects.write(slots.release, slot)
-        if failed is not None:  # the entry expires with this invocation
-            logger.warning("could not release the key's slot", extra={"error": error_fields(failed)})
+        return _rare().release(self, held)
 
     def _decide(self, d: Delivery, invocation: _Invocation) -> Decision:
         """The gates, in order: the first decision taken, else `Run`."""
@@ -480,25 +432,7 @@ class Worker:
     def _search_entries(self, d: Delivery, about: dict[str, Any]) -> None:
         """The job's search entries (`lambdajobs.runtime.search`), at its first attempt, in one
         BatchWriteItem. A failure never fails the job: it is logged and counted."""
-        from lambdajobs.runtime import search
-
-        assert d.job_id is not None
-        items = search.entries(
-            d.spec.name,
-            d.job_id,
-            d.spec.searchable,
-            d.raw_payload,
-            tenant=about.get("tenant"),
-            pii_fields=d.spec.pii_fields,
-            enqueued_at=about.get("enqueued_at") or lifecycle.now_iso(),
-            expiration=int(time.time()) + self.stack_config.record_ttl_seconds,
-            salt=self.stack_config.stack,
-        )
-        try:
-            search.write(self.store.client, self.store.table, items)
-        except Exception as exc:
-            logger.warning("could not write the job's search entries", extra={"error": error_fields(exc)})
-            self._count("JobSearchEntryFailed", 1)
+        return _rare().search_entries(self, d, about)
 
     def _context(self, d: Delivery, job_id: str, context: Any, fresh: bool) -> JobContext:
         """The run's `ctx`; its durable state is built when a step, a sleep or a wait first needs it
@@ -558,20 +492,7 @@ class Worker:
     def _stopped(self, d: Delivery, stopped: BaseException) -> Decision:
         """A run that stopped without an outcome: its lock was taken over (the taker records the
         outcome), it parked (a sleep, a signal wait, a continuation), or it was cancelled at a check."""
-        if isinstance(stopped, LockLost):
-            logger.warning("the job's lock was taken over; this run stops", extra={"reason": str(stopped)})
-            return HandBack(d.spec.timeout_seconds, "its lock was taken over")
-        if isinstance(stopped, Suspend):
-            from lambdajobs.runtime import durable
-
-            logger.info(
-                "job parked", extra={"reason": stopped.reason, "wake_at": durable.iso_ms(stopped.wake_ms)}
-            )
-            return Park(
-                stopped.state, stopped.wake_ms, stopped.reason, self.store.lock_token(), stopped.signal
-            )
-        logger.info("job cancelled while it ran; it stopped at a check", extra={"reason": str(stopped)})
-        return Cancel(self.store.lock_token(), "cancelled while it ran")
+        return _rare().stopped(self, d, stopped)
 
     def _returned(self, outcome: _Outcome, result: Any) -> Decision:
         if outcome.started:
@@ -584,26 +505,7 @@ class Worker:
         return gates.lock_held(self.store.held())
 
     def _raised(self, d: Delivery, run: dict[str, Any], outcome: _Outcome, exc: Exception) -> Decision:
-        lock = self.store.lock_token()
-        if outcome.returned:
-            # The job returned; writing its success failed. Never a job failure: write again, else
-            # hand the outcome back with the message, so it is recorded and not run again.
-            return RecordSuccess(lifecycle.stored_result(json.dumps(outcome.result, sort_keys=True)), lock)
-        if outcome.error is None:
-            return gates.not_acquired(d, exc, self.rng)
-        if isinstance(outcome.error, lifecycle.RunNotStarted):  # its lock given back (again, if that failed)
-            if exc is not outcome.error:
-                self.effects.write(self.store.delete_record, run, outcome.error)
-            return HandBack(1, "missed its rate-limit slot", keep_slot=False)
-        # `exc` is the job's error itself, or Powertools' persistence error when releasing the lock
-        # failed: then the release is written again here; the decision is taken on the job's error.
-        unreleased = exc is not outcome.error and self.effects.write(
-            self.store.delete_record, run, outcome.error
-        )
-        self._count("JobFailed", 1)
-        if (traced := sys.modules.get("lambdajobs.runtime.tracing")) is not None:  # a traced run's span
-            traced.failed(outcome.error)
-        return gates.failed(d, outcome.error, lock, self.rng, unreleased=bool(unreleased))
+        return _rare().raised(self, d, run, outcome, exc)
 
 
 def _wait_for(go: Run, count: Callable[[str, float], None]) -> None:
@@ -645,3 +547,12 @@ def _execute(run: dict[str, Any], spec: JobSpec, payload: BaseModel, ctx: JobCon
         raise
     outcome.returned, outcome.result = True, result
     return result
+
+
+def _rare() -> Any:
+    """`lambdajobs.runtime.worker_rare`, the paths a plain record's success never takes (a debounce
+    claim, a key's slot, search entries, a run that raised or stopped): imported on first use, so a
+    cold start whose record succeeds does not compile it."""
+    from lambdajobs.runtime import worker_rare
+
+    return worker_rare
