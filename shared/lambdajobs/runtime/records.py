@@ -10,7 +10,11 @@ attributes are listed in `lambdajobs.runtime.table`); every state is written by 
 
 The readers (`get_status`, `JobStatus`, `list_jobs`, `count_finished`, ...: `READERS`) live in
 `lambdajobs.runtime.status` and are importable from here too: loaded on first use, so a worker's cold
-start does not compile them.
+start does not compile them. So do `JobRecordStore`'s writes and reads other than an acquire and a
+success (failures, parks, cancels, progress, checkpoints, the reads of a refused acquire: each method
+keeps its signature and docstring here) and what a failed attempt's write keeps of it
+(`failure_details`, `stored_fields`, `stored_payload`: importable from here), in
+`lambdajobs.runtime.store_ops`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import traceback
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,29 +33,18 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemNotFoundError,
 )
 from aws_lambda_powertools.utilities.idempotency.persistence.base import BasePersistenceLayer
-from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
-    STATUS_CONSTANTS,
-    DataRecord,
-)
 
 from lambdajobs.runtime import aws, lazy, lifecycle, pii
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
-from lambdajobs.runtime.context import JobCancelled
 from lambdajobs.runtime.errors import RecordHeldError
 from lambdajobs.runtime.errors import WaitTimeoutError as WaitTimeoutError  # (wait_for's, imported from here)
-from lambdajobs.runtime.job_record import (
-    MAX_HISTORY,
-    MAX_HISTORY_MESSAGE_CHARS,
-    MAX_STORED_PAYLOAD_BYTES,
-    MAX_TRACEBACK_CHARS,
-    JobRecord,
-    JobState,
-)
+from lambdajobs.runtime.job_record import JobRecord, JobState
 from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS
-from lambdajobs.runtime.settings import WORKFLOW_ID_PREFIX
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
+
     from lambdajobs.runtime.status import BATCH_GET_TRIES as BATCH_GET_TRIES
     from lambdajobs.runtime.status import MAX_SCANNED_DEAD as MAX_SCANNED_DEAD
     from lambdajobs.runtime.status import NO_RECORD as NO_RECORD
@@ -76,26 +68,15 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.status import status_from_item as status_from_item
     from lambdajobs.runtime.status import status_of as status_of
     from lambdajobs.runtime.status import wait_for as wait_for
+    from lambdajobs.runtime.store_ops import failure_details as failure_details
+    from lambdajobs.runtime.store_ops import stored_fields as stored_fields
+    from lambdajobs.runtime.store_ops import stored_payload as stored_payload
     from lambdajobs.runtime.workflow_item import Tally
 
 
 def error_fields(exc: BaseException) -> dict[str, str]:
     """An error as stored and logged: its type, and its message with the job's PII values masked."""
     return {"type": type(exc).__name__, "message": pii.scrub(str(exc))[:MAX_ERROR_CHARS]}
-
-
-def stored_payload(payload: Any, pii_fields: tuple[str, ...] = ()) -> tuple[str, bool]:
-    """A payload as a failed attempt stores it: its JSON text (True: cut). Above
-    `MAX_STORED_PAYLOAD_BYTES` it is cut, and masked first (`pii.mask_payload` with `pii_fields`):
-    a cut payload's text no longer parses, so a reader could not mask it, and it could not be
-    enqueued again anyway."""
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
-    if len(text.encode()) <= MAX_STORED_PAYLOAD_BYTES:
-        return text, False
-    masked = json.dumps(
-        pii.mask_payload(payload, pii_fields), separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return masked.encode()[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
 
 
 class Uncopied:
@@ -119,40 +100,6 @@ class RunData(dict[str, Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunData:
         return self
-
-
-def stored_fields(payload: Any) -> dict[str, Any]:
-    """A payload as a dead write keeps it (`stored_payload`): `payload`, and `payload_cut` when cut."""
-    text, cut = stored_payload(payload, pii.current_fields())
-    return {"payload": text, "payload_cut": True if cut else None}
-
-
-def failure_details(
-    run: dict[str, Any], exc: BaseException, outcome: JobState, acquired: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a failed attempt's write keeps beside its error (`lifecycle.fail`'s `details`): the payload
-    (`run["payload"]`, the envelope's; masked if cut: `stored_payload`), the traceback (scrubbed of
-    the record's PII values: `pii` is bound while the job runs; its last `MAX_TRACEBACK_CHARS`), and
-    the history with this attempt appended (the record as this run's acquire wrote it: `acquired`),
-    its last `MAX_HISTORY`."""
-    before = JobRecord.from_item(acquired) if acquired else None
-    error = error_fields(exc)
-    entry = {
-        "attempt": int(run.get("attempt") or 0),
-        "started": before.started_at if before is not None else None,
-        "ended": lifecycle.now_iso(),
-        "outcome": outcome.value,
-        "error_type": error["type"],
-        "error_message": error["message"][:MAX_HISTORY_MESSAGE_CHARS],
-    }
-    details: dict[str, Any] = {
-        "traceback": pii.scrub("".join(traceback.format_exception(exc)))[-MAX_TRACEBACK_CHARS:],
-        "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
-    }
-    if "payload" in run:
-        payload = run["payload"]
-        details.update(stored_fields(payload.value if isinstance(payload, Uncopied) else payload))
-    return details
 
 
 class IdempotencyConfigPerThread(IdempotencyConfig):
@@ -259,8 +206,7 @@ class JobRecordStore(BasePersistenceLayer):
         """The record that refused this thread's last acquire (None: it was not refused): a live
         lock (`lock_live`), a success, or a record that has nothing for this copy to run (a workflow
         member counted dead, an attempt that already ran: `JobRecord.may_start`)."""
-        item = getattr(self._local, "held", None)
-        return JobRecord.from_item(item) if item else None
+        return _ops().held(self)
 
     def held_state(self) -> str | None:
         """The state of the record that just refused this thread's acquire (None: it was not refused)."""
@@ -345,37 +291,9 @@ class JobRecordStore(BasePersistenceLayer):
         )
 
     def delete_record(self, data: dict[str, Any], exception: Exception) -> None:
-        # Powertools deletes the lock when the job raises. We keep the item (it is the job's status)
-        # and release the lock by moving it to `retrying`, or to `dead` when the failure is final; a
-        # run that never called the job (`RunNotStarted`) gives the lock back and uses no attempt.
-        self._progress.pop(str(data["job_id"]), None)
-        self._checkpointed.discard(str(data["job_id"]))
-        if isinstance(exception, lifecycle.RunNotStarted):
-            lifecycle.unstart(
-                self.client,
-                self.table,
-                str(data["job_id"]),
-                lock=self.lock_token(),
-                attempt=int(data["attempt"]),
-                index=self.config.job_index,
-            )
-            return
-        state = lifecycle.after_failure(exception, int(data["attempt"]), int(data["max_attempts"]))
-        acquired, _ = self.acquired()
-        lifecycle.fail(
-            self.client,
-            self.table,
-            str(data["job_id"]),
-            str(data["job"]),
-            state,
-            error_fields(exception),
-            release=True,
-            ttl_seconds=self.config.record_ttl_seconds,
-            lock=self.lock_token(),
-            tally=self.tally(data.get("workflow")),
-            index=self.config.job_index,
-            details=failure_details(data, exception, state, acquired),
-        )
+        # Powertools' hook when the job raises: the record is kept (its status), its lock released as
+        # `retrying` or `dead`, or given back when the job was never called (`store_ops.delete_record`)
+        _ops().delete_record(self, data, exception)
 
     def _delete_record(self, data_record: DataRecord) -> None:  # pragma: no cover - see delete_record
         raise NotImplementedError("JobRecordStore keeps records; delete_record marks them instead")
@@ -398,43 +316,18 @@ class JobRecordStore(BasePersistenceLayer):
     def checkpoint(self, job_id: str, name: str, value: dict[str, Any], lock: int | None) -> bool:
         """A durable job's checkpoint, under the run's `lock` (`lifecycle.checkpoint`); tried again on
         a throttle or a service error. Returns whether it landed (False: the lock was lost)."""
-        self._checkpointed.add(job_id)  # from any thread: its success then updates the record
-        return bool(
-            aws.read_retrying(
-                lambda: lifecycle.checkpoint(
-                    self.client, self.table, job_id, lock=lock, name=name, value=value
-                )
-            )
-        )
+        return _ops().checkpoint(self, job_id, name, value, lock)
 
     def suspend(
         self, job_id: str, job: str, state: JobState, lock: int | None, wake_ms: int, **how: Any
     ) -> bool:
         """Park a durable job (`lifecycle.suspend`)."""
-        return lifecycle.suspend(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            state,
-            lock=lock,
-            wake_ms=wake_ms,
-            ttl_seconds=self.config.record_ttl_seconds,
-            index=self.config.job_index,
-            **how,
-        )
+        return _ops().suspend(self, job_id, job, state, lock, wake_ms, **how)
 
     def tally(self, workflow: Any) -> Tally | None:
         """How a workflow member's outcome is counted (`workflow`: the envelope's `workflow`, as a
         dict with `id` and `stage`, or its model); None for a job outside workflows."""
-        if workflow is None:
-            return None
-        if not isinstance(workflow, dict):
-            workflow = {"id": workflow.id, "stage": workflow.stage}
-        from lambdajobs.runtime.workflow_item import Tally  # workflow members only: not at a cold start
-
-        key = WORKFLOW_ID_PREFIX + str(workflow["id"])
-        return Tally(key, int(workflow["stage"]), self.config.record_ttl_seconds)
+        return _ops().tally(self, workflow)
 
     def reject(
         self,
@@ -462,16 +355,7 @@ class JobRecordStore(BasePersistenceLayer):
     ) -> None:
         """Record the success of a run of `job` that held `lock` (a run whose own completion write
         failed)."""
-        lifecycle.succeed(
-            self.client,
-            self.table,
-            job_id,
-            result_json,
-            lock=lock,
-            tally=tally,
-            job=job,
-            index=self.config.job_index,
-        )
+        _ops().complete(self, job_id, job, result_json, lock, tally)
 
     def bury(
         self,
@@ -485,30 +369,11 @@ class JobRecordStore(BasePersistenceLayer):
         self._dead(job_id, job, error, release=True, lock=lock, tally=tally)
 
     def _dead(self, job_id: str, job: str, error: dict[str, str], **how: Any) -> None:
-        ttl = self.config.record_ttl_seconds
-        lifecycle.fail(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            JobState.DEAD,
-            error,
-            ttl_seconds=ttl,
-            index=self.config.job_index,
-            **how,
-        )
+        _ops().dead(self, job_id, job, error, **how)
 
     def wait(self, job_id: str, job: str, until_iso: str) -> None:
         """The job waits for its rate-limit slot at `until_iso` (reads `waiting`)."""
-        lifecycle.wait(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            until_iso,
-            ttl_seconds=self.config.record_ttl_seconds,
-            index=self.config.job_index,
-        )
+        _ops().wait(self, job_id, job, until_iso)
 
     def forget_progress(self, job_id: str) -> None:
         """A run that parked: its progress and checkpoints are on the record, nothing is left to write
@@ -522,45 +387,19 @@ class JobRecordStore(BasePersistenceLayer):
         Raises:
             JobCancelled: a cancel of the job was recorded (the write is refused: the job stops).
         """
-        try:
-            lifecycle.report_progress(self.client, self.table, job_id, percent, message)
-        except lifecycle.CancelRequested:
-            raise JobCancelled(f"job '{job_id}' was cancelled") from None
-        self._progress[job_id] = (percent, message)
+        _ops().set_progress(self, job_id, percent, message)
 
     def supersede(self, job_id: str, job: str) -> bool:
         """A debounced enqueue's record reads `superseded` (`lifecycle.supersede`)."""
-        return lifecycle.supersede(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            ttl_seconds=self.config.record_ttl_seconds,
-            index=self.config.job_index,
-        )
+        return _ops().supersede(self, job_id, job)
 
     def cancel_requested(self, job_id: str) -> bool:
         """Whether a cancel of the job is recorded (one consistent GetItem of that attribute)."""
-        response = self.client.get_item(
-            TableName=self.table,
-            Key=codec.key(job_id),
-            ConsistentRead=True,
-            ProjectionExpression="cancel_requested",
-        )
-        return "cancel_requested" in (response.get("Item") or {})
+        return _ops().cancel_requested(self, job_id)
 
     def settle_cancelled(self, job_id: str, job: str, lock: int | None, tally: Tally | None = None) -> bool:
         """End a cancelled job `cancelled` (`lifecycle.settle_cancelled`)."""
-        return lifecycle.settle_cancelled(
-            self.client,
-            self.table,
-            job_id,
-            job,
-            lock=lock,
-            ttl_seconds=self.config.record_ttl_seconds,
-            tally=tally,
-            index=self.config.job_index,
-        )
+        return _ops().settle_cancelled(self, job_id, job, lock, tally)
 
     def get_item(self, job_id: str) -> dict[str, Any] | None:
         """The job's item as stored (one consistent GetItem), or None."""
@@ -570,8 +409,7 @@ class JobRecordStore(BasePersistenceLayer):
 
     def read(self, job_id: str) -> JobRecord | None:
         """The job's record (one consistent GetItem), or None when it has none."""
-        item = self.get_item(job_id)
-        return JobRecord.from_item(item) if item else None
+        return _ops().read(self, job_id)
 
     def reader(self, job_id: str | None) -> Callable[[], JobRecord | None]:
         """A reader of the job's record that reads it (consistently) when first asked, then answers
@@ -594,24 +432,15 @@ class JobRecordStore(BasePersistenceLayer):
         attempt that already ran (`JobRecord.may_start`'s fence). A state this version does not know
         reads as held (INPROGRESS): the message comes back, it is never answered as done.
         """
-        run = getattr(self._local, "run", None) or {}
-        record = JobRecord.from_item(item)
-        now = time.time()
-        attempt = int(run["attempt"]) if "attempt" in run else None
-        if record.may_start(now, attempt, bool(run.get("redriven", True))):
-            status = STATUS_CONSTANTS["EXPIRED"]
-        elif record.lock_live(int(now * 1000)) or (record.exists and record.known_state is None):
-            # a state this version does not know (a newer one's): held, never taken for done
-            status = STATUS_CONSTANTS["INPROGRESS"]
-        else:
-            status = STATUS_CONSTANTS["COMPLETED"]
-        return DataRecord(
-            idempotency_key=record.job_id,
-            status=status,
-            expiry_timestamp=record.expiration or None,
-            in_progress_expiry_timestamp=record.in_progress_expiration or None,
-            response_data=record.result or "",
-        )
+        return _ops().to_data_record(self, item)
+
+
+def _ops() -> Any:
+    """`lambdajobs.runtime.store_ops`, where `JobRecordStore`'s writes and reads other than an acquire
+    and a success are: imported by the first one that runs (a cold start's success does not)."""
+    from lambdajobs.runtime import store_ops
+
+    return store_ops
 
 
 #: The status readers, defined in `lambdajobs.runtime.status` and loaded from there on first use
@@ -643,6 +472,15 @@ READERS = frozenset(
         "wait_for",
     }
 )
+#: What a failed attempt's write keeps of it, defined in `lambdajobs.runtime.store_ops` and loaded
+#: from there on first use (`from lambdajobs.runtime.records import stored_fields`).
+FAILURE_FIELDS = frozenset({"failure_details", "stored_fields", "stored_payload"})
 
 
-__getattr__ = lazy.exports(__name__, dict.fromkeys(READERS, "lambdajobs.runtime.status"))
+__getattr__ = lazy.exports(
+    __name__,
+    {
+        **dict.fromkeys(READERS, "lambdajobs.runtime.status"),
+        **dict.fromkeys(FAILURE_FIELDS, "lambdajobs.runtime.store_ops"),
+    },
+)
