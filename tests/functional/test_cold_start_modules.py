@@ -79,8 +79,12 @@ with mock_aws():
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
         BillingMode="PAY_PER_REQUEST",
     )
+    import gc
+    collected = []
+    gc.callbacks.append(lambda phase, info: phase == "start" and collected.append(info["generation"]))
     import lambdajobs.runtime.entry as entry
-    from lambdajobs.runtime import envelope
+    from lambdajobs.runtime import aws, envelope
+    init = {"collections": len(collected), "clients": sorted(k[0] for k in aws._clients)}
     now = str(int(time.time() * 1000))
     now_iso = "2026-12-02T17:00:00Z"
     body = {"v": 1, "job": "step", "id": "cold-1", "payload": {"name": "a"}, "enqueued_at": now_iso}
@@ -106,7 +110,8 @@ with mock_aws():
 rare = json.loads(sys.argv[1])
 defined = {m: [n for n in names if n in vars(sys.modules[m])] for m, names in rare.items()}
 print(json.dumps({"failures": response["batchItemFailures"], "state": state["S"], "built": built,
-    "loaded": sorted(m for m in sys.modules if m.startswith("lambdajobs")), "defined": defined}))
+    "init": init, "loaded": sorted(m for m in sys.modules if m.startswith("lambdajobs")),
+    "defined": defined}))
 """
 
 
@@ -136,6 +141,9 @@ def test_a_plain_jobs_cold_start_and_first_record_load_no_rare_path_module():
     result = json.loads(done.stdout.strip().splitlines()[-1])
     # THEN the job succeeded,
     assert result["failures"] == [] and result["state"] == "succeeded", result
+    # and its init phase made the client the first record needs, with the collector paused (AWS's
+    # advice for SDK clients; the hand-written worker makes its client at import too)
+    assert result["init"] == {"collections": 0, "clients": ["dynamodb"]}, result["init"]
     # and none of the modules only rare paths need was loaded, nor an envelope model built
     assert RARE & set(result["loaded"]) == set()
     assert result["built"] == []

@@ -64,3 +64,23 @@ def test_an_envelope_of_another_job_is_dead_lettered_without_a_record(stack, sin
     runner.poll()
     [letter] = receive_all(stack.provisioned.queues["deliver"].dlq_url)
     assert letter["MessageAttributes"][ATTR_ERROR_TYPE]["StringValue"] == "FunctionInitError"
+
+
+def test_a_client_that_cannot_be_made_at_init_does_not_fail_the_init(monkeypatch):
+    from lambdajobs.runtime import aws
+    from lambdajobs.runtime.handler import warm
+
+    # GIVEN a function whose DynamoDB client cannot be made at its init (boto3 finds no region)
+    env = {ENV_JOB: "deliver", ENV_JOBS: "tests.jobs", ENV_MODULES: "tests.jobs.messages"}
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    aws.reset_clients()
+    handler = from_environment(env)
+    # WHEN its init phase makes the first record's client
+    warm(handler)  # does not raise
+    # THEN no client was kept: the first record makes it, and reports what went wrong
+    assert ("dynamodb", handler.worker.store.config.connection) not in aws._clients  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="region"):
+        handler.worker.store.client  # type: ignore[attr-defined]  # noqa: B018
+    aws.reset_clients()

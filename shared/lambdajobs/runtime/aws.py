@@ -41,6 +41,41 @@ _lock = threading.Lock()
 _loader: Any = None
 
 
+def _data_loader(core: Any) -> Any:
+    """botocore's data loader for `core`'s data path (`AWS_DATA_PATH`), except that it tells a service
+    exists by its own folder.
+
+    botocore's `Loader.load_service_model` first lists every service it knows (some 420 folders, a
+    directory listing and a few file checks each: thousands of file-system calls, once for the service
+    model and once for the endpoint rules) only to check that the one asked for is among them: a good
+    part of the time a cold start spends making its first client. Here a service's own
+    folder answers (`list_api_versions`: the same rule, for one service); a name with no folder gets
+    botocore's own `UnknownServiceError`, naming the services it knows.
+    """
+    import os
+
+    from botocore.exceptions import DataNotFoundError
+    from botocore.loaders import Loader, instance_cache
+
+    class ServiceLoader(Loader):
+        @instance_cache
+        def load_service_model(
+            self, service_name: str, type_name: str, api_version: str | None = None
+        ) -> Any:
+            try:  # the service's own versions (botocore's rule: a folder holding a `type_name` file)
+                versions = self.list_api_versions(service_name, type_name)
+            except DataNotFoundError:  # botocore's walk, and its error naming the known services
+                return super().load_service_model(service_name, type_name, api_version)
+            version = api_version or max(versions)  # botocore's determine_latest_version
+            model = self.load_data(os.path.join(service_name, version, type_name))
+            self._extras_processor.process(model, self._find_extras(service_name, type_name, version))
+            return model
+
+    paths = core.get_config_variable("data_path")
+    extra = [os.path.expanduser(os.path.expandvars(p)) for p in paths.split(os.pathsep)] if paths else None
+    return ServiceLoader(extra_search_paths=extra)
+
+
 def _session(connection: Connection) -> Any:
     """The session of `connection` (call with `_lock` held)."""
     global _loader
@@ -52,9 +87,8 @@ def _session(connection: Connection) -> Any:
 
     core = botocore.session.Session(profile=connection.profile)
     if _loader is None:
-        _loader = core.get_component("data_loader")
-    else:
-        core.register_component("data_loader", _loader)
+        _loader = _data_loader(core)
+    core.register_component("data_loader", _loader)
     _sessions[connection] = boto3.session.Session(botocore_session=core, region_name=connection.region)
     return _sessions[connection]
 

@@ -84,7 +84,23 @@ def make_handler(worker: Worker) -> Handler:
         cold[0] = False
         return worker.handle(event, context)
 
+    handler.worker = worker  # type: ignore[attr-defined]
     return handler
+
+
+def warm(handler: Handler) -> None:
+    """Make the client a worker's first record needs (its job records' DynamoDB client) now, in the
+    function's init phase, as AWS advises for SDK clients: the init phase pauses the collector
+    (`lambdajobs.runtime.startup`), so the hundred thousand objects of the client's service model are
+    built and frozen without being walked, as those of the imports are. Nothing here can fail the
+    init: a client that cannot be made now is made, or its error reported, by the first record."""
+    worker: Worker | None = getattr(handler, "worker", None)
+    if worker is None:
+        return
+    try:
+        worker.store.client  # noqa: B018 (made on first use, then kept)
+    except Exception:  # the first record makes it again, and reports what went wrong
+        return
 
 
 def from_environment(environ: Mapping[str, str] | None = None) -> Handler:
