@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.envelope import WorkflowField
 from lambdajobs.runtime.errors import LambdaJobsError, ProgressError
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.durable import Durable
+    from lambdajobs.runtime.envelope import WorkflowField
     from lambdajobs.runtime.job_record import JobState
 
 

@@ -28,12 +28,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdajobs.runtime.envelope import Envelope, WorkflowField, decode, parse_body
+from lambdajobs.runtime.envelope import Envelope, decode, parse_body
 from lambdajobs.runtime.errors import (
     EnvelopeError,
     PayloadValidationError,
@@ -49,6 +49,9 @@ from lambdajobs.runtime.settings import (
     ATTR_SETTLE,
 )
 from lambdajobs.runtime.spec import JobSpec
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.envelope import WorkflowField
 
 #: The version of `CarriedOutcome` this worker writes and understands.
 PROTOCOL_VERSION = 1

@@ -19,13 +19,23 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
-from typing import Any, Literal
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lambdajobs.runtime.errors import EnvelopeError, PayloadTooLargeError
+from lambdajobs.runtime import lazy
+from lambdajobs.runtime.errors import EnvelopeError
 from lambdajobs.runtime.settings import RESERVED_ID_PREFIX
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.envelope_rare import DebounceField as DebounceField
+    from lambdajobs.runtime.envelope_rare import ParentCounts as ParentCounts
+    from lambdajobs.runtime.envelope_rare import ResumeField as ResumeField
+    from lambdajobs.runtime.envelope_rare import WorkflowField as WorkflowField
+    from lambdajobs.runtime.envelope_rare import _summary as _summary
+    from lambdajobs.runtime.envelope_rare import encode as encode
 
 #: SQS maximum message size (1 MiB since 2025; it was 256 KiB before).
 MAX_MESSAGE_BYTES = 1_048_576
@@ -35,48 +45,19 @@ MAX_JOB_ID_LENGTH = 256
 MAX_WORKFLOW_ID_LENGTH = 200
 
 
-class ParentCounts(BaseModel):
-    """How the stage before a workflow member's ended: its members, how many succeeded and died."""
+#: Names of this module defined in `lambdajobs.runtime.envelope_rare` (loaded on first use): the field
+#: models only a workflow's, a continuation's or a debounced envelope has, `encode` (a producer's).
+RARE = frozenset({"ParentCounts", "WorkflowField", "ResumeField", "DebounceField", "encode", "_summary"})
 
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-    total: int = Field(ge=0)
-    succeeded: int = Field(ge=0)
-    dead: int = Field(ge=0)
-
-
-class WorkflowField(BaseModel):
-    """The envelope's `workflow`: which workflow, stage and member a job is."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-    id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_LENGTH)
-    stage: int = Field(ge=0, le=10_000)
-    index: int = Field(ge=0)
-    parents: ParentCounts | None = None
-
-
-class ResumeField(BaseModel):
-    """The envelope's `resume`, set by lambdajobs on the message a one-time schedule sends to continue
-    a parked durable job: its wake-up (epoch ms) and the attempts used before the one it continues."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-    wake: int = Field(ge=0)
-    prior_attempts: int = Field(default=0, ge=0, le=10_000)
-
-
-class DebounceField(BaseModel):
-    """The envelope's `debounce`, set on a debounced enqueue: its key, and when it was enqueued (epoch
-    ms): the worker runs it only if no later enqueue of the key came (`lambdajobs.runtime.debounce`)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
-
-    key: str = Field(min_length=1, max_length=256)
-    at: int = Field(ge=0)
+__getattr__ = lazy.exports(__name__, dict.fromkeys(RARE, "lambdajobs.runtime.envelope_rare"))
 
 
 class Envelope(BaseModel):
+    """An envelope, read. Its `workflow`, `resume` and `debounce` models live in
+    `lambdajobs.runtime.envelope_rare`: the model (its validator, its schema) is built on first use,
+    and the build imports them (`model_rebuild`), so a cold start that only reads plain envelopes
+    (`decode`) defines none of them."""
+
     model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     v: Literal[1]
@@ -104,40 +85,26 @@ class Envelope(BaseModel):
             raise ValueError("v must be the number 1")
         return value
 
+    @classmethod
+    def model_rebuild(
+        cls,
+        *,
+        force: bool = False,
+        raise_errors: bool = True,
+        _parent_namespace_depth: int = 2,
+        _types_namespace: Mapping[str, Any] | None = None,
+    ) -> bool | None:
+        """Pydantic's, with the field models of `lambdajobs.runtime.envelope_rare` in the namespace its
+        annotations are resolved in (pydantic calls it when the model is first used: a validation, a
+        schema)."""
+        from lambdajobs.runtime import envelope_rare
 
-def encode(
-    job: str,
-    payload: dict[str, Any],
-    job_id: str,
-    *,
-    now: datetime | None = None,
-    priority: str | None = None,
-    workflow: dict[str, Any] | None = None,
-    debounce: dict[str, Any] | None = None,
-) -> str:
-    """The message body for one job; raises PayloadTooLargeError above the SQS limit."""
-    moment = now or datetime.now(UTC)
-    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    enqueued_at = moment.isoformat().replace("+00:00", "Z")
-    envelope = {"v": 1, "job": job, "id": job_id, "payload": payload, "enqueued_at": enqueued_at}
-    if priority is not None:
-        envelope["priority"] = priority
-    if workflow is not None:
-        envelope["workflow"] = workflow
-    if debounce is not None:
-        envelope["debounce"] = debounce
-    body = json.dumps(
-        envelope,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-    size = len(body.encode())
-    if size > MAX_MESSAGE_BYTES:
-        raise PayloadTooLargeError(
-            f"job '{job}' id '{job_id}': the message is {size} bytes, above the SQS limit of "
-            f"{MAX_MESSAGE_BYTES}; store large data in S3 and send its key in the payload."
+        return super().model_rebuild(
+            force=force,
+            raise_errors=raise_errors,
+            _parent_namespace_depth=_parent_namespace_depth,
+            _types_namespace={**vars(envelope_rare), **(_types_namespace or {})},
         )
-    return body
 
 
 def parse_body(body: Any) -> dict[str, Any]:
@@ -213,28 +180,14 @@ def decode(body: Any) -> Envelope:
     try:
         return Envelope.model_validate(data)
     except ValidationError as exc:
-        raise EnvelopeError(f"invalid envelope: {_summary(exc)}") from exc
+        raise EnvelopeError(f"invalid envelope: {summarize_validation_error(exc)}") from exc
     except Exception as exc:  # e.g. a payload nested too deeply for the validator
         raise EnvelopeError(f"invalid envelope ({exc.__class__.__name__})") from exc
 
 
-def _summary(exc: ValidationError) -> str:
-    """A one-line, value-free summary of a pydantic error: payload values may hold personal data.
+def summarize_validation_error(exc: ValidationError) -> str:
+    """A one-line, value-free summary of a pydantic error: payload values may hold personal data
+    (`lambdajobs.runtime.envelope_rare._summary`: loaded on first use)."""
+    from lambdajobs.runtime import envelope_rare
 
-    Location parts after the first are kept only when they look like field names (dict keys are
-    data, e.g. an email address); a message that quotes the input is replaced by the error type.
-    """
-    parts = []
-    for err in exc.errors(include_url=False):
-        loc = [str(p) for p in err["loc"]]
-        shown = [p if i == 0 or p.isidentifier() or p.isdigit() else "*" for i, p in enumerate(loc)]
-        value = err.get("input")
-        msg = err["msg"]
-        echoes_input = isinstance(value, str | int | float) and str(value) != "" and str(value) in msg
-        if echoes_input or err["type"] == "union_tag_invalid":  # the tag message quotes the bad tag
-            msg = err["type"]
-        parts.append(f"{'.'.join(shown) or '(root)'}: {msg}")
-    return "; ".join(parts)
-
-
-summarize_validation_error = _summary
+    return envelope_rare._summary(exc)
