@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lambdajobs.runtime import lazy
+from lambdajobs.runtime import job_record, lazy
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.errors import PermanentError, RecordHeldError
 from lambdajobs.runtime.job_record import (
@@ -40,9 +40,11 @@ from lambdajobs.runtime.job_record import (
     NAMES,
     NO_RECORD,
     JobIndex,
-    JobRecord,
     JobState,
+    holds_lock_condition,
     index_key,
+    new_item,
+    with_changes,
 )
 
 if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
@@ -154,10 +156,13 @@ def _counted(
     """The record's write (`write`: `_apply`'s clauses) with its outcome counted in the workflow's
     item, in one TransactWriteItems. True: both landed; False: write the record plainly (its
     condition failed, it was counted already, or the workflow item is gone or its stage full)."""
-    tries = [(JobRecord.not_counted_condition(), tally.update(table, outcome))]
+    tries = [(job_record.JobRecord.not_counted_condition(), tally.update(table, outcome))]
     if outcome is JobState.SUCCEEDED:
         tries.append(
-            (JobRecord.counted_as_condition(JobState.DEAD), tally.update(table, outcome, from_dead=True))
+            (
+                job_record.JobRecord.counted_as_condition(JobState.DEAD),
+                tally.update(table, outcome, from_dead=True),
+            )
         )
     for counted, workflow_update in tries:
         member = codec.update(
@@ -305,7 +310,7 @@ def acquire(
         )
         if created is not None:
             return created, created
-    allowed = JobRecord.may_start_condition(now, attempt, redriven)
+    allowed = job_record.JobRecord.may_start_condition(now, attempt, redriven)  # (loads record_type)
     values: dict[str, Any] = {**allowed.values, ":job": job, ":now_iso": now_iso(), ":exp": expiration}
     sets = [
         "job = :job",
@@ -374,7 +379,7 @@ def _create(
     None when a record is there (the caller's UpdateItem decides)."""
     stamp = now_iso()
     indexed = JobState.RUNNING in INDEXED_STATES[JobIndex(index or JobIndex.OFF)]
-    item = JobRecord.new_item(
+    item = new_item(
         job_id,
         job=job,
         state=JobState.RUNNING,
@@ -428,8 +433,8 @@ def succeed_created(
             changes["progress_message"] = progress[1][:MAX_ERROR_CHARS]
     # the item as written, changed in place of a decode and an encode of the whole record (it was
     # encoded by `JobRecord.to_item`: `JobRecord.with_changes` keeps its rules)
-    done = JobRecord.with_changes(created, changes)
-    held = JobRecord.holds_lock_condition(lock)
+    done = with_changes(created, changes)
+    held = holds_lock_condition(lock)
     try:
         client.put_item(
             TableName=table,
@@ -481,7 +486,7 @@ def succeed(
     }
     condition = None
     if lock is not None:
-        held = JobRecord.holds_lock_condition(lock)
+        held = holds_lock_condition(lock)
         values.update(held.values)
         condition = held.expression
     sets = ["#state = :succeeded", "#result = :result", "finished_at = :now_iso"]

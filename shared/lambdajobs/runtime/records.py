@@ -39,12 +39,13 @@ from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.config import StackConfig, resolve
 from lambdajobs.runtime.errors import RecordHeldError
 from lambdajobs.runtime.errors import WaitTimeoutError as WaitTimeoutError  # (wait_for's, imported from here)
-from lambdajobs.runtime.job_record import JobRecord, JobState
+from lambdajobs.runtime.job_record import JobState
 from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
+    from lambdajobs.runtime.job_record import JobRecord
     from lambdajobs.runtime.status import BATCH_GET_TRIES as BATCH_GET_TRIES
     from lambdajobs.runtime.status import MAX_SCANNED_DEAD as MAX_SCANNED_DEAD
     from lambdajobs.runtime.status import NO_RECORD as NO_RECORD
