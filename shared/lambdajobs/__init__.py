@@ -33,8 +33,6 @@ try:
     from lambdajobs.runtime import LAZY as _LAZY
     from lambdajobs.runtime import (
         TENANT_FIELD,
-        Alarms,
-        Backoff,
         JobCancelled,
         JobContext,
         JobState,
@@ -51,6 +49,8 @@ finally:
             _gc.enable()
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.alarms import Alarms as Alarms
+    from lambdajobs.runtime.backoff import Backoff as Backoff
     from lambdajobs.runtime.cancellation import CancelResult as CancelResult
     from lambdajobs.runtime.cancellation import cancel as cancel
     from lambdajobs.runtime.cancellation import cancel_workflow as cancel_workflow
@@ -129,7 +129,8 @@ _MOVED = {
 
 
 def __getattr__(name: str) -> object:
-    # RateLimit, cron, enqueue, enqueue_many, the status readers, the workflow API: loaded on first use.
+    # Alarms, Backoff, RateLimit, cron, enqueue, enqueue_many, the status readers, the workflow API:
+    # loaded on first use.
     if name in _LAZY:
         import lambdajobs.runtime
 

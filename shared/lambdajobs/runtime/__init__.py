@@ -12,8 +12,6 @@ the part `lambdajobs` re-exports (`lambdajobs.__all__`), and `lambdajobs.errors`
 from typing import TYPE_CHECKING
 
 from lambdajobs.runtime import lazy
-from lambdajobs.runtime.alarms import Alarms
-from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.config import StackConfig, current, using
 from lambdajobs.runtime.context import JobCancelled, JobContext
 from lambdajobs.runtime.errors import (
@@ -53,6 +51,8 @@ from lambdajobs.runtime.settings import TENANT_FIELD, bucket_prefix
 from lambdajobs.runtime.spec import Job, JobSpec, get_spec, job, jobs_in, load_jobs, registered_jobs
 
 if TYPE_CHECKING:  # loaded on first use (`LAZY`)
+    from lambdajobs.runtime.alarms import Alarms as Alarms
+    from lambdajobs.runtime.backoff import Backoff as Backoff
     from lambdajobs.runtime.declarations import cron as cron
 
 __all__ = [
@@ -112,6 +112,10 @@ LAZY = {
     "RateLimit": "lambdajobs.runtime.ratelimit",
     # `@cron`: what only a scheduled job's declaration needs (`lambdajobs.runtime.declarations`)
     "cron": "lambdajobs.runtime.declarations",
+    # value types a job's declaration passes when it sets the option (`JobSpec` makes its defaults
+    # on first read): a plain job's cold start does not define them
+    "Alarms": "lambdajobs.runtime.alarms",
+    "Backoff": "lambdajobs.runtime.backoff",
     "enqueue": "lambdajobs.runtime.producer",
     "enqueue_many": "lambdajobs.runtime.producer",
     "get_status": "lambdajobs.runtime.status",

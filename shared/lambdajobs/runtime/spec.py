@@ -20,6 +20,7 @@ does not compile them. `cron` and `job_index_mode` are importable from here too.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import typing
@@ -31,13 +32,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from lambdajobs.runtime import lazy
-from lambdajobs.runtime.alarms import Alarms
-from lambdajobs.runtime.backoff import Backoff
 from lambdajobs.runtime.envelope import summarize_validation_error
 from lambdajobs.runtime.errors import DeclarationError, PayloadValidationError, UnknownJobError
 from lambdajobs.runtime.settings import JOB_NAME_RE
 
 if TYPE_CHECKING:  # loaded when a job declares a rate limit or a schedule: a cold start without them
+    from lambdajobs.runtime.alarms import Alarms  # loaded when a spec's option is read
+    from lambdajobs.runtime.backoff import Backoff
+
     # `@cron`, and the job index's mode of a stack (CDK, the local stack): in `declarations`,
     # importable from here
     from lambdajobs.runtime.declarations import cron as cron
@@ -58,6 +60,46 @@ MIN_MEMORY_MB, MAX_MEMORY_MB = 128, 10_240
 MAX_RESERVED_CONCURRENCY = 900
 MAX_RECEIVE_COUNT = 1000  # SQS redrive maxReceiveCount
 USES = frozenset({"bucket", "job_stats"})
+
+
+class _MadeOnRead:
+    """The default of a `JobSpec` field whose class a plain declaration need not load (`Backoff()`,
+    `Alarms()`): the field's default factory and its descriptor at once. The factory gives this object
+    itself, a placeholder; the field's first read replaces it with a new instance of the class,
+    imported then. A job that leaves the option unset does not load the class's module (a worker's
+    cold start: each frozen dataclass costs ~4 M instructions to define on 3.11), and whatever reads
+    the field (the worker's retries, CDK, equality, repr, `dataclasses.replace`) sees the value it
+    saw before: an instance equal to `Backoff()` (`Alarms()`)."""
+
+    def __init__(self, module: str, name: str, attribute: str) -> None:
+        self.module, self.attribute = module, attribute
+        self.__name__ = name  # the class's: what the job options table says the default is
+
+    def __call__(self) -> Any:
+        return self
+
+    def __get__(self, spec: Any, owner: Any = None) -> Any:
+        if spec is None:
+            return self
+        value = spec.__dict__.get(self.attribute, self)
+        if value is self:
+            made = getattr(importlib.import_module(self.module), self.__name__)
+            value = spec.__dict__[self.attribute] = made()
+        return value
+
+    def __set__(self, spec: Any, value: Any) -> None:
+        spec.__dict__[self.attribute] = value
+
+    def unread(self, spec: Any) -> bool:
+        """Whether `spec`'s field holds the default, not read yet (no class loaded for it)."""
+        return spec.__dict__.get(self.attribute) is self
+
+    def __reduce__(self) -> str:
+        return f"_DEFAULT_{self.attribute.upper()}"  # pickled and copied as this very object
+
+
+_DEFAULT_BACKOFF = _MadeOnRead("lambdajobs.runtime.backoff", "Backoff", "backoff")
+_DEFAULT_ALARMS = _MadeOnRead("lambdajobs.runtime.alarms", "Alarms", "alarms")
 
 
 @dataclass(frozen=True)
@@ -82,7 +124,7 @@ class JobSpec:
     max_duration_seconds: int = 86_400
     record_mode: str = "full"
     idempotency_key: tuple[str, ...] | None = None
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: Backoff = field(default_factory=_DEFAULT_BACKOFF)
     enqueues: tuple[str, ...] = ()
     uses: tuple[str, ...] = ()
     pii_fields: tuple[str, ...] = ()
@@ -91,7 +133,7 @@ class JobSpec:
     #: Keep a record's INFO and DEBUG lines until it fails; a success writes none
     #: (`lambdajobs.runtime.logbuffer`). False: every line written at once.
     buffer_logs: bool = True
-    alarms: Alarms = field(default_factory=Alarms)
+    alarms: Alarms = field(default_factory=_DEFAULT_ALARMS)
     rate_limit: RateLimit | None = None
     concurrency_key: ConcurrencyKey | None = None
     priorities: tuple[str, ...] = ()
@@ -212,6 +254,11 @@ class JobSpec:
         return routing.job_id(self, data, given)
 
 
+# `backoff` and `alarms` read through their defaults (see `_MadeOnRead`)
+setattr(JobSpec, "backoff", _DEFAULT_BACKOFF)  # noqa: B010
+setattr(JobSpec, "alarms", _DEFAULT_ALARMS)  # noqa: B010
+
+
 def _check_range(job: str, option: str, value: int, low: int, high: int, why: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise DeclarationError(
@@ -310,7 +357,11 @@ def _check_event_source(spec: JobSpec) -> None:
 
 
 def _check_backoff(spec: JobSpec) -> None:
-    """`backoff` is a `Backoff` whose own rules hold."""
+    """`backoff` is a `Backoff` whose own rules hold (the default's do)."""
+    if _DEFAULT_BACKOFF.unread(spec):
+        return
+    from lambdajobs.runtime.backoff import Backoff
+
     if not isinstance(spec.backoff, Backoff):
         raise DeclarationError(
             f"job '{spec.name}': backoff={spec.backoff!r}; "
@@ -322,7 +373,11 @@ def _check_backoff(spec: JobSpec) -> None:
 
 
 def _check_alarms(spec: JobSpec) -> None:
-    """`alarms` is an `Alarms` whose own rules hold."""
+    """`alarms` is an `Alarms` whose own rules hold (the default's do)."""
+    if _DEFAULT_ALARMS.unread(spec):
+        return
+    from lambdajobs.runtime.alarms import Alarms
+
     if not isinstance(spec.alarms, Alarms):
         raise DeclarationError(f"job '{spec.name}': alarms={spec.alarms!r}; use Alarms(...).")
     problem = spec.alarms.check(spec.name)
@@ -591,14 +646,14 @@ def _register(
         payload_model=model,
         record_mode=record_mode,
         idempotency_key=tuple(key) if key is not None else None,
-        backoff=backoff if backoff is not None else Backoff(),
+        backoff=backoff if backoff is not None else _DEFAULT_BACKOFF(),
         enqueues=tuple(enqueues),
         uses=tuple(uses),
         pii_fields=(pii_fields,) if isinstance(pii_fields, str) else tuple(pii_fields),
         searchable=(searchable,) if isinstance(searchable, str) else tuple(searchable),
         tracing=tracing,
         buffer_logs=buffer_logs,
-        alarms=alarms if alarms is not None else Alarms(),
+        alarms=alarms if alarms is not None else _DEFAULT_ALARMS(),
         rate_limit=limit,
         concurrency_key=per_key,
         priorities=levels,
