@@ -25,19 +25,22 @@ The decisions:
 from __future__ import annotations
 
 import logging
-import math
-import random
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from lambdajobs.runtime.delivery import PROTOCOL_VERSION, CarriedOutcome, CarriedSlot, Delivery, Mark
-from lambdajobs.runtime.errors import LastAttemptLostError
-from lambdajobs.runtime.lifecycle import REDRIVEN_ERROR, JobState, after_failure
-from lambdajobs.runtime.records import error_fields
+from lambdajobs.runtime import lazy
 
 if TYPE_CHECKING:
-    from lambdajobs.runtime.job_record import JobRecord
+    from lambdajobs.runtime.delivery import CarriedOutcome, CarriedSlot, Delivery, Mark
+    from lambdajobs.runtime.gates_rare import duplicate as duplicate
+    from lambdajobs.runtime.gates_rare import failed as failed
+    from lambdajobs.runtime.gates_rare import lock_held as lock_held
+    from lambdajobs.runtime.gates_rare import not_acquired as not_acquired
+    from lambdajobs.runtime.gates_rare import past_last_attempt as past_last_attempt
+    from lambdajobs.runtime.gates_rare import resumes_early as resumes_early
+    from lambdajobs.runtime.gates_rare import seconds_until as seconds_until
+    from lambdajobs.runtime.gates_rare import waits_elsewhere as waits_elsewhere
+    from lambdajobs.runtime.job_record import JobState
 
 logger = logging.getLogger(__name__)
 
@@ -151,12 +154,6 @@ class Supersede(NamedTuple):
 Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park | Cancel | Supersede
 
 
-def seconds_until(epoch_ms: int, now: float | None = None) -> int:
-    """Whole seconds from now until `epoch_ms`, at least 1 (an SQS delay)."""
-    now_ms = (time.time() if now is None else now) * 1000
-    return max(1, math.ceil((epoch_ms - now_ms) / 1000))
-
-
 # -- the gates, in order ------------------------------------------------------------------------------
 
 
@@ -166,27 +163,7 @@ def carried_outcome(d: Delivery, now: float | None = None) -> Decision | None:
     was written, then goes to the DLQ; a discarded outcome (unreadable, another job id's) lets it run."""
     if d.carried is None or d.carried.discarded:
         return None
-    if d.carried.newer is not None:
-        age = (time.time() if now is None else now) - (d.carried.at or 0)
-        if age < NEWER_WORKER_PATIENCE_SECONDS:
-            return HandBack(
-                NEWER_WORKER_DELAY_SECONDS,
-                "an outcome from a newer worker",
-                keep_slot=False,
-                keep_outcome=True,
-            )
-        error = {
-            "type": "UnknownOutcomeVersion",
-            "message": f"the message carries an outcome of protocol version {d.carried.newer} "
-            f"(this worker reads {PROTOCOL_VERSION}), written {age:.0f} s ago, and no newer worker took "
-            "it; deploy the newer worker and redrive it (the job may run again)",
-        }
-        return DeadLetter(error, d.attempt)
-    outcome = d.carried.outcome
-    assert outcome is not None
-    if outcome.action == "complete":
-        return RecordSuccess(outcome.result, outcome.lock)
-    return DeadLetter(outcome.error(), outcome.attempts or d.attempt, mark=outcome.mark, lock=outcome.lock)
+    return _rare().carried_outcome(d, now)
 
 
 def deadline(d: Delivery, too_late: Callable[[], str | None]) -> Decision | None:
@@ -201,8 +178,7 @@ def init_failed(d: Delivery, error: BaseException | None) -> Decision | None:
     fail every delivery, and SQS would move it after maxReceiveCount receives with no reason at all."""
     if error is None:
         return None
-    named = d.job_id is not None and d.envelope is not None
-    return DeadLetter(error_fields(error), d.attempt, mark=Mark.DEAD_UNRUN if named else None, for_job=named)
+    return _rare().init_failed(d, error)
 
 
 def unrunnable(d: Delivery) -> Decision | None:
@@ -210,9 +186,7 @@ def unrunnable(d: Delivery) -> Decision | None:
     workflow member's record is marked dead (its stage must not wait for it for ever)."""
     if d.unrunnable is None:
         return None
-    member = d.member is not None and d.job_id is not None and d.envelope is not None and bool(d.envelope.id)
-    mark = Mark.DEAD_UNRUN if member else None
-    return DeadLetter(error_fields(d.unrunnable), d.attempt, mark=mark, for_job=member)
+    return _rare().unrunnable(d)
 
 
 def routing(
@@ -234,116 +208,30 @@ def validation(d: Delivery) -> Decision | None:
     """A payload the job's model refuses: dead at once (it would fail every attempt)."""
     if d.invalid is None:
         return None
-    return DeadLetter(error_fields(d.invalid), d.attempt, mark=Mark.DEAD_UNRUN)
+    return _rare().validation(d)
 
 
-def waits_elsewhere(d: Delivery, record: JobRecord | None) -> bool:
-    """Whether the job's record waits for a rate-limit slot later than any this message carries: a
-    copy of it is in the queue, due at that slot (the record is marked `waiting` for a slot only once
-    the copy carrying it was sent). This message is then a duplicate (SQS delivered it twice while it
-    was handed back; a producer sent the job id again) and has nothing to do: the copy runs the job,
-    and no attempt is spent on it. A DLQ redrive is never one (it starts the job again)."""
-    if d.redriven or record is None or record.state != JobState.WAITING or record.waiting_until is None:
-        return False
-    return d.carried_slot is None or d.carried_slot.until_iso() < record.waiting_until
+#: The gates and decisions defined in `lambdajobs.runtime.gates_rare` (loaded on first use): past the
+#: last attempt, an early continuation, and the decisions after a run that did not simply succeed.
+RARE = frozenset(
+    {
+        "seconds_until",
+        "waits_elsewhere",
+        "past_last_attempt",
+        "resumes_early",
+        "duplicate",
+        "lock_held",
+        "not_acquired",
+        "failed",
+    }
+)
+
+__getattr__ = lazy.exports(__name__, dict.fromkeys(RARE, "lambdajobs.runtime.gates_rare"))
 
 
-def past_last_attempt(d: Delivery, record: JobRecord | None, now_ms: int) -> Decision | None:
-    """A message received after its last attempt (the queue keeps one spare receive): that attempt's
-    invocation crashed or timed out. Unless the job succeeded after all (a duplicate) or a live run
-    holds its record (wait for it), the message goes to the DLQ with that reason, its record dead."""
-    if d.attempt <= d.spec.max_attempts:
-        return None
-    if record is not None and record.state == JobState.SUCCEEDED:
-        return Done("a duplicate of a job that succeeded", metric="JobDuplicate", notify=True)
-    if waits_elsewhere(d, record):
-        return Done("a duplicate of a copy that waits for its slot", metric="JobDuplicate")
-    expiry = record.in_progress_expiration if record is not None else None
-    if record is not None and expiry is not None and record.lock_live(now_ms):
-        return HandBack(seconds_until(expiry), "lock held")
-    error = error_fields(LastAttemptLostError(REDRIVEN_ERROR["message"]))
-    return DeadLetter(error, d.attempt - 1, mark=Mark.DEAD_PAST_LAST)
+def _rare() -> Any:
+    """`lambdajobs.runtime.gates_rare`: imported by the first record whose gate decides, so a cold start
+    whose record runs does not compile it."""
+    from lambdajobs.runtime import gates_rare
 
-
-def resumes_early(d: Delivery, record: JobRecord | None, now_ms: int) -> Decision | None:
-    """The copy that continues a parked durable job, arrived before the record's wake-up (a clock's
-    difference, or a signal's wake-up that met an older record): it waits for the wake-up, where any
-    other copy of a parked job is a duplicate (the acquire refuses it, and it is dropped)."""
-    from lambdajobs.runtime.job_record import PARKED_STATES
-
-    if d.resume_wake is None or record is None or record.known_state not in PARKED_STATES:
-        return None
-    wake = record.wake_at
-    if wake is None or wake <= now_ms or d.resume_wake != wake:
-        return None
-    return HandBack(seconds_until(wake, now_ms / 1000), "its wake-up is ahead", keep_slot=False, resume=wake)
-
-
-# -- after the run ------------------------------------------------------------------------------------
-
-
-def duplicate(held: JobRecord | None) -> Decision:
-    """The run did not start: the record answered (the job succeeded; a workflow member died; or this
-    copy's attempt already ran, and the copy that ran it carries the job on)."""
-    state = held.state if held is not None else None
-    if held is not None and held.cancel_requested is not None and state != JobState.SUCCEEDED:
-        logger.info("the job was cancelled; its message is dropped")
-        return Cancel(None, "cancelled before it ran", write=state != JobState.CANCELLED)
-    if state == JobState.SUCCEEDED:
-        logger.info("duplicate delivery of a job that already succeeded; not run again")
-    elif held is not None and held.known_state in (JobState.SLEEPING, JobState.WAITING_SIGNAL):
-        logger.info("a copy of a parked durable job; its wake-up continues it, not this copy")
-    elif state == JobState.DEAD and held is not None and held.wf_counted:
-        logger.info("duplicate delivery of a workflow member that died; not run again (redrive it)")
-    else:
-        logger.info("a copy of an attempt that already ran; not run again", extra={"state": state})
-    return Done("duplicate", metric="JobDuplicate", notify=True)
-
-
-def lock_held(held: JobRecord | None) -> Decision:
-    """Another delivery holds the job's lock: a concurrent copy, or this worker's own earlier
-    invocation whose outcome write failed. Neither costs an attempt: the message comes back when the
-    lock expires (at the holder's invocation deadline)."""
-    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyAlreadyInProgressError
-
-    expiry_ms = held.in_progress_expiration if held is not None else None
-    if expiry_ms is None:  # a lock without a deadline (no Lambda context registered)
-        logger.info("job already running elsewhere; will retry")
-        return Retry(IdempotencyAlreadyInProgressError("the job's lock is held"))
-    wait = seconds_until(expiry_ms)
-    logger.info("job already running elsewhere; handing the message back", extra={"retry_in_seconds": wait})
-    return HandBack(wait, "lock held")
-
-
-def not_acquired(d: Delivery, exc: Exception, rng: random.Random) -> Decision:
-    """The job never started: taking its lock failed. A throttle or a service error is not an attempt:
-    the message is handed back for later. Anything else (access denied, a missing table, a record the
-    worker cannot read) would fail every time: that receive counts, so the message reaches the DLQ
-    after `max_attempts` instead of coming back for ever."""
-    from lambdajobs.runtime.aws import transient
-
-    delay = d.spec.backoff.delay(d.attempt, rng)
-    if transient(exc):
-        logger.warning(
-            "could not take the job's lock; handing the message back", extra={"error": error_fields(exc)}
-        )
-        return HandBack(delay, "acquire")
-    logger.error("could not take the job's lock; will retry", extra={"error": error_fields(exc)})
-    return Retry(exc, delay, metric="JobFailed")
-
-
-def failed(
-    d: Delivery, error: BaseException, lock: int | None, rng: random.Random, *, unreleased: bool
-) -> Decision:
-    """The job raised `error`: dead (a `PermanentError`, or its last attempt) or retried after its
-    backoff. `unreleased`: the release write failed, so the record still reads `running` (marked dead
-    with the move to the DLQ; a retry's lock holds until that invocation's deadline)."""
-    if after_failure(error, d.attempt, d.spec.max_attempts) is JobState.DEAD:
-        logger.warning("job failed for good", extra={"error": error_fields(error)})
-        mark = Mark.DEAD_RUN if unreleased else None  # the record would read `running`
-        return DeadLetter(error_fields(error), d.attempt, mark=mark, lock=lock, mark_now=not unreleased)
-    if unreleased:
-        logger.warning("could not record the job's failure; its lock holds until that invocation's deadline")
-    delay = d.spec.backoff.delay(d.attempt, rng)
-    logger.warning("job failed; will retry", extra={"error": error_fields(error), "retry_in_seconds": delay})
-    return Retry(error, delay, metric="JobRetried")
+    return gates_rare
