@@ -17,10 +17,12 @@ deliveries of one job cannot both hold it: at-least-once delivery, one run at a 
 its rules (each condition beside the predicate it mirrors) are `lambdajobs.runtime.job_record`'s;
 requests are built with `lambdajobs.runtime.table`, so nothing here writes DynamoDB's wire format.
 
-Here: `acquire` and the success writes (every job's), and the helpers every write shares. The other
-transitions (`fail`, `unstart`, `wait`, progress, a durable job's, cancels, `supersede`:
-`TRANSITIONS`) live in `lambdajobs.runtime.transitions` and are importable from here too: loaded on
-first use, so a worker's cold start does not compile them.
+Here: `acquire` (its first run's PutItem; where a record is there, its UpdateItem is
+`transitions.take`'s), the success of a run that created its record (`succeed_created`), and the
+helpers every write shares. The other transitions (`succeed` over a record the run did not create,
+`fail`, `unstart`, `wait`, progress, a durable job's, cancels, `supersede`: `TRANSITIONS`) live in
+`lambdajobs.runtime.transitions` and are importable from here too: loaded on first use, so a worker's
+cold start whose first record succeeds does not compile them.
 """
 
 from __future__ import annotations
@@ -31,13 +33,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from lambdajobs.runtime import job_record, lazy
+from lambdajobs.runtime import lazy
 from lambdajobs.runtime import table as codec
-from lambdajobs.runtime.errors import PermanentError, RecordHeldError
+from lambdajobs.runtime.errors import PermanentError
 from lambdajobs.runtime.job_record import (
     FINAL_STATES,
     INDEXED_STATES,
-    NAMES,
     NO_RECORD,
     JobIndex,
     JobState,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
     from lambdajobs.runtime.transitions import reconcile as reconcile
     from lambdajobs.runtime.transitions import report_progress as report_progress
     from lambdajobs.runtime.transitions import settle_cancelled as settle_cancelled
+    from lambdajobs.runtime.transitions import succeed as succeed
     from lambdajobs.runtime.transitions import supersede as supersede
     from lambdajobs.runtime.transitions import suspend as suspend
     from lambdajobs.runtime.transitions import unstart as unstart
@@ -116,18 +118,6 @@ def _index(
         remove += ["ix", "ix_at"]
 
 
-def _set_each(
-    attributes: Mapping[str, Any] | None, sets: list[str], names: dict[str, str], values: dict[str, Any]
-) -> None:
-    """SET clauses for each attribute of `attributes` that has a value (through `#names`: `level`, say,
-    is a DynamoDB reserved word): what a write records beside the state, in the same request."""
-    for name, value in (attributes or {}).items():
-        if value is not None:
-            sets.append(f"#a_{name} = :a_{name}")
-            names[f"#a_{name}"] = name
-            values[f":a_{name}"] = value
-
-
 #: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
 MAX_RESULT_BYTES = 32 * 1024
 MAX_ERROR_CHARS = 1000
@@ -148,42 +138,6 @@ def _landed(client: Any, request: dict[str, Any]) -> bool:
     except client.exceptions.ConditionalCheckFailedException:
         return False
     return True
-
-
-def _counted(
-    client: Any, table: str, job_id: str, write: dict[str, Any], tally: Tally, outcome: JobState
-) -> bool:
-    """The record's write (`write`: `_apply`'s clauses) with its outcome counted in the workflow's
-    item, in one TransactWriteItems. True: both landed; False: write the record plainly (its
-    condition failed, it was counted already, or the workflow item is gone or its stage full)."""
-    tries = [(job_record.JobRecord.not_counted_condition(), tally.update(table, outcome))]
-    if outcome is JobState.SUCCEEDED:
-        tries.append(
-            (
-                job_record.JobRecord.counted_as_condition(JobState.DEAD),
-                tally.update(table, outcome, from_dead=True),
-            )
-        )
-    for counted, workflow_update in tries:
-        member = codec.update(
-            table,
-            job_id,
-            sets=[*write["sets"], "wf_counted = :wf_outcome"],
-            remove=write["remove"],
-            condition=codec.all_of(write["condition"], counted.expression),
-            values={**write["values"], **counted.values, ":wf_outcome": outcome.value},
-            names=write["names"],
-        )
-        try:
-            client.transact_write_items(TransactItems=[{"Update": member}, {"Update": workflow_update}])
-            return True
-        except client.exceptions.TransactionCanceledException as exc:
-            codes = codec.cancellation_codes(exc)
-            if any(code not in ("None", "ConditionalCheckFailed") for code in codes):
-                raise  # a conflict with another transaction, a throttle: try again later
-            if codes[1:2] == ["ConditionalCheckFailed"] and codes[0] != "ConditionalCheckFailed":
-                return False  # the workflow item is gone or the stage is full: not counted, plain write
-    return False
 
 
 def _apply(
@@ -213,8 +167,11 @@ def _apply(
             the caller tries again), or any other error of the calls.
     """
     write = {"sets": sets, "remove": remove, "condition": condition, "names": names, "values": values}
-    if tally is not None and _counted(client, table, job_id, write, tally, outcome):
-        return True
+    if tally is not None:  # a workflow member: its count's transaction, loaded on first use
+        from lambdajobs.runtime.transitions import _counted
+
+        if _counted(client, table, job_id, write, tally, outcome):
+            return True
     return _landed(
         client,
         codec.update(
@@ -310,52 +267,23 @@ def acquire(
         )
         if created is not None:
             return created, created
-    allowed = job_record.JobRecord.may_start_condition(now, attempt, redriven)  # (loads record_type)
-    values: dict[str, Any] = {**allowed.values, ":job": job, ":now_iso": now_iso(), ":exp": expiration}
-    sets = [
-        "job = :job",
-        "#state = :running",
-        "started_at = :now_iso",
-        "updated_at = :now_iso",
-        "created_at = if_not_exists(created_at, :now_iso)",
-        "expiration = :exp",
-    ]
-    if in_progress_expiration is not None:
-        values[":ipe"] = in_progress_expiration
-        sets.append("in_progress_expiration = :ipe")
-    if max_attempts is not None:  # for `reconcile`: no extra write, the same update
-        values[":max"] = max_attempts
-        sets.append("max_attempts = :max")
-    adds = []
-    if attempt is not None:
-        values[":attempt"] = attempt
-        sets.append("attempts = :attempt")
-    else:
-        values[":one"] = 1
-        adds.append("attempts :one")
-    remove = ["finished_at", "waiting_until", *PARKED_FIELDS]
-    if not resumed:
-        remove += ["progress", "progress_message"]
-    _index(index, job, JobState.RUNNING, sets, remove, values)
-    names = dict(NAMES)
-    _set_each(about, sets, names, values)
-    request = codec.update(
+    from lambdajobs.runtime.transitions import take  # a record is there: loaded on first use
+
+    return None, take(
+        client,
         table,
         job_id,
-        sets=sets,
-        adds=adds,
-        remove=remove,
-        condition=allowed.expression,
-        values=values,
-        names=names,
-        ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        ReturnValues="ALL_NEW",
+        job,
+        now,
+        expiration,
+        in_progress_expiration,
+        attempt,
+        max_attempts,
+        redriven,
+        index,
+        resumed,
+        about,
     )
-    try:
-        written = client.update_item(**request)
-    except client.exceptions.ConditionalCheckFailedException as exc:
-        raise RecordHeldError(exc.response.get("Item")) from exc
-    return None, dict(written.get("Attributes") or {})
 
 
 #: The attributes of a parked durable job, removed when a run takes it again.
@@ -455,57 +383,6 @@ def stored_result(result_json: str) -> str:
     return result_json
 
 
-def succeed(
-    client: Any,
-    table: str,
-    job_id: str,
-    result_json: str,
-    *,
-    lock: int | None = None,
-    tally: Tally | None = None,
-    job: str = "",
-    index: str | None = None,
-) -> bool:
-    """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
-
-    Kept short on purpose (every successful job makes one): the record keeps the expiry its acquire
-    wrote (the TTL from the run's start, minutes from its end), and `finished_at` is its last change
-    (`status_from_item` reads `updated_at` as the later of the two).
-
-    `lock` is the in-progress expiry the run's acquire wrote: it identifies that run's lock. With it,
-    the write only lands while the record still carries that lock (expired or not;
-    `JobRecord.holds_lock`): a run that took the lock over since is not overwritten (it records its
-    own outcome), and a second write of the same success changes nothing. With `tally` (a workflow
-    member), the success is counted in the workflow's item in the same transaction. Returns whether
-    the write landed.
-    """
-    values: dict[str, Any] = {
-        ":succeeded": JobState.SUCCEEDED.value,
-        ":result": stored_result(result_json),
-        ":now_iso": now_iso(),
-    }
-    condition = None
-    if lock is not None:
-        held = holds_lock_condition(lock)
-        values.update(held.values)
-        condition = held.expression
-    sets = ["#state = :succeeded", "#result = :result", "finished_at = :now_iso"]
-    remove = ["in_progress_expiration"]
-    _index(index, job, JobState.SUCCEEDED, sets, remove, values)  # `job`: the index key needs it
-    return _apply(
-        client,
-        table,
-        job_id,
-        sets=sets,
-        remove=remove,
-        condition=condition,
-        names={**NAMES, "#result": "result"},
-        values=values,
-        tally=tally,
-        outcome=JobState.SUCCEEDED,
-    )
-
-
 class CancelRequested(Exception):
     """A running job's write (its progress, a checkpoint) found a cancel recorded: the job stops."""
 
@@ -534,6 +411,7 @@ TRANSITIONS = frozenset(
         "reconcile",
         "report_progress",
         "settle_cancelled",
+        "succeed",
         "supersede",
         "suspend",
         "unstart",

@@ -1,13 +1,16 @@
-"""The job lifecycle's transitions other than a success's: a failure (`fail`), a run giving its lock
-back (`unstart`), waiting for a rate-limit slot (`wait`), progress, a durable job's checkpoints,
-parking and signals, cancels, and a debounced enqueue's `superseded`.
+"""The job lifecycle's transitions other than a job's first run and its success: an acquire that finds
+a record there (`take`, for `lifecycle.acquire`), a success written over a record this run did not
+create (`succeed`: a retry's, a workflow member's, a durable job's), a failure (`fail`), a run giving
+its lock back (`unstart`), waiting for a rate-limit slot (`wait`), progress, a durable job's
+checkpoints, parking and signals, cancels, a debounced enqueue's `superseded`, and a workflow
+member's outcome counted in its workflow's item (`_counted`, for `lifecycle._apply`).
 
-Split out of `lambdajobs.runtime.lifecycle` (which keeps `acquire` and the success writes, and the
-helpers every write shares): a worker's cold start compiles only those, and these load the first time
-one is used. Every name here is also importable from `lambdajobs.runtime.lifecycle`, as before
-(`lifecycle.fail`): that module loads this one on first use of one of them. The shared helpers are
-called through `lifecycle` (`lifecycle._apply`, ...), so what replaces them there (a test's mutation)
-applies here too.
+Split out of `lambdajobs.runtime.lifecycle` (which keeps `acquire`, a created record's success
+`succeed_created`, and the helpers every write shares): a worker's cold start compiles only those, and
+these load the first time one is used. Each transition here (`lifecycle.TRANSITIONS`) is importable from
+`lambdajobs.runtime.lifecycle`, as before (`lifecycle.fail`): that module loads this one on first use
+of one of them. The shared helpers are called through `lifecycle` (`lifecycle._apply`, ...), so what
+replaces them there (a test's mutation) applies here too.
 """
 
 from __future__ import annotations
@@ -28,11 +31,143 @@ from lambdajobs.runtime.job_record import (
     Condition,
     JobRecord,
     JobState,
+    holds_lock_condition,
 )
-from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS, PARKED_FIELDS, CancelRequested, SignalArrived
+from lambdajobs.runtime.lifecycle import (
+    MAX_ERROR_CHARS,
+    PARKED_FIELDS,
+    CancelRequested,
+    SignalArrived,
+    stored_result,
+)
 
 if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
     from lambdajobs.runtime.workflow_item import Tally
+
+
+def take(
+    client: Any,
+    table: str,
+    job_id: str,
+    job: str,
+    now: float,
+    expiration: int,
+    in_progress_expiration: int | None,
+    attempt: int | None,
+    max_attempts: int | None,
+    redriven: bool,
+    index: str | None,
+    resumed: bool,
+    about: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """`lifecycle.acquire` where a record is there (its `fresh` PutItem did not land, or it made none):
+    one UpdateItem under `JobRecord.may_start`'s condition; the record as written (its new image).
+
+    Raises:
+        RecordHeldError: the record refused it (with the record's item).
+    """
+    allowed = JobRecord.may_start_condition(now, attempt, redriven)
+    values: dict[str, Any] = {
+        **allowed.values,
+        ":job": job,
+        ":now_iso": lifecycle.now_iso(),
+        ":exp": expiration,
+    }
+    sets = [
+        "job = :job",
+        "#state = :running",
+        "started_at = :now_iso",
+        "updated_at = :now_iso",
+        "created_at = if_not_exists(created_at, :now_iso)",
+        "expiration = :exp",
+    ]
+    if in_progress_expiration is not None:
+        values[":ipe"] = in_progress_expiration
+        sets.append("in_progress_expiration = :ipe")
+    if max_attempts is not None:  # for `reconcile`: no extra write, the same update
+        values[":max"] = max_attempts
+        sets.append("max_attempts = :max")
+    adds = []
+    if attempt is not None:
+        values[":attempt"] = attempt
+        sets.append("attempts = :attempt")
+    else:
+        values[":one"] = 1
+        adds.append("attempts :one")
+    remove = ["finished_at", "waiting_until", *PARKED_FIELDS]
+    if not resumed:
+        remove += ["progress", "progress_message"]
+    lifecycle._index(index, job, JobState.RUNNING, sets, remove, values)
+    names = dict(NAMES)
+    _set_each(about, sets, names, values)
+    request = codec.update(
+        table,
+        job_id,
+        sets=sets,
+        adds=adds,
+        remove=remove,
+        condition=allowed.expression,
+        values=values,
+        names=names,
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ReturnValues="ALL_NEW",
+    )
+    try:
+        written = client.update_item(**request)
+    except client.exceptions.ConditionalCheckFailedException as exc:
+        raise RecordHeldError(exc.response.get("Item")) from exc
+    return dict(written.get("Attributes") or {})
+
+
+def succeed(
+    client: Any,
+    table: str,
+    job_id: str,
+    result_json: str,
+    *,
+    lock: int | None = None,
+    tally: Tally | None = None,
+    job: str = "",
+    index: str | None = None,
+) -> bool:
+    """running -> succeeded, with the result (JSON text; a result above 32 KB is replaced by a note).
+
+    Kept short on purpose (every successful job makes one): the record keeps the expiry its acquire
+    wrote (the TTL from the run's start, minutes from its end), and `finished_at` is its last change
+    (`status_from_item` reads `updated_at` as the later of the two).
+
+    `lock` is the in-progress expiry the run's acquire wrote: it identifies that run's lock. With it,
+    the write only lands while the record still carries that lock (expired or not;
+    `JobRecord.holds_lock`): a run that took the lock over since is not overwritten (it records its
+    own outcome), and a second write of the same success changes nothing. With `tally` (a workflow
+    member), the success is counted in the workflow's item in the same transaction. Returns whether
+    the write landed.
+    """
+    values: dict[str, Any] = {
+        ":succeeded": JobState.SUCCEEDED.value,
+        ":result": stored_result(result_json),
+        ":now_iso": lifecycle.now_iso(),
+    }
+    condition = None
+    if lock is not None:
+        held = holds_lock_condition(lock)
+        values.update(held.values)
+        condition = held.expression
+    sets = ["#state = :succeeded", "#result = :result", "finished_at = :now_iso"]
+    remove = ["in_progress_expiration"]
+    lifecycle._index(index, job, JobState.SUCCEEDED, sets, remove, values)  # `job`: the index key needs it
+    return lifecycle._apply(
+        client,
+        table,
+        job_id,
+        sets=sets,
+        remove=remove,
+        condition=condition,
+        names={**NAMES, "#result": "result"},
+        values=values,
+        tally=tally,
+        outcome=JobState.SUCCEEDED,
+    )
 
 
 def fail(
@@ -92,7 +227,7 @@ def fail(
         values[":exp"] = int(time.time()) + ttl_seconds
         allowed = JobRecord.may_mark_dead_condition(over_retrying, int(time.time() * 1000))
     names = {**NAMES, "#error": "error"}
-    lifecycle._set_each(details, sets, names, values)
+    _set_each(details, sets, names, values)
     lifecycle._apply(
         client,
         table,
@@ -560,3 +695,51 @@ def supersede(
         names=NAMES,
     )
     return lifecycle._landed(client, request)
+
+
+def _counted(
+    client: Any, table: str, job_id: str, write: dict[str, Any], tally: Tally, outcome: JobState
+) -> bool:
+    """The record's write (`write`: `_apply`'s clauses) with its outcome counted in the workflow's
+    item, in one TransactWriteItems. True: both landed; False: write the record plainly (its
+    condition failed, it was counted already, or the workflow item is gone or its stage full)."""
+    tries = [(JobRecord.not_counted_condition(), tally.update(table, outcome))]
+    if outcome is JobState.SUCCEEDED:
+        tries.append(
+            (
+                JobRecord.counted_as_condition(JobState.DEAD),
+                tally.update(table, outcome, from_dead=True),
+            )
+        )
+    for counted, workflow_update in tries:
+        member = codec.update(
+            table,
+            job_id,
+            sets=[*write["sets"], "wf_counted = :wf_outcome"],
+            remove=write["remove"],
+            condition=codec.all_of(write["condition"], counted.expression),
+            values={**write["values"], **counted.values, ":wf_outcome": outcome.value},
+            names=write["names"],
+        )
+        try:
+            client.transact_write_items(TransactItems=[{"Update": member}, {"Update": workflow_update}])
+            return True
+        except client.exceptions.TransactionCanceledException as exc:
+            codes = codec.cancellation_codes(exc)
+            if any(code not in ("None", "ConditionalCheckFailed") for code in codes):
+                raise  # a conflict with another transaction, a throttle: try again later
+            if codes[1:2] == ["ConditionalCheckFailed"] and codes[0] != "ConditionalCheckFailed":
+                return False  # the workflow item is gone or the stage is full: not counted, plain write
+    return False
+
+
+def _set_each(
+    attributes: Mapping[str, Any] | None, sets: list[str], names: dict[str, str], values: dict[str, Any]
+) -> None:
+    """SET clauses for each attribute of `attributes` that has a value (through `#names`: `level`, say,
+    is a DynamoDB reserved word): what a write records beside the state, in the same request."""
+    for name, value in (attributes or {}).items():
+        if value is not None:
+            sets.append(f"#a_{name} = :a_{name}")
+            names[f"#a_{name}"] = name
+            values[f":a_{name}"] = value
