@@ -24,16 +24,14 @@ values those workers wrote and read.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdajobs.runtime.envelope import Envelope, decode, parse_body
+from lambdajobs.runtime import lazy
+from lambdajobs.runtime.envelope import Envelope, decode
 from lambdajobs.runtime.errors import (
     EnvelopeError,
     PayloadValidationError,
@@ -51,56 +49,20 @@ from lambdajobs.runtime.settings import (
 from lambdajobs.runtime.spec import JobSpec
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from lambdajobs.runtime.delivery_rare import CarriedOutcome as CarriedOutcome
+    from lambdajobs.runtime.delivery_rare import Mark as Mark
     from lambdajobs.runtime.envelope import WorkflowField
 
 #: The version of `CarriedOutcome` this worker writes and understands.
 PROTOCOL_VERSION = 1
 
+#: Names of this module defined in `lambdajobs.runtime.delivery_rare` (loaded on first use): how a
+#: record is marked dead, and the outcome a handed-back copy carries.
+RARE = frozenset({"Mark", "CarriedOutcome"})
 
-class Mark(StrEnum):
-    """How a job's record is marked dead before its message moves to the DLQ. The values on the wire
-    are those of workers deployed before the protocol had a version (they read them still)."""
-
-    #: The run that held the lock failed for good; its release write failed (the record reads
-    #: `running`): record it dead, while the record still carries that run's lock.
-    DEAD_RUN = "release"
-    #: A message that never ran (an invalid payload, a job or level gone): dead, unless a live run
-    #: holds the record or it succeeded.
-    DEAD_UNRUN = "reject"
-    #: A message past its last attempt: dead as DEAD_UNRUN, and also over a `retrying` or `waiting`
-    #: record (it was this message's own).
-    DEAD_PAST_LAST = "bury"
-
-
-class CarriedOutcome(BaseModel):
-    """What a handed-back copy carries when its job already ran: the outcome left to record."""
-
-    # built when a copy carries an outcome (not at a cold start's first delivery)
-    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
-
-    v: int = PROTOCOL_VERSION
-    #: `complete`: write the job's success; `dead_letter`: mark its record (`mark`), move it to the DLQ.
-    action: Literal["complete", "dead_letter"]
-    job_id: str = Field(min_length=1)
-    #: The attempts used, as the DLQ message reports them.
-    attempts: int | None = Field(default=None, ge=0)
-    #: The lock of the run whose outcome this is (its in-progress expiry): writes land only under it.
-    lock: int | None = None
-    #: `complete`: the job's result (JSON text, as stored).
-    result: str = "null"
-    #: `dead_letter`: the error, as `error_fields` gives it.
-    type: str = "Error"
-    message: str = ""
-    mark: Mark | None = None
-    #: When it was written (epoch s). Every version has `v`, `job_id` and `at`: a worker that meets a
-    #: newer version knows whose outcome it is, and for how long it has waited for a newer worker.
-    at: int = Field(default_factory=lambda: int(time.time()))
-
-    def error(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message}
-
-    def text(self) -> str:
-        return self.model_dump_json(exclude_none=True)
+__getattr__ = lazy.exports(__name__, dict.fromkeys(RARE, "lambdajobs.runtime.delivery_rare"))
 
 
 class CarriedSlot(NamedTuple):
@@ -147,18 +109,7 @@ def read_carried(text: str | None, job_id: str | None) -> Carried | None:
     parser (size and nesting limits): never raises."""
     if text is None:
         return None
-    try:
-        data = parse_body(text)
-        if data.get("job_id") != job_id:
-            return Carried(discarded="it names another job id", text=text)
-        version = data.get("v", 0)  # none: written before the protocol had a version
-        if isinstance(version, int) and not isinstance(version, bool) and version > PROTOCOL_VERSION:
-            at = data.get("at")
-            return Carried(newer=version, at=at if isinstance(at, int) else None, text=text)
-        outcome = CarriedOutcome.model_validate({**data, "v": version})
-    except (EnvelopeError, ValidationError) as exc:
-        return Carried(discarded=f"unreadable ({str(exc).splitlines()[0][:200]})", text=text)
-    return Carried(outcome=outcome, text=text)
+    return _rare().read_carried(text, job_id)
 
 
 class Delivery(NamedTuple):
@@ -333,3 +284,10 @@ def _envelope_fields(
     # Derived from the validated payload, as the Python producer derives it: defaults applied.
     job_id = envelope.id or spec.job_id(payload.model_dump(mode="json")) or record.message_id
     return {"level": level, "payload": payload, "job_id": job_id}
+
+
+def _rare() -> Any:
+    """`lambdajobs.runtime.delivery_rare`: imported by the first record that carries an outcome."""
+    from lambdajobs.runtime import delivery_rare
+
+    return delivery_rare
