@@ -8,6 +8,27 @@ every layer follows.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
+
+from lambdajobs.runtime import lazy
+
+if TYPE_CHECKING:  # the naming rule's functions, in `naming` (loaded on first use)
+    from lambdajobs.runtime.naming import dead_letter_queue_name as dead_letter_queue_name
+    from lambdajobs.runtime.naming import dead_letter_queue_pattern as dead_letter_queue_pattern
+    from lambdajobs.runtime.naming import dlq_url_env as dlq_url_env
+    from lambdajobs.runtime.naming import job_queue_pattern as job_queue_pattern
+    from lambdajobs.runtime.naming import level_env as level_env
+    from lambdajobs.runtime.naming import log_group_name as log_group_name
+    from lambdajobs.runtime.naming import log_group_pattern as log_group_pattern
+    from lambdajobs.runtime.naming import manifest_parameter as manifest_parameter
+    from lambdajobs.runtime.naming import queue_arn_env as queue_arn_env
+    from lambdajobs.runtime.naming import queue_name as queue_name
+    from lambdajobs.runtime.naming import queue_url_env as queue_url_env
+    from lambdajobs.runtime.naming import schedule_group_names as schedule_group_names
+    from lambdajobs.runtime.naming import scheduler_dead_letter_queue_name as scheduler_dead_letter_queue_name
+    from lambdajobs.runtime.naming import stack_manifest_parameter as stack_manifest_parameter
+    from lambdajobs.runtime.naming import workflow_dead_letter_queue_name as workflow_dead_letter_queue_name
+    from lambdajobs.runtime.naming import workflow_queue_name as workflow_queue_name
 
 #: Names a job: lower-case letters, digits and underscores, starting with a letter. It becomes part
 #: of the queue name (SQS allows letters, digits, '-' and '_', at most 80 characters) and of an
@@ -148,57 +169,8 @@ MAX_QUEUE_NAME = 80  # SQS: letters, digits, '-' and '_', at most 80 characters
 MAX_SCHEDULE_GROUP_NAME = 64  # EventBridge Scheduler group names: at most 64 characters
 
 
-def queue_name(stack: str, job: str, level: str | None = None) -> str:
-    """A job's queue name, `<stack>_<job>`; a priority level's, `<stack>_<job>--<level>` (None: the
-    job's own queue, which its lowest level uses); each one's DLQ adds `-dlq` (`dead_letter_queue_name`).
-
-    The naming rule is what lets a function find any queue of its stack without a variable per queue,
-    and a policy grant all of them by one pattern (`job_queue_pattern`): a stack name has no '_'
-    (CloudFormation allows letters, digits and '-'), so `<stack>_*` matches no queue of any other
-    stack, not even of a neighbour named `<stack>-2`; a job name has no '-' and a level neither
-    '-' nor '_', so no two queues of one stack share a name.
-
-    Raises:
-        ConfigurationError: a stack name with '_'; a name (its DLQ's included) longer than SQS
-            allows. Cutting it short could give two jobs (or two stacks) one queue, so the name is
-            refused instead.
-    """
-    from lambdajobs.runtime.errors import ConfigurationError
-
-    if "_" in stack or not stack:
-        problem = "has '_'" if stack else "is empty"
-        raise ConfigurationError(
-            f"stack name '{stack}' {problem}; use letters, digits and '-' (as CloudFormation does)."
-        )
-    name = f"{stack}_{job}" if level is None else f"{stack}_{job}--{level}"
-    if len(name) + len(DLQ_SUFFIX) > MAX_QUEUE_NAME:
-        raise ConfigurationError(
-            f"stack '{stack}' and job '{job}' make the queue name '{name}{DLQ_SUFFIX}' of "
-            f"{len(name) + len(DLQ_SUFFIX)} characters (a DLQ's); SQS allows {MAX_QUEUE_NAME}: use a "
-            f"shorter stack name (or job name)."
-        )
-    return name
-
-
 #: A dead-letter queue's name is its source queue's and this.
 DLQ_SUFFIX = "-dlq"
-
-
-def dead_letter_queue_name(stack: str, job: str, level: str | None = None) -> str:
-    """The DLQ of a job's queue (of a priority level's with `level`): `<queue name>-dlq`."""
-    return queue_name(stack, job, level) + DLQ_SUFFIX
-
-
-def job_queue_pattern(stack: str) -> str:
-    """The names of every job queue and DLQ of `stack`, at every level, and of nothing else: `<stack>_*`
-    (an IAM resource pattern: see `queue_name` for why no other stack's names match)."""
-    return f"{stack}_*"
-
-
-def dead_letter_queue_pattern(stack: str) -> str:
-    """The names of every job DLQ of `stack`: `<stack>_*-dlq` (no job queue ends so: a level is never
-    named `dlq`, and a job name has no '-')."""
-    return f"{stack}_*{DLQ_SUFFIX}"
 
 
 def queue_of(stack: str, queue_arn_or_name: str) -> tuple[str, str | None] | None:
@@ -223,75 +195,32 @@ def queue_key(job: str, level: str | None) -> str:
     return job if level is None else f"{job}@{level}"
 
 
-def level_env(prefix: str, job: str, level: str) -> str:
-    return f"{prefix}{level.upper()}_{job.upper()}"
-
-
-def queue_url_env(job: str) -> str:
-    return ENV_QUEUE_URL_PREFIX + job.upper()
-
-
-def dlq_url_env(job: str) -> str:
-    return ENV_DLQ_URL_PREFIX + job.upper()
-
-
-def manifest_parameter(stack: str, job: str) -> str:
-    return MANIFEST_PREFIX.format(stack=stack) + job
-
-
-def stack_manifest_parameter(stack: str) -> str:
-    return STACK_MANIFEST.format(stack=stack)
-
-
 def bucket_prefix(job: str) -> str:
     """Where a job that uses the data bucket may read and write: its own prefix."""
     return f"{job}/"
 
 
-def queue_arn_env(job: str) -> str:
-    return ENV_QUEUE_ARN_PREFIX + job.upper()
-
-
-def schedule_group_names(stack: str) -> tuple[str, str]:
-    """(cron group, one-time group). Scheduler group names: 1 to 64 of [0-9a-zA-Z-_.].
-
-    Raises:
-        ConfigurationError: the stack name makes them longer than Scheduler allows.
-    """
-    names = f"{stack}-cron", f"{stack}-once"
-    if len(names[0]) > MAX_SCHEDULE_GROUP_NAME:
-        from lambdajobs.runtime.errors import ConfigurationError
-
-        raise ConfigurationError(
-            f"stack '{stack}' makes the schedule group name '{names[0]}' of {len(names[0])} characters; "
-            f"Scheduler allows {MAX_SCHEDULE_GROUP_NAME}: use a stack name of at most "
-            f"{MAX_SCHEDULE_GROUP_NAME - 5} characters."
-        )
-    return names
-
-
-def log_group_name(stack: str, job: str) -> str:
-    """A job worker's log group, `/lambdajobs/<stack>/<job>`: named by rule (and in the job's manifest
-    entry), so the operator's Logs Insights grant names the stack's groups by one pattern
-    (`log_group_pattern`) that no other stack's group matches (a stack name has no '/')."""
-    return f"/lambdajobs/{stack}/{job}"
-
-
-def log_group_pattern(stack: str) -> str:
-    """Every job worker log group of `stack` (an IAM resource pattern's name part)."""
-    return f"/lambdajobs/{stack}/*"
-
-
-def workflow_queue_name(stack: str) -> str:
-    """The stack's workflow queue, `<stack>--workflows` (outside `job_queue_pattern`: no '_')."""
-    return f"{stack}--workflows"
-
-
-def workflow_dead_letter_queue_name(stack: str) -> str:
-    """`<stack>--workflows-dlq`: named, so the CLI finds it with the workflow queue."""
-    return workflow_queue_name(stack) + DLQ_SUFFIX
-
-
-def scheduler_dead_letter_queue_name(stack: str) -> str:
-    """`<stack>--scheduler-dlq`: where EventBridge Scheduler puts runs it could not deliver."""
-    return f"{stack}--scheduler{DLQ_SUFFIX}"
+#: The naming rule of a stack's queues, schedule groups, log groups and manifest parameters, and the
+#: environment variables of a job's queues: in `lambdajobs.runtime.naming`, importable from here
+#: (CDK, the local stack, the manifest's reads): a worker's cold start does not compile them.
+NAMING = frozenset(
+    {
+        "dead_letter_queue_name",
+        "dead_letter_queue_pattern",
+        "dlq_url_env",
+        "job_queue_pattern",
+        "level_env",
+        "log_group_name",
+        "log_group_pattern",
+        "manifest_parameter",
+        "queue_arn_env",
+        "queue_name",
+        "queue_url_env",
+        "schedule_group_names",
+        "scheduler_dead_letter_queue_name",
+        "stack_manifest_parameter",
+        "workflow_dead_letter_queue_name",
+        "workflow_queue_name",
+    }
+)
+__getattr__ = lazy.exports(__name__, dict.fromkeys(NAMING, "lambdajobs.runtime.naming"))
