@@ -25,58 +25,26 @@ Every item is keyed on `id` (a string). The item types, told apart by their id:
   `expiration`.
 
 DynamoDB's wire format (attribute values such as `{"S": "text"}`) is written and read only here and in
-the codecs of those item types: everything else works with Python values. Conversion is boto3's own
-`TypeSerializer`/`TypeDeserializer` (imported on first use: boto3 is loaded by then anyway), with floats
-written as decimals and numbers read back as int or float.
+the codecs of those item types: everything else works with Python values. Strings and integers are
+converted here; any other value by boto3's own `TypeSerializer`/`TypeDeserializer` (imported on first
+use: boto3 is loaded by then anyway), with floats written as decimals and numbers read back as int or
+float, in `lambdajobs.runtime.wire`, with the UpdateItem requests' builder (`update`, importable from
+here): loaded the first time a value is neither, or an update is built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from decimal import Decimal
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lambdajobs.runtime import lazy
+
+if TYPE_CHECKING:  # in `wire`, loaded on first use
+    from lambdajobs.runtime.wire import update as update
 
 #: An attribute value as DynamoDB's API takes it: {"S": ...}, {"N": ...}, {"M": {...}}, ...
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
-
-_serializer: Any = None
-_deserializer: Any = None
-
-
-def _codecs() -> tuple[Any, Any]:
-    global _serializer, _deserializer
-    if _serializer is None:
-        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
-        _serializer, _deserializer = TypeSerializer(), TypeDeserializer()
-    return _serializer, _deserializer
-
-
-def _decimals(value: Any) -> Any:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return str(value)  # a StrEnum (JobState) as its text
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, Mapping):
-        return {str(k): _decimals(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_decimals(v) for v in value]
-    return value
-
-
-def _numbers(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    if isinstance(value, set | frozenset):
-        return {_numbers(v) for v in value}
-    return value
 
 
 def to_value(value: Any) -> AttributeValue:
@@ -86,9 +54,9 @@ def to_value(value: Any) -> AttributeValue:
         return {"S": str(value)}  # (a StrEnum as its text)
     if type(value) is int:
         return {"N": str(value)}
-    serializer, _ = _codecs()
-    converted: AttributeValue = serializer.serialize(_decimals(value))
-    return converted
+    from lambdajobs.runtime import wire
+
+    return wire.to_value(value)
 
 
 def from_value(value: AttributeValue) -> Any:
@@ -97,8 +65,9 @@ def from_value(value: AttributeValue) -> Any:
         return value["S"]
     if "N" in value and "." not in value["N"] and "e" not in value["N"].lower():
         return int(value["N"])
-    _, deserializer = _codecs()
-    return _numbers(deserializer.deserialize(value))
+    from lambdajobs.runtime import wire
+
+    return wire.from_value(value)
 
 
 def encode(values: Mapping[str, Any]) -> Item:
@@ -122,37 +91,6 @@ def item_id(item: Mapping[str, AttributeValue]) -> str:
     return str(from_value(item["id"]))
 
 
-def update(
-    table: str,
-    item_id: str,
-    *,
-    sets: Iterable[str] = (),
-    remove: Iterable[str] = (),
-    adds: Iterable[str] = (),
-    condition: str | None = None,
-    values: Mapping[str, Any] | None = None,
-    names: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """The keyword arguments of one UpdateItem: `sets`, `remove` and `adds` are clauses written with
-    `:placeholders` whose Python values are in `values` (converted here) and `#names` in `names`."""
-    clauses = []
-    if sets:
-        clauses.append("SET " + ", ".join(sets))
-    if adds:
-        clauses.append("ADD " + ", ".join(adds))
-    if remove:
-        clauses.append("REMOVE " + ", ".join(remove))
-    request: dict[str, Any] = {"TableName": table, "Key": key(item_id), "UpdateExpression": " ".join(clauses)}
-    if condition:
-        request["ConditionExpression"] = condition
-    if values:
-        request["ExpressionAttributeValues"] = encode(values)
-    if names:
-        request["ExpressionAttributeNames"] = dict(names)
-    return {**request, **extra}
-
-
 def all_of(*conditions: str | None) -> str:
     """Conditions joined with AND (each in parentheses); None and empty ones are left out."""
     given = [c for c in conditions if c]
@@ -162,3 +100,7 @@ def all_of(*conditions: str | None) -> str:
 def cancellation_codes(exc: Any) -> list[str]:
     """The reason code of each item of a cancelled transaction ("None": that item's write was fine)."""
     return [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
+
+
+# `update` lives in `wire`, loaded on first use
+__getattr__ = lazy.exports(__name__, {"update": "lambdajobs.runtime.wire"})
