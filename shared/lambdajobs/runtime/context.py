@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime.config import StackConfig
-from lambdajobs.runtime.errors import LambdaJobsError, ProgressError
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.durable import Durable
@@ -43,7 +39,10 @@ class Suspend(BaseException):
         self.signal = signal
 
 
-@dataclass
+#: JobContext's `config` when none is given: a new `StackConfig()` (the default configuration).
+_NEW_CONFIG: Any = object()
+
+
 class JobContext:
     """What a running job knows about itself.
 
@@ -61,37 +60,89 @@ class JobContext:
     with no compute until then; a job longer than an invocation continues in a fresh one between steps.
     """
 
+    # (A plain class with a dataclass's constructor, repr and equality: every cold start defines it,
+    # and a dataclass costs ten times as much to define on 3.11. Its repr and equality are in
+    # `lambdajobs.runtime.context_rare`, with the methods a plain run never calls.)
+
     job_id: str
     job: str
     attempt: int
     max_attempts: int
-    logger: Any = field(repr=False)
-    lambda_context: Any = field(default=None, repr=False)
+    logger: Any
+    lambda_context: Any
     #: For scheduled runs: the slot this run is for (Scheduler's scheduled time), else None.
-    scheduled_at: datetime | None = None
-    progress_sink: Callable[[str, float, str | None], None] | None = field(default=None, repr=False)
-    config: StackConfig = field(default_factory=StackConfig, repr=False)
+    scheduled_at: datetime | None
+    progress_sink: Callable[[str, float, str | None], None] | None
+    config: StackConfig
     #: For a workflow's member: the envelope's `workflow` (id, stage, index, parents), else None.
-    workflow: WorkflowField | None = None
+    workflow: WorkflowField | None
     #: The run's durable state (steps, sleeps, signals): the worker's; None outside the worker (then
     #: a step just runs, and a sleep or a signal wait is refused).
-    durable: Durable | None = field(default=None, repr=False)
+    durable: Durable | None
     #: The worker's, in place of `durable`: builds it on first use (a step, a sleep, a signal wait),
     #: given a reader of what the run's acquire wrote and its lock (`capture`), so a run that uses none
     #: never loads `lambdajobs.runtime.durable` (a cold start's import).
-    durable_factory: Callable[[Callable[[], Any]], Durable] | None = field(default=None, repr=False)
+    durable_factory: Callable[[Callable[[], Any]], Durable] | None
     #: What the run's acquire wrote and its lock, read on the run's own thread (the store's `acquired`).
-    acquired_reader: Callable[[], Any] | None = field(default=None, repr=False)
+    acquired_reader: Callable[[], Any] | None
     #: Reads whether a cancel of this job is recorded (the worker's; None outside it: never cancelled).
-    cancel_check: Callable[[], bool] | None = field(default=None, repr=False)
-    _parent_results: list[Any] | None = field(default=None, init=False, repr=False)
-    _cancelled: bool = field(default=False, init=False, repr=False)
-    _cancel_read_at: float = field(default=0.0, init=False, repr=False)
-    _acquired: Any = field(default=None, init=False, repr=False)
-    _captured: bool = field(default=False, init=False, repr=False)
+    cancel_check: Callable[[], bool] | None
 
     #: `ctx.cancelled` reads the record at most this often (each a consistent read: one read unit).
     CANCEL_READ_SECONDS = 1.0
+
+    __match_args__ = FIELDS = (
+        "job_id",
+        "job",
+        "attempt",
+        "max_attempts",
+        "logger",
+        "lambda_context",
+        "scheduled_at",
+        "progress_sink",
+        "config",
+        "workflow",
+        "durable",
+        "durable_factory",
+        "acquired_reader",
+        "cancel_check",
+    )
+    __hash__ = None  # type: ignore[assignment]  # (mutable, compared by value: as a dataclass)
+
+    def __init__(
+        self,
+        job_id: str,
+        job: str,
+        attempt: int,
+        max_attempts: int,
+        logger: Any,
+        lambda_context: Any = None,
+        scheduled_at: datetime | None = None,
+        progress_sink: Callable[[str, float, str | None], None] | None = None,
+        config: StackConfig = _NEW_CONFIG,
+        workflow: WorkflowField | None = None,
+        durable: Durable | None = None,
+        durable_factory: Callable[[Callable[[], Any]], Durable] | None = None,
+        acquired_reader: Callable[[], Any] | None = None,
+        cancel_check: Callable[[], bool] | None = None,
+    ) -> None:
+        self.job_id, self.job, self.attempt, self.max_attempts = job_id, job, attempt, max_attempts
+        self.logger, self.lambda_context, self.scheduled_at = logger, lambda_context, scheduled_at
+        self.progress_sink = progress_sink
+        self.config = StackConfig() if config is _NEW_CONFIG else config  # (a new one per context)
+        self.workflow, self.durable, self.durable_factory = workflow, durable, durable_factory
+        self.acquired_reader, self.cancel_check = acquired_reader, cancel_check
+        self._parent_results: list[Any] | None = None
+        self._cancelled = False
+        self._cancel_read_at = 0.0
+        self._acquired: Any = None
+        self._captured = False
+
+    def __repr__(self) -> str:
+        return _rare().context_repr(self)
+
+    def __eq__(self, other: object) -> bool:
+        return _rare().context_eq(self, other)
 
     @property
     def cancelled(self) -> bool:
@@ -99,12 +150,7 @@ class JobContext:
         durable steps check it for free, and raise `JobCancelled` to stop the job; reading this
         property reads the record at most once a second. Check it in a long loop that reports no
         progress, and stop (return, or `raise_if_cancelled()`)."""
-        if not self._cancelled and self.cancel_check is not None:
-            now = time.monotonic()
-            if now - self._cancel_read_at >= self.CANCEL_READ_SECONDS:
-                self._cancel_read_at = now
-                self._cancelled = bool(self.cancel_check())
-        return self._cancelled
+        return _rare().cancelled(self)
 
     def raise_if_cancelled(self) -> None:
         """Stop here if the job was cancelled: raises `JobCancelled` (the worker records the job
@@ -117,22 +163,9 @@ class JobContext:
         """The results of the stage before this one, in member order (None for a member that died);
         empty for a job outside workflows and for a first stage. Read on first use, from the members'
         job records (one BatchGetItem per 100 members)."""
-        if self._parent_results is None:
-            parents = self.workflow.parents if self.workflow is not None else None
-            if self.workflow is None or self.workflow.stage == 0 or parents is None:
-                self._parent_results = []
-            else:
-                from lambdajobs.runtime.lifecycle import JobState
-                from lambdajobs.runtime.records import get_statuses
-                from lambdajobs.runtime.workflow import member_job_id
-
-                stage, wid = self.workflow.stage - 1, self.workflow.id
-                ids = [member_job_id(wid, stage, i) for i in range(parents.total)]
-                found = get_statuses(ids, config=self.config)
-                self._parent_results = [
-                    found[i].result if found[i].state is JobState.SUCCEEDED else None for i in ids
-                ]
-        return self._parent_results
+        if self._parent_results is None and self.workflow is None:  # outside workflows: none
+            self._parent_results = []
+        return self._parent_results if self._parent_results is not None else _rare().parent_results(self)
 
     def client(self, service: str) -> Any:
         """A boto3 client for `service` on this job's stack (created once, shared)."""
@@ -150,14 +183,7 @@ class JobContext:
     def progress(self, percent: float, message: str | None = None) -> None:
         """Record progress (0 to 100) and an optional short message. Each call is one DynamoDB write:
         report per stage, not per byte."""
-        if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 <= percent <= 100:
-            raise ProgressError(f"progress percent must be a number from 0 to 100, got {percent!r}")
-        if self.progress_sink is not None:
-            try:
-                self.progress_sink(self.job_id, float(percent), message)
-            except JobCancelled:
-                self._cancelled = True
-                raise
+        return _rare().progress(self, percent, message)
 
     # -- durable jobs -------------------------------------------------------------------------------
 
@@ -188,12 +214,7 @@ class JobContext:
             StepError: a name used twice in one run, a result too large or not JSON, a budget too long.
             MaxDurationError: the job has run longer than its `max_duration_seconds`.
         """
-        if fn is None:
-            return lambda function: self.step(name, function, *args, budget_seconds=budget_seconds, **kwargs)
-        durable = self._durable_state()
-        if durable is None:
-            return fn(*args, **kwargs)
-        return durable.step(name, fn, args, kwargs, budget_seconds)
+        return _rare().step(self, name, fn, *args, budget_seconds=budget_seconds, **kwargs)
 
     @property
     def step_key(self) -> str | None:
@@ -223,13 +244,8 @@ class JobContext:
         return self._durable("ctx.wait_for_signal").wait_for_signal(name, timeout_seconds)
 
     def _durable(self, what: str) -> Durable:
-        durable = self._durable_state()
-        if durable is None:
-            raise LambdaJobsError(
-                f"{what} needs the lambdajobs worker (it parks the job between invocations); run the job "
-                "through TestStack or lambdajobs dev, not by calling it directly."
-            )
-        return durable
+        """`_durable_state()`, or a refusal of `what` when the job runs outside the worker."""
+        return _rare().durable(self, what)
 
     def capture(self) -> None:
         """The worker's, on the run's own thread before the job function runs: take what the run's
@@ -242,14 +258,12 @@ class JobContext:
 
     def _durable_state(self) -> Durable | None:
         """`durable`; built by `durable_factory` the first time a step, a sleep or a wait needs it."""
-        if self.durable is None and self.durable_factory is not None:
-            with _BUILDING:  # a job's own threads may take their first step at once: one state
-                if self.durable is None:
-                    taken = self._acquired
-                    reader = (lambda: taken) if self._captured else self.acquired_reader
-                    self.durable = self.durable_factory(reader or (lambda: (None, None)))
-        return self.durable
+        return _rare().durable_state(self)
 
 
-#: Held while a run's durable state is built (`JobContext._durable_state`).
-_BUILDING = threading.Lock()
+def _rare() -> Any:
+    """`lambdajobs.runtime.context_rare`: what a run that only returns never calls (a step, a progress
+    report, a cancel check, the parents' results, a repr), imported on first use."""
+    from lambdajobs.runtime import context_rare
+
+    return context_rare
