@@ -22,7 +22,8 @@ from pydantic import BaseModel, ValidationError
 
 from lambdajobs.runtime.envelope import summarize_validation_error
 from lambdajobs.runtime.errors import ConfigurationError, DeclarationError, ScheduleError
-from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE, PRIORITY_NAME_RE
+from lambdajobs.runtime.naming import PRIORITY_NAME_RE
+from lambdajobs.runtime.settings import ENV_JOB, JOB_NAME_RE
 from lambdajobs.runtime.spec import (
     MAX_CONCURRENCY,
     MAX_RESERVED_CONCURRENCY,
@@ -288,6 +289,20 @@ def load_into(registry: Registry, package: str) -> list[JobSpec]:
                 specs[value.name] = value.spec
     registry._loaded.add(package)
     return registry.jobs_in(package)
+
+
+def check_shared_rate_limit(registry: Registry, spec: JobSpec) -> None:
+    """Jobs sharing a rate limiter (by name) declare the same limits: there is one bucket."""
+    limit = spec.rate_limit
+    if limit is None:
+        return
+    for other in registry._specs.values():
+        theirs = other.rate_limit
+        if theirs and other.name != spec.name and theirs.name == limit.name and theirs != limit:
+            raise DeclarationError(
+                f"job '{spec.name}': rate limiter '{limit.name}' is declared by job '{other.name}' "
+                f"as {theirs.describe()}; a shared limiter needs the same RateLimit."
+            )
 
 
 def unknown_job(registry: Registry, name: str) -> str:

@@ -1,7 +1,7 @@
 """The naming rule of a stack's resources, loaded the first time one is named: its job queues and
 dead-letter queues (at every priority level), the patterns that grant all of them, its schedule groups,
-log groups and workflow queues, its manifest's parameters, and the environment variables that give a
-job's queue.
+log groups and workflow queues, its manifest's parameters, the environment variables that give a
+job's queue, and what a priority level may be named.
 
 Split out of `lambdajobs.runtime.settings`, which keeps the names and defaults every layer reads and
 re-exports these (PEP 562): CDK, the local stack and the manifest's reads name resources; a worker
@@ -9,6 +9,8 @@ whose environment names its table and queues (what CDK sets) does not compile th
 """
 
 from __future__ import annotations
+
+import re
 
 from lambdajobs.runtime.settings import (
     DLQ_SUFFIX,
@@ -20,6 +22,10 @@ from lambdajobs.runtime.settings import (
     MAX_SCHEDULE_GROUP_NAME,
     STACK_MANIFEST,
 )
+
+#: Names a priority level: lower-case letters and digits (no '_' or '-': it becomes part of queue names
+#: and environment variable names after the job's), at most 16.
+PRIORITY_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 
 
 def queue_name(stack: str, job: str, level: str | None = None) -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from lambdajobs.runtime import lazy
 
 if TYPE_CHECKING:  # the naming rule's functions, in `naming` (loaded on first use)
+    from lambdajobs.runtime.naming import PRIORITY_NAME_RE as PRIORITY_NAME_RE
     from lambdajobs.runtime.naming import dead_letter_queue_name as dead_letter_queue_name
     from lambdajobs.runtime.naming import dead_letter_queue_pattern as dead_letter_queue_pattern
     from lambdajobs.runtime.naming import dlq_url_env as dlq_url_env
@@ -34,9 +35,6 @@ if TYPE_CHECKING:  # the naming rule's functions, in `naming` (loaded on first u
 #: of the queue name (SQS allows letters, digits, '-' and '_', at most 80 characters) and of an
 #: environment variable name.
 JOB_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
-#: Names a priority level: lower-case letters and digits (no '_' or '-': it becomes part of queue names
-#: and environment variable names after the job's), at most 16.
-PRIORITY_NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,15}$")
 
 ENV_JOB = "LAMBDAJOBS_JOB"  # the job a worker function serves
 ENV_JOBS = "LAMBDAJOBS_JOBS"  # the user's jobs package (e.g. "myjobs"), named once in configuration
@@ -200,11 +198,13 @@ def bucket_prefix(job: str) -> str:
     return f"{job}/"
 
 
-#: The naming rule of a stack's queues, schedule groups, log groups and manifest parameters, and the
-#: environment variables of a job's queues: in `lambdajobs.runtime.naming`, importable from here
-#: (CDK, the local stack, the manifest's reads): a worker's cold start does not compile them.
+#: The naming rule of a stack's queues, schedule groups, log groups and manifest parameters, the
+#: environment variables of a job's queues, and the rule of a priority level's name: in
+#: `lambdajobs.runtime.naming`, importable from here (CDK, the local stack, the manifest's reads, the
+#: priorities' check): a worker's cold start does not compile them.
 NAMING = frozenset(
     {
+        "PRIORITY_NAME_RE",
         "dead_letter_queue_name",
         "dead_letter_queue_pattern",
         "dlq_url_env",

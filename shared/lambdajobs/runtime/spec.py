@@ -793,17 +793,12 @@ class Registry:
             )
 
     def _check_shared_rate_limit(self, spec: JobSpec) -> None:
-        """Jobs sharing a rate limiter (by name) declare the same limits: there is one bucket."""
-        limit = spec.rate_limit
-        if limit is None:
-            return
-        for other in self._specs.values():
-            theirs = other.rate_limit
-            if theirs and other.name != spec.name and theirs.name == limit.name and theirs != limit:
-                raise DeclarationError(
-                    f"job '{spec.name}': rate limiter '{limit.name}' is declared by job '{other.name}' "
-                    f"as {theirs.describe()}; a shared limiter needs the same RateLimit."
-                )
+        """Jobs sharing a rate limiter (by name) declare the same limits: there is one bucket
+        (`declarations.check_shared_rate_limit`)."""
+        if spec.rate_limit is not None:
+            from lambdajobs.runtime.declarations import check_shared_rate_limit
+
+            check_shared_rate_limit(self, spec)
 
     def get(self, ref: JobRef) -> JobSpec:
         """The spec of a job given by name, `Job` or `JobSpec`. Imports nothing.
