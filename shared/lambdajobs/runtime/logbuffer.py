@@ -32,9 +32,14 @@ import sys
 import time
 from collections import deque
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
+
+from lambdajobs.runtime import lazy
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.logbuffer_rare import _write as _write
 
 #: Lines kept per record; beyond, the oldest go (a write says how many).
 MAX_LINES = 500
@@ -70,6 +75,8 @@ class _Kept:
 
 
 _kept: ContextVar[_Kept | None] = ContextVar("lambdajobs_log_kept", default=None)
+
+__getattr__ = lazy.exports(__name__, {"_write": "lambdajobs.runtime.logbuffer_rare"})
 
 
 class RecordLogger(Logger):
@@ -130,7 +137,7 @@ class _Keep(logging.Filter):
         if record.levelno < logging.WARNING:
             kept.keep((self.handler, record))
             return False
-        _write(kept)  # the record's keys are on the logger before this line is formatted
+        _rare().write(kept)  # the record's keys are on the logger before this line is formatted
         return True
 
 
@@ -139,27 +146,6 @@ def install(std: logging.Logger) -> None:
     for handler in std.handlers:
         if not any(isinstance(f, _Keep) for f in handler.filters):
             handler.addFilter(_Keep(handler))
-
-
-def _write(kept: _Kept) -> None:
-    kept.open()
-    std = kept.logger._logger
-    if kept.dropped and kept.lines:
-        std.warning(
-            "%d earlier log lines of this record were not kept (at most %d are)",
-            kept.dropped,
-            kept.lines.maxlen,
-        )
-    while kept.lines:
-        line = kept.lines.popleft()
-        if isinstance(line[0], logging.Handler):  # another logger's record, kept by the handler's filter
-            handler, record = line
-            handler.handle(record)
-            continue
-        level, msg, args, exc_info, extra, filename, lineno, function, created = line
-        made = std.makeRecord(std.name, level, filename, lineno, msg, args, exc_info, function, extra)
-        made.created, made.msecs = created, (created - int(created)) * 1000
-        std.handle(made)
 
 
 class held:  # (lower case: used as a function, `with logbuffer.held(...)`)
@@ -181,7 +167,7 @@ class held:  # (lower case: used as a function, `with logbuffer.held(...)`)
         kept = self._kept
         try:
             if exc_type is not None:
-                _write(kept)
+                _rare().write(kept)
         finally:
             _kept.reset(self._token)
             if kept.written and kept.keys:
@@ -193,3 +179,11 @@ def writing() -> bool:
     keeps no lines), rather than kept."""
     kept = _kept.get()
     return kept is None or kept.through
+
+
+def _rare() -> Any:
+    """`lambdajobs.runtime.logbuffer_rare`: writing a record's kept lines (at a warning, or when its
+    processing raised), imported on first use."""
+    from lambdajobs.runtime import logbuffer_rare
+
+    return logbuffer_rare
