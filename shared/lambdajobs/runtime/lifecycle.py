@@ -267,9 +267,9 @@ def acquire(
         )
         if created is not None:
             return created, created
-    from lambdajobs.runtime.transitions import take  # a record is there: loaded on first use
+    import lambdajobs.runtime.transitions as transitions  # a record is there: loaded on first use
 
-    return None, take(
+    return None, transitions.take(
         client,
         table,
         job_id,
@@ -421,4 +421,12 @@ TRANSITIONS = frozenset(
 )
 
 
-__getattr__ = lazy.exports(__name__, dict.fromkeys(TRANSITIONS, "lambdajobs.runtime.transitions"))
+_transition = lazy.exports(__name__, dict.fromkeys(TRANSITIONS, "lambdajobs.runtime.transitions"))
+
+
+def __getattr__(name: str) -> Any:
+    """A transition of `TRANSITIONS`, imported on first use, then kept as this module's attribute: a
+    later use is a plain lookup (`succeed` after a retry, `checkpoint` at each step of a durable job
+    are on a record's path)."""
+    value = globals()[name] = _transition(name)
+    return value

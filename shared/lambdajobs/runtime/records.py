@@ -328,7 +328,7 @@ class JobRecordStore(BasePersistenceLayer):
     def tally(self, workflow: Any) -> Tally | None:
         """How a workflow member's outcome is counted (`workflow`: the envelope's `workflow`, as a
         dict with `id` and `stage`, or its model); None for a job outside workflows."""
-        return _ops().tally(self, workflow)
+        return None if workflow is None else _ops().tally(self, workflow)
 
     def reject(
         self,
@@ -439,7 +439,7 @@ class JobRecordStore(BasePersistenceLayer):
 def _ops() -> Any:
     """`lambdajobs.runtime.store_ops`, where `JobRecordStore`'s writes and reads other than an acquire
     and a success are: imported by the first one that runs (a cold start's success does not)."""
-    from lambdajobs.runtime import store_ops
+    import lambdajobs.runtime.store_ops as store_ops  # (the cheapest form of the import once loaded)
 
     return store_ops
 
