@@ -51,57 +51,26 @@ from lambdajobs.runtime.spec import JobSpec
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from lambdajobs.runtime.decisions_rare import CarriedSlot as CarriedSlot
+    from lambdajobs.runtime.decisions_rare import Mark as Mark
+    from lambdajobs.runtime.delivery_rare import Carried as Carried
     from lambdajobs.runtime.delivery_rare import CarriedOutcome as CarriedOutcome
-    from lambdajobs.runtime.delivery_rare import Mark as Mark
     from lambdajobs.runtime.envelope import WorkflowField
 
 #: The version of `CarriedOutcome` this worker writes and understands.
 PROTOCOL_VERSION = 1
 
-#: Names of this module defined in `lambdajobs.runtime.delivery_rare` (loaded on first use): how a
-#: record is marked dead, and the outcome a handed-back copy carries.
-RARE = frozenset({"Mark", "CarriedOutcome"})
+#: Names of this module defined elsewhere, loaded on first use: the outcome a handed-back copy carries,
+#: read (`lambdajobs.runtime.delivery_rare`); how a record is marked dead and the rate-limit slot a copy
+#: carries (`lambdajobs.runtime.decisions_rare`, with the decisions that carry them).
+RARE = {
+    "CarriedOutcome": "lambdajobs.runtime.delivery_rare",
+    "Carried": "lambdajobs.runtime.delivery_rare",
+    "Mark": "lambdajobs.runtime.decisions_rare",
+    "CarriedSlot": "lambdajobs.runtime.decisions_rare",
+}
 
-__getattr__ = lazy.exports(__name__, dict.fromkeys(RARE, "lambdajobs.runtime.delivery_rare"))
-
-
-class CarriedSlot(NamedTuple):
-    """The rate-limit slot a copy waits for: taken for `attempt`, at `slot_us` (epoch µs); `ahead`: it
-    was taken ahead of the queue by a higher priority level."""
-
-    attempt: int
-    slot_us: int
-    ahead: bool = False
-
-    @classmethod
-    def parse(cls, text: str | None) -> CarriedSlot | None:
-        parts = (text or "").split(":")
-        if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
-            return None
-        return cls(int(parts[0]), int(parts[1]), parts[2:] == ["ahead"])
-
-    def text(self) -> str:
-        return f"{self.attempt}:{self.slot_us}" + (":ahead" if self.ahead else "")
-
-    def until_iso(self) -> str:
-        """The slot's time as the job's record shows it (`waiting_until`, RFC 3339 to the millisecond)."""
-        moment = datetime.fromtimestamp(self.slot_us / 1_000_000, UTC)
-        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Carried(NamedTuple):
-    """A copy's carried outcome, read: the outcome, or why there is none to apply (`newer`: written by
-    a newer worker, `at` then; else the reason it was discarded). `text` is the attribute as sent."""
-
-    outcome: CarriedOutcome | None = None
-    newer: int | None = None
-    at: int | None = None
-    discarded: str | None = None
-    text: str | None = None
-
-    def __repr__(self) -> str:
-        shown = f"outcome={self.outcome!r}, newer={self.newer}, at={self.at}, discarded={self.discarded!r}"
-        return f"Carried({shown})"
+__getattr__ = lazy.exports(__name__, RARE)
 
 
 def read_carried(text: str | None, job_id: str | None) -> Carried | None:
@@ -214,7 +183,7 @@ def read(
         "receives": receives,
         "source_level": source_level,
         "redriven": ATTR_FAILED_AT in texts or ATTR_REDRIVEN in texts,
-        "carried_slot": CarriedSlot.parse(texts.get(ATTR_RATE_SLOT)),
+        "carried_slot": _carried_slot(texts.get(ATTR_RATE_SLOT)),
         "carried": None,
     }
     try:
@@ -228,6 +197,15 @@ def read(
     read.update(_resume_fields(read["attempt"], receives, texts, envelope))
     read["carried"] = read_carried(texts.get(ATTR_SETTLE), read.get("job_id"))
     return Delivery(**read)
+
+
+def _carried_slot(text: str | None) -> CarriedSlot | None:
+    """The rate-limit slot a copy carries (`CarriedSlot.parse`), None when it carries none."""
+    if text is None:
+        return None
+    from lambdajobs.runtime.decisions_rare import CarriedSlot
+
+    return CarriedSlot.parse(text)
 
 
 def _texts(record: SQSRecord) -> dict[str, str]:

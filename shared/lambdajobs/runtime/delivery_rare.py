@@ -1,34 +1,19 @@
 """What the hand-back protocol (`lambdajobs.runtime.delivery`) needs only for a copy that carries an
-outcome or a record marked dead: the `Mark`s and the `CarriedOutcome` model, and reading a carried
-outcome. Loaded on first use (each name is importable from `lambdajobs.runtime.delivery` too), so a
-cold start whose record carries none does not define them."""
+outcome: the `CarriedOutcome` model, and reading it (`Carried`). Loaded on first use (each name is
+importable from `lambdajobs.runtime.delivery` too), so a cold start whose record carries none does not
+define them."""
 
 from __future__ import annotations
 
 import time
-from enum import StrEnum
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdajobs.runtime.delivery import PROTOCOL_VERSION, Carried
+from lambdajobs.runtime.decisions_rare import Mark
+from lambdajobs.runtime.delivery import PROTOCOL_VERSION
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError
-
-
-class Mark(StrEnum):
-    """How a job's record is marked dead before its message moves to the DLQ. The values on the wire
-    are those of workers deployed before the protocol had a version (they read them still)."""
-
-    #: The run that held the lock failed for good; its release write failed (the record reads
-    #: `running`): record it dead, while the record still carries that run's lock.
-    DEAD_RUN = "release"
-    #: A message that never ran (an invalid payload, a job or level gone): dead, unless a live run
-    #: holds the record or it succeeded.
-    DEAD_UNRUN = "reject"
-    #: A message past its last attempt: dead as DEAD_UNRUN, and also over a `retrying` or `waiting`
-    #: record (it was this message's own).
-    DEAD_PAST_LAST = "bury"
 
 
 class CarriedOutcome(BaseModel):
@@ -60,6 +45,21 @@ class CarriedOutcome(BaseModel):
 
     def text(self) -> str:
         return self.model_dump_json(exclude_none=True)
+
+
+class Carried(NamedTuple):
+    """A copy's carried outcome, read: the outcome, or why there is none to apply (`newer`: written by
+    a newer worker, `at` then; else the reason it was discarded). `text` is the attribute as sent."""
+
+    outcome: CarriedOutcome | None = None
+    newer: int | None = None
+    at: int | None = None
+    discarded: str | None = None
+    text: str | None = None
+
+    def __repr__(self) -> str:
+        shown = f"outcome={self.outcome!r}, newer={self.newer}, at={self.at}, discarded={self.discarded!r}"
+        return f"Carried({shown})"
 
 
 def read_carried(text: str, job_id: str | None) -> Carried:

@@ -18,23 +18,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime import aws
 from lambdajobs.runtime.config import StackConfig
 from lambdajobs.runtime.delivery import Delivery
-from lambdajobs.runtime.gates import (
-    Cancel,
-    DeadLetter,
-    Decision,
-    Done,
-    HandBack,
-    Park,
-    RecordSuccess,
-    Retry,
-    Supersede,
-)
+from lambdajobs.runtime.gates import Done
 from lambdajobs.runtime.records import JobRecordStore
+
+if TYPE_CHECKING:
+    from lambdajobs.runtime.gates import (
+        Cancel,
+        DeadLetter,
+        Decision,
+        HandBack,
+        Park,
+        RecordSuccess,
+        Retry,
+        Supersede,
+    )
 
 Metric = Callable[[str, float], None]
 
@@ -66,10 +68,9 @@ class Effects:
             NotStartedError: a copy could not be sent (the record is reported failed).
             Exception: a `Retry`'s error (the record is reported failed, and returns after its delay).
         """
-        how = _CARRY_OUT.get(type(decision))
-        if how is not None:
-            return getattr(self, how)(d, decision)
-        raise TypeError(f"not a decision the executor carries out: {decision!r}")
+        if type(decision) is Done:  # (the others: lambdajobs.runtime.handbacks, which calls back its method)
+            return self.done(d, decision)
+        return _rare().apply(self, d, decision)
 
     def write(self, call: Callable[..., Any], *args: Any) -> Exception | None:
         """A bookkeeping call, tried again on transient failures (`aws.retrying`)."""
@@ -143,19 +144,6 @@ class Effects:
         """Mark the job's record dead (the decision's mark), check a workflow member's stage, send the
         message to the DLQ with its reason, delete the original (see the module docstring)."""
         return _rare().dead_letter(self, d, decision)
-
-
-#: Which method carries out each kind of decision.
-_CARRY_OUT: dict[type, str] = {
-    HandBack: "hand_back",
-    DeadLetter: "dead_letter",
-    RecordSuccess: "record_success",
-    Retry: "retry",
-    Done: "done",
-    Park: "park",
-    Cancel: "cancelled",
-    Supersede: "superseded",
-}
 
 
 def _rare() -> Any:

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from lambdajobs.runtime import lazy
 
 if TYPE_CHECKING:
-    from lambdajobs.runtime.delivery import CarriedOutcome, CarriedSlot, Delivery, Mark
+    from lambdajobs.runtime.decisions_rare import Cancel as Cancel
+    from lambdajobs.runtime.decisions_rare import DeadLetter as DeadLetter
+    from lambdajobs.runtime.decisions_rare import Decision as Decision
+    from lambdajobs.runtime.decisions_rare import HandBack as HandBack
+    from lambdajobs.runtime.decisions_rare import Park as Park
+    from lambdajobs.runtime.decisions_rare import RecordSuccess as RecordSuccess
+    from lambdajobs.runtime.decisions_rare import Retry as Retry
+    from lambdajobs.runtime.decisions_rare import Supersede as Supersede
+    from lambdajobs.runtime.delivery import Delivery
     from lambdajobs.runtime.gates_rare import duplicate as duplicate
     from lambdajobs.runtime.gates_rare import failed as failed
     from lambdajobs.runtime.gates_rare import lock_held as lock_held
@@ -40,7 +48,6 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.gates_rare import resumes_early as resumes_early
     from lambdajobs.runtime.gates_rare import seconds_until as seconds_until
     from lambdajobs.runtime.gates_rare import waits_elsewhere as waits_elsewhere
-    from lambdajobs.runtime.job_record import JobState
 
 logger = logging.getLogger(__name__)
 
@@ -60,57 +67,6 @@ class Run(NamedTuple):
     start_by_us: int | None = None
 
 
-class HandBack(NamedTuple):
-    """Send a copy back to the job's queue (or to queue URL `to`: another priority level's) after
-    `delay` seconds; the copy carries `outcome`, or the rate-limit `slot` (None with `keep_slot`: the
-    one this message carries, if any). `mark_waiting`: the job's record reads `waiting` for that slot
-    (written once the copy is sent)."""
-
-    delay: int
-    reason: str
-    slot: CarriedSlot | None = None
-    keep_slot: bool = True
-    outcome: CarriedOutcome | None = None
-    #: The copy carries the outcome this message carries, as it was sent (a newer worker's).
-    keep_outcome: bool = False
-    to: str | None = None
-    mark_waiting: bool = False
-    metric: str | None = None
-    #: The copy continues a parked durable job due at this wake-up (epoch ms): `ATTR_RESUME`.
-    resume: int | None = None
-
-
-class DeadLetter(NamedTuple):
-    """Move the message to the DLQ with `error` and `attempts`; first mark the job's record (`mark`,
-    under `lock` for a run's). `for_job=False`: the message names no job here (an undecodable
-    envelope, another job's): no record is marked, no workflow told."""
-
-    error: dict[str, str]
-    attempts: int
-    mark: Mark | None = None
-    lock: int | None = None
-    for_job: bool = True
-    #: False: the mark's write just failed (the run's own release): the copy makes it, not this receive.
-    mark_now: bool = True
-
-
-class RecordSuccess(NamedTuple):
-    """Write the success of the run that held `lock` (its own write failed), with `result` (JSON text)."""
-
-    result: str
-    lock: int | None
-    reason: str = "complete"
-
-
-class Retry(NamedTuple):
-    """Report the record failed; SQS brings it back after `delay` seconds (None: the queue's
-    visibility timeout). The receive counts toward the DLQ."""
-
-    error: BaseException
-    delay: int | None = None
-    metric: str | None = None
-
-
 class Done(NamedTuple):
     """Nothing left to do. `notify`: a workflow member's outcome is counted: check its stage."""
 
@@ -118,40 +74,6 @@ class Done(NamedTuple):
     metric: str | None = None
     notify: bool = False
     result: Any = None
-
-
-class Park(NamedTuple):
-    """A durable job parks (`durable.Suspend`): send the copy that continues it at `wake_ms` (epoch
-    ms; SQS delay, or a one-time schedule beyond 15 minutes), then mark its record `state` under the
-    run's `lock`; `signal`: the signal it waits for."""
-
-    state: JobState
-    wake_ms: int
-    reason: str
-    lock: int | None
-    signal: str | None = None
-
-
-class Cancel(NamedTuple):
-    """A cancelled job ends `cancelled` (`lambdajobs.runtime.cancellation`): its run stopped at a check
-    (`lock`: the run's), or a copy found the cancel recorded (`lock` None); `write`: the record still
-    has to say so (False: it does, and only a workflow member's count may be left to make)."""
-
-    lock: int | None
-    reason: str
-    write: bool = True
-
-
-class Supersede(NamedTuple):
-    """A debounced enqueue that a later enqueue of its key replaced: its record reads `superseded`,
-    and it never runs (`lambdajobs.runtime.debounce`)."""
-
-    reason: str = "superseded by a later enqueue of its key"
-
-
-#: (Decisions are NamedTuples, not dataclasses: every record's path defines them at a cold start, where
-#: a NamedTuple class costs a tenth of a frozen dataclass's on 3.11. Compare them within a kind only.)
-Decision = Run | HandBack | DeadLetter | RecordSuccess | Retry | Done | Park | Cancel | Supersede
 
 
 # -- the gates, in order ------------------------------------------------------------------------------
@@ -169,7 +91,7 @@ def carried_outcome(d: Delivery, now: float | None = None) -> Decision | None:
 def deadline(d: Delivery, too_late: Callable[[], str | None]) -> Decision | None:
     """Not started this late in the invocation (`too_late` says why): handed back, costing no attempt."""
     why = too_late()
-    return HandBack(0, why, metric="JobDeferred") if why else None
+    return _decisions().HandBack(0, why, metric="JobDeferred") if why else None
 
 
 def init_failed(d: Delivery, error: BaseException | None) -> Decision | None:
@@ -201,7 +123,7 @@ def routing(
         warn(d, exc)
         return None
     assert d.envelope is not None
-    return HandBack(0, f"priority {d.envelope.priority}", to=where)
+    return _decisions().HandBack(0, f"priority {d.envelope.priority}", to=where)
 
 
 def validation(d: Delivery) -> Decision | None:
@@ -226,7 +148,19 @@ RARE = frozenset(
     }
 )
 
-__getattr__ = lazy.exports(__name__, dict.fromkeys(RARE, "lambdajobs.runtime.gates_rare"))
+#: The decisions a plain success never takes, defined in `lambdajobs.runtime.decisions_rare` (loaded on
+#: first use), and the union of all (`Decision`).
+DECISIONS = frozenset(
+    {"HandBack", "DeadLetter", "RecordSuccess", "Retry", "Park", "Cancel", "Supersede", "Decision"}
+)
+
+__getattr__ = lazy.exports(
+    __name__,
+    {
+        **dict.fromkeys(RARE, "lambdajobs.runtime.gates_rare"),
+        **dict.fromkeys(DECISIONS, "lambdajobs.runtime.decisions_rare"),
+    },
+)
 
 
 def _rare() -> Any:
@@ -235,3 +169,10 @@ def _rare() -> Any:
     from lambdajobs.runtime import gates_rare
 
     return gates_rare
+
+
+def _decisions() -> Any:
+    """`lambdajobs.runtime.decisions_rare`: imported by the first record a gate decides for."""
+    from lambdajobs.runtime import decisions_rare
+
+    return decisions_rare

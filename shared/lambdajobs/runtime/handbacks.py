@@ -17,7 +17,17 @@ from lambdajobs.runtime import aws
 from lambdajobs.runtime.delivery import CarriedOutcome, Delivery, Mark, about
 from lambdajobs.runtime.envelope import parse_body
 from lambdajobs.runtime.errors import EnvelopeError, NotStartedError
-from lambdajobs.runtime.gates import Cancel, DeadLetter, HandBack, Park, RecordSuccess, Retry, Supersede
+from lambdajobs.runtime.gates import (
+    Cancel,
+    DeadLetter,
+    Decision,
+    Done,
+    HandBack,
+    Park,
+    RecordSuccess,
+    Retry,
+    Supersede,
+)
 from lambdajobs.runtime.job_record import JobState
 from lambdajobs.runtime.records import error_fields, stored_fields
 from lambdajobs.runtime.settings import (
@@ -40,6 +50,27 @@ if TYPE_CHECKING:
 
 MAX_SQS_ATTRIBUTES = 10  # SQS: at most 10 message attributes per message
 MAX_DELAY_SECONDS = 900  # SQS: DelaySeconds at most 15 minutes
+
+
+#: Which method carries out each kind of decision.
+_CARRY_OUT: dict[type, str] = {
+    HandBack: "hand_back",
+    DeadLetter: "dead_letter",
+    RecordSuccess: "record_success",
+    Retry: "retry",
+    Done: "done",
+    Park: "park",
+    Cancel: "cancelled",
+    Supersede: "superseded",
+}
+
+
+def apply(fx: Effects, d: Delivery, decision: Decision) -> Any:
+    """`Effects.apply` of a decision other than `Done`: the executor's method for its kind."""
+    how = _CARRY_OUT.get(type(decision))
+    if how is not None:
+        return getattr(fx, how)(d, decision)
+    raise TypeError(f"not a decision the executor carries out: {decision!r}")
 
 
 def notify(fx: Effects, d: Delivery) -> bool:

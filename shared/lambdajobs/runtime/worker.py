@@ -43,7 +43,7 @@ from lambdajobs.runtime.context import JobCancelled, JobContext, LockLost, Suspe
 from lambdajobs.runtime.delivery import Delivery, about, attempt_of
 from lambdajobs.runtime.effects import Effects
 from lambdajobs.runtime.errors import ConfigurationError, FunctionInitError, UnknownJobError
-from lambdajobs.runtime.gates import Decision, Done, HandBack, Run
+from lambdajobs.runtime.gates import Done, Run
 from lambdajobs.runtime.records import (
     IdempotencyConfigPerThread,
     JobRecordStore,
@@ -56,6 +56,7 @@ from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.durable import Durable
+    from lambdajobs.runtime.gates import Decision
     from lambdajobs.runtime.job_record import JobRecord
 
 __all__ = ["Worker", "attempt_of", "deadline_margin_ms", "logger", "metrics", "transient"]
@@ -354,7 +355,7 @@ class Worker:
                 found = record()
             except Exception as exc:
                 logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
-                return HandBack(spec.backoff.delay(1, self.rng), "read")
+                return gates.HandBack(spec.backoff.delay(1, self.rng), "read")
             decision = gates.past_last_attempt(d, found, int(time.time() * 1000))
             if decision is not None:
                 return decision
@@ -363,7 +364,7 @@ class Worker:
                 found = record()
             except Exception as exc:
                 logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
-                return HandBack(spec.backoff.delay(1, self.rng), "read", resume=d.resume_wake)
+                return gates.HandBack(spec.backoff.delay(1, self.rng), "read", resume=d.resume_wake)
             return gates.resumes_early(d, found, int(time.time() * 1000)) or Run()
         return self._rate_limit(d, record, invocation) or Run()
 
