@@ -55,7 +55,6 @@ from lambdajobs.runtime.settings import METRICS_NAMESPACE, SERVICE_NAME, job_for
 from lambdajobs.runtime.spec import JobSpec, active_registry, ensure_loaded, get_spec, unloaded_spec
 
 if TYPE_CHECKING:
-    from lambdajobs.runtime.durable import Durable
     from lambdajobs.runtime.gates import Decision
     from lambdajobs.runtime.job_record import JobRecord
 
@@ -350,22 +349,8 @@ class Worker:
             if decision is not None:
                 return decision
         record = self.store.reader(d.job_id)
-        if d.attempt > spec.max_attempts:
-            try:
-                found = record()
-            except Exception as exc:
-                logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
-                return gates.HandBack(spec.backoff.delay(1, self.rng), "read")
-            decision = gates.past_last_attempt(d, found, int(time.time() * 1000))
-            if decision is not None:
-                return decision
-        if d.resume_wake is not None:  # a durable job's continuation: no new rate-limit slot
-            try:
-                found = record()
-            except Exception as exc:
-                logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
-                return gates.HandBack(spec.backoff.delay(1, self.rng), "read", resume=d.resume_wake)
-            return gates.resumes_early(d, found, int(time.time() * 1000)) or Run()
+        if d.attempt > spec.max_attempts or d.resume_wake is not None:  # a late copy, a continuation
+            return _rare().read_first(self, d, record, invocation)
         return self._rate_limit(d, record, invocation) or Run()
 
     def _rate_limit(
@@ -373,17 +358,7 @@ class Worker:
     ) -> Decision | None:
         if d.spec.rate_limit is None:
             return None
-        from lambdajobs.runtime import ratelimit  # rate-limited jobs only: not at a cold start
-
-        limiter = ratelimit.Limiter(self.store.client, self.store.table, salt=self.stack_config.stack)
-        return ratelimit.gate(
-            d,
-            limiter,
-            record,
-            now_us=int(time.time() * 1_000_000),
-            room=lambda wait_ms: invocation.room(d.spec, wait_ms),
-            warn=lambda what, exc: logger.warning(what, extra={"error": error_fields(exc)}),
-        )
+        return _rare().rate_limit(self, d, record, invocation)
 
     # -- the run ------------------------------------------------------------------------------------
 
@@ -438,29 +413,12 @@ class Worker:
     def _context(self, d: Delivery, job_id: str, context: Any, fresh: bool) -> JobContext:
         """The run's `ctx`; its durable state is built when a step, a sleep or a wait first needs it
         (`JobContext.durable_factory`: most runs take none)."""
-        spec = d.spec
-
-        def durable_state(acquired: Callable[[], tuple[dict[str, Any] | None, int | None]]) -> Durable:
-            from lambdajobs.runtime.durable import Durable  # durable jobs only: not at a cold start
-
-            return Durable(
-                job_id=job_id,
-                job=spec.name,
-                timeout_seconds=spec.timeout_seconds,
-                max_duration_seconds=spec.max_duration_seconds,
-                margin_ms=deadline_margin_ms(spec),
-                remaining_ms=lambda: ctx.remaining_seconds() * 1000,
-                acquired=acquired,
-                write=lambda name, value, lock: self.store.checkpoint(job_id, name, value, lock),
-                fresh_invocation=fresh,
-            )
-
-        ctx = self.job_context(
+        ctx: JobContext = self.job_context(
             d,
             job_id,
             context,
             self.store.set_progress,
-            durable_factory=durable_state,
+            durable_factory=lambda acquired: _rare().durable_state(self, d, job_id, ctx, fresh, acquired),
             acquired_reader=self.store.acquired,
         )
         return ctx

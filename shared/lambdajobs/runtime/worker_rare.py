@@ -8,16 +8,20 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lambdajobs.runtime import gates, lifecycle
 from lambdajobs.runtime.context import LockLost, Suspend
-from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Supersede
+from lambdajobs.runtime.gates import Cancel, Decision, Done, HandBack, Park, RecordSuccess, Run, Supersede
 from lambdajobs.runtime.records import error_fields
-from lambdajobs.runtime.worker import logger
+from lambdajobs.runtime.worker import deadline_margin_ms, logger
 
 if TYPE_CHECKING:
+    from lambdajobs.runtime.context import JobContext
     from lambdajobs.runtime.delivery import Delivery
+    from lambdajobs.runtime.durable import Durable
+    from lambdajobs.runtime.job_record import JobRecord
     from lambdajobs.runtime.spec import JobSpec
     from lambdajobs.runtime.worker import Worker, _Invocation, _Outcome
 
@@ -147,3 +151,71 @@ def raised(w: Worker, d: Delivery, run: dict[str, Any], outcome: _Outcome, exc: 
     if (traced := sys.modules.get("lambdajobs.runtime.tracing")) is not None:  # a traced run's span
         traced.failed(outcome.error)
     return gates.failed(d, outcome.error, lock, w.rng, unreleased=bool(unreleased))
+
+
+def read_first(
+    w: Worker, d: Delivery, record: Callable[[], JobRecord | None], invocation: _Invocation
+) -> Decision:
+    """`Worker._decide` past the gates, for a copy past its last attempt or that continues a parked
+    durable job: both read the job's record first."""
+    spec = d.spec
+    if d.attempt > spec.max_attempts:
+        try:
+            found = record()
+        except Exception as exc:
+            logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
+            return HandBack(spec.backoff.delay(1, w.rng), "read")
+        decision = gates.past_last_attempt(d, found, int(time.time() * 1000))
+        if decision is not None:
+            return decision
+    if d.resume_wake is not None:  # a durable job's continuation: no new rate-limit slot
+        try:
+            found = record()
+        except Exception as exc:
+            logger.warning("could not read the job's record", extra={"error": error_fields(exc)})
+            return HandBack(spec.backoff.delay(1, w.rng), "read", resume=d.resume_wake)
+        return gates.resumes_early(d, found, int(time.time() * 1000)) or Run()
+    return w._rate_limit(d, record, invocation) or Run()
+
+
+def rate_limit(
+    w: Worker, d: Delivery, record: Callable[[], JobRecord | None], invocation: _Invocation
+) -> Decision | None:
+    """`Worker._rate_limit` of a rate-limited job (`lambdajobs.runtime.ratelimit.gate`)."""
+    from lambdajobs.runtime import ratelimit  # rate-limited jobs only: not at a cold start
+
+    limiter = ratelimit.Limiter(w.store.client, w.store.table, salt=w.stack_config.stack)
+    return ratelimit.gate(
+        d,
+        limiter,
+        record,
+        now_us=int(time.time() * 1_000_000),
+        room=lambda wait_ms: invocation.room(d.spec, wait_ms),
+        warn=lambda what, exc: logger.warning(what, extra={"error": error_fields(exc)}),
+    )
+
+
+def durable_state(
+    w: Worker,
+    d: Delivery,
+    job_id: str,
+    ctx: JobContext,
+    fresh: bool,
+    acquired: Callable[[], tuple[dict[str, Any] | None, int | None]],
+) -> Durable:
+    """A run's durable state (`JobContext.durable_factory`), built when a step, a sleep or a wait
+    first needs it."""
+    from lambdajobs.runtime.durable import Durable  # durable jobs only: not at a cold start
+
+    spec = d.spec
+    return Durable(
+        job_id=job_id,
+        job=spec.name,
+        timeout_seconds=spec.timeout_seconds,
+        max_duration_seconds=spec.max_duration_seconds,
+        margin_ms=deadline_margin_ms(spec),
+        remaining_ms=lambda: ctx.remaining_seconds() * 1000,
+        acquired=acquired,
+        write=lambda name, value, lock: w.store.checkpoint(job_id, name, value, lock),
+        fresh_invocation=fresh,
+    )
