@@ -12,9 +12,9 @@ The readers (`get_status`, `JobStatus`, `list_jobs`, `count_finished`, ...: `REA
 `lambdajobs.runtime.status` and are importable from here too: loaded on first use, so a worker's cold
 start does not compile them. So do `JobRecordStore`'s writes and reads other than an acquire and a
 success (failures, parks, cancels, progress, checkpoints, the reads of a refused acquire: each method
-keeps its signature and docstring here) and what a failed attempt's write keeps of it
-(`failure_details`, `stored_fields`, `stored_payload`: importable from here), in
-`lambdajobs.runtime.store_ops`.
+keeps its signature and docstring here), in `lambdajobs.runtime.store_ops`, and what a failed
+attempt's write keeps of it (`failure_details`, `stored_fields`, `stored_payload`: importable from
+here), in `lambdajobs.runtime.failures`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ from lambdajobs.runtime.lifecycle import MAX_ERROR_CHARS
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import DataRecord
 
+    from lambdajobs.runtime.failures import failure_details as failure_details
+    from lambdajobs.runtime.failures import stored_fields as stored_fields
+    from lambdajobs.runtime.failures import stored_payload as stored_payload
     from lambdajobs.runtime.job_record import JobRecord
     from lambdajobs.runtime.status import BATCH_GET_TRIES as BATCH_GET_TRIES
     from lambdajobs.runtime.status import MAX_SCANNED_DEAD as MAX_SCANNED_DEAD
@@ -69,9 +72,6 @@ if TYPE_CHECKING:
     from lambdajobs.runtime.status import status_from_item as status_from_item
     from lambdajobs.runtime.status import status_of as status_of
     from lambdajobs.runtime.status import wait_for as wait_for
-    from lambdajobs.runtime.store_ops import failure_details as failure_details
-    from lambdajobs.runtime.store_ops import stored_fields as stored_fields
-    from lambdajobs.runtime.store_ops import stored_payload as stored_payload
     from lambdajobs.runtime.workflow_item import Tally
 
 
@@ -473,7 +473,7 @@ READERS = frozenset(
         "wait_for",
     }
 )
-#: What a failed attempt's write keeps of it, defined in `lambdajobs.runtime.store_ops` and loaded
+#: What a failed attempt's write keeps of it, defined in `lambdajobs.runtime.failures` and loaded
 #: from there on first use (`from lambdajobs.runtime.records import stored_fields`).
 FAILURE_FIELDS = frozenset({"failure_details", "stored_fields", "stored_payload"})
 
@@ -482,6 +482,6 @@ __getattr__ = lazy.exports(
     __name__,
     {
         **dict.fromkeys(READERS, "lambdajobs.runtime.status"),
-        **dict.fromkeys(FAILURE_FIELDS, "lambdajobs.runtime.store_ops"),
+        **dict.fromkeys(FAILURE_FIELDS, "lambdajobs.runtime.failures"),
     },
 )

@@ -1,22 +1,18 @@
 """`JobRecordStore`'s writes and reads other than a run's acquire and its success: a failed run's
-release (`delete_record`) and what its record keeps of it (`failure_details`, `stored_payload`), dead
-and waiting records, a durable job's checkpoints and parks, progress, cancels, supersedes, and the
+release (`delete_record`; what its record keeps of it: `lambdajobs.runtime.failures`), dead and
+waiting records, a durable job's checkpoints and parks, progress, cancels, supersedes, and the
 reads of a record that refused an acquire.
 
 Split out of `lambdajobs.runtime.records`: `JobRecordStore` keeps each method's signature and
-docstring and calls the function of the same name here, which takes the store first; this module
-loads the first time one of them runs, so a worker's cold start whose first record succeeds does not
-compile it. `stored_payload`, `stored_fields` and `failure_details` are importable from
-`lambdajobs.runtime.records` too, as before. The functions call the store's own methods
-(`store.tally`, `store._dead`, ...), so what replaces a method on the class (a test's mutation) still
-applies.
+docstring and calls its function here (named alike, without a leading underscore), which takes the
+store first; this module loads the first time one of them runs, so a worker's cold start whose first
+record succeeds does not compile it. The functions call the store's own methods (`store.tally`,
+`store._dead`, ...), so what replaces a method on the class (a test's mutation) still applies.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
@@ -24,71 +20,17 @@ from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
     DataRecord,
 )
 
-from lambdajobs.runtime import aws, lifecycle, pii
+from lambdajobs.runtime import aws, lifecycle
 from lambdajobs.runtime import table as codec
 from lambdajobs.runtime.context import JobCancelled
-from lambdajobs.runtime.job_record import (
-    MAX_HISTORY,
-    MAX_HISTORY_MESSAGE_CHARS,
-    MAX_STORED_PAYLOAD_BYTES,
-    MAX_TRACEBACK_CHARS,
-    JobRecord,
-    JobState,
-)
-from lambdajobs.runtime.records import Uncopied, error_fields
+from lambdajobs.runtime.failures import failure_details
+from lambdajobs.runtime.job_record import JobRecord, JobState
+from lambdajobs.runtime.records import error_fields
 from lambdajobs.runtime.settings import WORKFLOW_ID_PREFIX
 
 if TYPE_CHECKING:
     from lambdajobs.runtime.records import JobRecordStore
     from lambdajobs.runtime.workflow_item import Tally
-
-
-def stored_payload(payload: Any, pii_fields: tuple[str, ...] = ()) -> tuple[str, bool]:
-    """A payload as a failed attempt stores it: its JSON text (True: cut). Above
-    `MAX_STORED_PAYLOAD_BYTES` it is cut, and masked first (`pii.mask_payload` with `pii_fields`):
-    a cut payload's text no longer parses, so a reader could not mask it, and it could not be
-    enqueued again anyway."""
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
-    if len(text.encode()) <= MAX_STORED_PAYLOAD_BYTES:
-        return text, False
-    masked = json.dumps(
-        pii.mask_payload(payload, pii_fields), separators=(",", ":"), ensure_ascii=False, default=str
-    )
-    return masked.encode()[:MAX_STORED_PAYLOAD_BYTES].decode(errors="ignore"), True
-
-
-def stored_fields(payload: Any) -> dict[str, Any]:
-    """A payload as a dead write keeps it (`stored_payload`): `payload`, and `payload_cut` when cut."""
-    text, cut = stored_payload(payload, pii.current_fields())
-    return {"payload": text, "payload_cut": True if cut else None}
-
-
-def failure_details(
-    run: dict[str, Any], exc: BaseException, outcome: JobState, acquired: dict[str, Any] | None
-) -> dict[str, Any]:
-    """What a failed attempt's write keeps beside its error (`lifecycle.fail`'s `details`): the payload
-    (`run["payload"]`, the envelope's; masked if cut: `stored_payload`), the traceback (scrubbed of
-    the record's PII values: `pii` is bound while the job runs; its last `MAX_TRACEBACK_CHARS`), and
-    the history with this attempt appended (the record as this run's acquire wrote it: `acquired`),
-    its last `MAX_HISTORY`."""
-    before = JobRecord.from_item(acquired) if acquired else None
-    error = error_fields(exc)
-    entry = {
-        "attempt": int(run.get("attempt") or 0),
-        "started": before.started_at if before is not None else None,
-        "ended": lifecycle.now_iso(),
-        "outcome": outcome.value,
-        "error_type": error["type"],
-        "error_message": error["message"][:MAX_HISTORY_MESSAGE_CHARS],
-    }
-    details: dict[str, Any] = {
-        "traceback": pii.scrub("".join(traceback.format_exception(exc)))[-MAX_TRACEBACK_CHARS:],
-        "history": [*(before.history if before is not None else ()), entry][-MAX_HISTORY:],
-    }
-    if "payload" in run:
-        payload = run["payload"]
-        details.update(stored_fields(payload.value if isinstance(payload, Uncopied) else payload))
-    return details
 
 
 # -- JobRecordStore's methods (each takes the store first) -----------------------------------------
