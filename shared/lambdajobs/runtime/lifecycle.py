@@ -18,11 +18,12 @@ its rules (each condition beside the predicate it mirrors) are `lambdajobs.runti
 requests are built with `lambdajobs.runtime.table`, so nothing here writes DynamoDB's wire format.
 
 Here: `acquire` (its first run's PutItem; where a record is there, its UpdateItem is
-`transitions.take`'s), the success of a run that created its record (`succeed_created`), and the
-helpers every write shares. The other transitions (`succeed` over a record the run did not create,
-`fail`, `unstart`, `wait`, progress, a durable job's, cancels, `supersede`: `TRANSITIONS`) live in
-`lambdajobs.runtime.transitions` and are importable from here too: loaded on first use, so a worker's
-cold start whose first record succeeds does not compile them.
+`transitions.take`'s) and the success of a run that created its record (`succeed_created`). The helpers
+the other writes share (`_apply`, `_index`, `_landed`: `SHARED`) live in
+`lambdajobs.runtime.record_writes`, and the other transitions (`succeed` over a record the run did not
+create, `fail`, `unstart`, `wait`, progress, a durable job's, cancels, `supersede`: `TRANSITIONS`) live
+in `lambdajobs.runtime.transitions` and are importable from here too: loaded on first use, so a
+worker's cold start whose first record succeeds does not compile them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ from lambdajobs.runtime.job_record import (
     with_changes,
 )
 
-if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
+if TYPE_CHECKING:  # loaded on first use: not at a cold start whose first record succeeds
+    from lambdajobs.runtime.record_writes import _apply as _apply
+    from lambdajobs.runtime.record_writes import _index as _index
+    from lambdajobs.runtime.record_writes import _landed as _landed
     from lambdajobs.runtime.transitions import cancel as cancel
     from lambdajobs.runtime.transitions import checkpoint as checkpoint
     from lambdajobs.runtime.transitions import deliver_signal as deliver_signal
@@ -62,7 +66,6 @@ if TYPE_CHECKING:  # workflow members only: not loaded at a cold start
     from lambdajobs.runtime.transitions import unstart as unstart
     from lambdajobs.runtime.transitions import wait as wait
     from lambdajobs.runtime.transitions import wake as wake
-    from lambdajobs.runtime.workflow_item import Tally
 
 __all__ = [
     "FINAL_STATES",
@@ -101,23 +104,6 @@ class RunNotStarted(Exception):  # not an `...Error`: a run that gives its lock 
     lock back and uses no attempt (`JobRecordStore.delete_record` calls `unstart`, not `fail`)."""
 
 
-def _index(
-    mode: str | None, job: str, state: JobState, sets: list[str], remove: list[str], values: dict[str, Any]
-) -> None:
-    """Add the job index's attributes to a state write: `ix`/`ix_at` when the mode indexes `state`,
-    removed when it does not (a record leaving the index), or when the index is off (keys an earlier
-    period with the index left behind would come back, stale, if it were turned on again; removing
-    an attribute a record does not have writes nothing). Uses the write's `:now_iso` as the time the
-    record entered the state. `mode` None (not known: no stack told the writer): nothing."""
-    if not mode:
-        return
-    if job and state in INDEXED_STATES[JobIndex(mode)]:
-        sets += ["ix = :ix", "ix_at = :now_iso"]
-        values[":ix"] = index_key(job, state)
-    else:
-        remove += ["ix", "ix_at"]
-
-
 #: DynamoDB items are at most 400 KB; a job result is meant to be a small summary.
 MAX_RESULT_BYTES = 32 * 1024
 MAX_ERROR_CHARS = 1000
@@ -129,55 +115,6 @@ def after_failure(exc: BaseException, attempt: int, max_attempts: int) -> JobSta
     if isinstance(exc, PermanentError) or attempt >= max_attempts:
         return JobState.DEAD
     return JobState.RETRYING
-
-
-def _landed(client: Any, request: dict[str, Any]) -> bool:
-    """One conditional UpdateItem: whether it landed (False: its condition failed)."""
-    try:
-        client.update_item(**request)
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
-
-
-def _apply(
-    client: Any,
-    table: str,
-    job_id: str,
-    *,
-    sets: list[str],
-    remove: list[str],
-    condition: str | None,
-    names: dict[str, str],
-    values: dict[str, Any],
-    tally: Tally | None,
-    outcome: JobState,
-) -> bool:
-    """One conditional UpdateItem of a job record (`values`: Python values); with `tally`, together
-    with the count of its outcome in the workflow's item, in one TransactWriteItems. Returns whether
-    the record's write landed (False: its condition failed, the record moved on).
-
-    The counted write: the record gets `wf_counted = <outcome>` only if it has none. A record already
-    counted `dead` that now succeeds (redriven from the DLQ) moves from dead to ok. Anything else
-    already counted, or a workflow item that is gone (expired) or full, gets the plain write: the job's
-    own record is never held back by its workflow.
-
-    Raises:
-        ClientError: TransactionCanceledException for a transaction conflict or a throttle (transient:
-            the caller tries again), or any other error of the calls.
-    """
-    write = {"sets": sets, "remove": remove, "condition": condition, "names": names, "values": values}
-    if tally is not None:  # a workflow member: its count's transaction, loaded on first use
-        from lambdajobs.runtime.transitions import _counted
-
-        if _counted(client, table, job_id, write, tally, outcome):
-            return True
-    return _landed(
-        client,
-        codec.update(
-            table, job_id, sets=sets, remove=remove, condition=condition, values=values, names=names
-        ),
-    )
 
 
 def now_iso() -> str:
@@ -421,12 +358,23 @@ TRANSITIONS = frozenset(
 )
 
 
-_transition = lazy.exports(__name__, dict.fromkeys(TRANSITIONS, "lambdajobs.runtime.transitions"))
+#: The helpers the other writes share (the job index's attributes, a conditional UpdateItem, a
+#: workflow member's counted write), defined in `lambdajobs.runtime.record_writes`: `lifecycle._apply`
+#: is where the transitions and the light mode call them, and where a test replaces them.
+SHARED = frozenset({"_apply", "_index", "_landed"})
+
+_transition = lazy.exports(
+    __name__,
+    {
+        **dict.fromkeys(TRANSITIONS, "lambdajobs.runtime.transitions"),
+        **dict.fromkeys(SHARED, "lambdajobs.runtime.record_writes"),
+    },
+)
 
 
 def __getattr__(name: str) -> Any:
-    """A transition of `TRANSITIONS`, imported on first use, then kept as this module's attribute: a
-    later use is a plain lookup (`succeed` after a retry, `checkpoint` at each step of a durable job
-    are on a record's path)."""
+    """A name of `TRANSITIONS` or `SHARED`, imported on first use, then kept as this module's attribute:
+    a later use is a plain lookup (`succeed` after a retry, `checkpoint` at each step of a durable job,
+    `_apply` in the light mode are on a record's path)."""
     value = globals()[name] = _transition(name)
     return value

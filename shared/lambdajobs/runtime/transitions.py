@@ -2,8 +2,7 @@
 a record there (`take`, for `lifecycle.acquire`), a success written over a record this run did not
 create (`succeed`: a retry's, a workflow member's, a durable job's), a failure (`fail`), a run giving
 its lock back (`unstart`), waiting for a rate-limit slot (`wait`), progress, a durable job's
-checkpoints, parking and signals, cancels, a debounced enqueue's `superseded`, and a workflow
-member's outcome counted in its workflow's item (`_counted`, for `lifecycle._apply`).
+checkpoints, parking and signals, cancels, and a debounced enqueue's `superseded`.
 
 Split out of `lambdajobs.runtime.lifecycle` (which keeps `acquire`, a created record's success
 `succeed_created`, and the helpers every write shares): a worker's cold start compiles only those, and
@@ -695,42 +694,6 @@ def supersede(
         names=NAMES,
     )
     return lifecycle._landed(client, request)
-
-
-def _counted(
-    client: Any, table: str, job_id: str, write: dict[str, Any], tally: Tally, outcome: JobState
-) -> bool:
-    """The record's write (`write`: `_apply`'s clauses) with its outcome counted in the workflow's
-    item, in one TransactWriteItems. True: both landed; False: write the record plainly (its
-    condition failed, it was counted already, or the workflow item is gone or its stage full)."""
-    tries = [(JobRecord.not_counted_condition(), tally.update(table, outcome))]
-    if outcome is JobState.SUCCEEDED:
-        tries.append(
-            (
-                JobRecord.counted_as_condition(JobState.DEAD),
-                tally.update(table, outcome, from_dead=True),
-            )
-        )
-    for counted, workflow_update in tries:
-        member = codec.update(
-            table,
-            job_id,
-            sets=[*write["sets"], "wf_counted = :wf_outcome"],
-            remove=write["remove"],
-            condition=codec.all_of(write["condition"], counted.expression),
-            values={**write["values"], **counted.values, ":wf_outcome": outcome.value},
-            names=write["names"],
-        )
-        try:
-            client.transact_write_items(TransactItems=[{"Update": member}, {"Update": workflow_update}])
-            return True
-        except client.exceptions.TransactionCanceledException as exc:
-            codes = codec.cancellation_codes(exc)
-            if any(code not in ("None", "ConditionalCheckFailed") for code in codes):
-                raise  # a conflict with another transaction, a throttle: try again later
-            if codes[1:2] == ["ConditionalCheckFailed"] and codes[0] != "ConditionalCheckFailed":
-                return False  # the workflow item is gone or the stage is full: not counted, plain write
-    return False
 
 
 def _set_each(
