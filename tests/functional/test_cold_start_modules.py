@@ -38,6 +38,27 @@ RARE = {
     "lambdajobs.runtime.manifest",
     # every decision but a success carried out: hand-backs, retries, dead letters, parks, cancels
     "lambdajobs.runtime.handbacks",
+    # what a producer asks of a spec (level_for, job_id), the naming rule, values beyond str and int
+    "lambdajobs.runtime.routing",
+    "lambdajobs.runtime.naming",
+    "lambdajobs.runtime.wire",
+    # value types defined only when a job's option uses them (a default is made on first read)
+    "lambdajobs.runtime.alarms",
+    "lambdajobs.runtime.backoff",
+    # the worker's, context's, log buffer's, PII masking's, envelope's, delivery's and gates' rare paths
+    "lambdajobs.runtime.worker_rare",
+    "lambdajobs.runtime.context_rare",
+    "lambdajobs.runtime.logbuffer_rare",
+    "lambdajobs.runtime.pii_rare",
+    "lambdajobs.runtime.envelope_rare",
+    "lambdajobs.runtime.delivery_rare",
+    "lambdajobs.runtime.gates_rare",
+    "lambdajobs.runtime.decisions_rare",
+    # the record type and the store's writes other than an acquire's and a success's
+    "lambdajobs.runtime.store_ops",
+    "lambdajobs.runtime.record_type",
+    "lambdajobs.runtime.failures",
+    "lambdajobs.runtime.record_writes",
 }
 
 #: Code of success-path modules that only rare paths run, split into modules of its own (the names
@@ -52,9 +73,29 @@ RARE_NAMES = {
         "get_status",
         "list_jobs",
         "count_finished",
+        # what a failed attempt's write keeps, in lambdajobs.runtime.failures
+        "failure_details",
+        "stored_fields",
+        "stored_payload",
     ],
-    # the failure, cancel, progress and parking transitions, in lambdajobs.runtime.transitions
-    "lambdajobs.runtime.lifecycle": ["fail", "unstart", "wait", "cancel", "suspend", "supersede"],
+    # the failure, cancel, progress and parking transitions, in lambdajobs.runtime.transitions, and the
+    # helpers they share, in lambdajobs.runtime.record_writes
+    "lambdajobs.runtime.lifecycle": [
+        "fail",
+        "unstart",
+        "wait",
+        "cancel",
+        "suspend",
+        "supersede",
+        "succeed",
+        "_counted",
+        "_set_each",
+        "_apply",
+        "_index",
+        "_landed",
+    ],
+    # the record's dataclass and its rules, in lambdajobs.runtime.record_type
+    "lambdajobs.runtime.job_record": ["JobRecord", "_LOCK_EXPIRED", "_state_of"],
     # rare options' checks, package loading, the stand-in's model, in lambdajobs.runtime.declarations
     "lambdajobs.runtime.spec": [
         "_path_problem",
@@ -63,9 +104,64 @@ RARE_NAMES = {
         "_check_regular_packages",
         "_Unread",
         "job_index_mode",
+        "cron",
     ],
     # the naming rule and the manifest's reads, in lambdajobs.runtime.manifest
     "lambdajobs.runtime.config": ["Where"],
+    "lambdajobs.runtime.settings": [
+        "queue_name",
+        "schedule_group_names",
+        "job_queue_pattern",
+        "log_group_name",
+        "PRIORITY_NAME_RE",
+    ],
+    "lambdajobs.runtime.table": ["update", "_codecs", "_decimals", "_numbers"],
+    "lambdajobs.runtime": ["Alarms", "Backoff", "cron"],
+    "lambdajobs": ["Alarms", "Backoff", "cron"],
+    # the envelope's field models and encoder, in lambdajobs.runtime.envelope_rare
+    "lambdajobs.runtime.envelope": [
+        "ParentCounts",
+        "WorkflowField",
+        "ResumeField",
+        "DebounceField",
+        "encode",
+        "_summary",
+    ],
+    # the decisions other than a run and a success, in lambdajobs.runtime.decisions_rare / gates_rare
+    "lambdajobs.runtime.gates": [
+        "HandBack",
+        "DeadLetter",
+        "RecordSuccess",
+        "Retry",
+        "Park",
+        "Cancel",
+        "Supersede",
+        "Decision",
+        "duplicate",
+        "failed",
+        "not_acquired",
+        "lock_held",
+        "past_last_attempt",
+        "resumes_early",
+        "waits_elsewhere",
+        "seconds_until",
+    ],
+    "lambdajobs.runtime.delivery": ["Mark", "CarriedOutcome", "Carried", "CarriedSlot"],
+    # masking a written line, in lambdajobs.runtime.pii_rare; writing kept lines, in logbuffer_rare
+    "lambdajobs.runtime.pii": [
+        "mask_payload",
+        "_erase_fields",
+        "_clean",
+        "_names",
+        "_verbatim_names",
+        "_escaped_in",
+        "_scrubbed",
+        "_erase_path",
+        "_VERBATIM",
+        "_STANDARD",
+    ],
+    "lambdajobs.runtime.logbuffer": ["_write"],
+    "lambdajobs.runtime.context": ["_BUILDING"],
 }
 
 CHILD = """
@@ -106,7 +202,7 @@ with mock_aws():
     response = entry.lambda_handler({"Records": [record]}, Context())
     item = boto3.client("dynamodb").get_item(TableName="cs-jobs", Key={"id": {"S": "cold-1"}})["Item"]
     state = item["state"]
-    built = [m.__name__ for m in (envelope.Envelope, envelope.WorkflowField) if m.__pydantic_complete__]
+    built = [m.__name__ for m in (envelope.Envelope,) if m.__pydantic_complete__]
 rare = json.loads(sys.argv[1])
 defined = {m: [n for n in names if n in vars(sys.modules[m])] for m, names in rare.items()}
 print(json.dumps({"failures": response["batchItemFailures"], "state": state["S"], "built": built,

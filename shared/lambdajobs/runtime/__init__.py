@@ -139,4 +139,4 @@ LAZY = {
 }
 
 
-__getattr__ = lazy.exports("lambdajobs", LAZY)
+__getattr__ = lazy.exports(__name__, LAZY)
