@@ -410,6 +410,8 @@ class FaultInjector:
                 self.counts.completion_overruns[job_id] += 1  # noted even with the faults off
             if scope is not None and scope.deadline and scope.context.get_remaining_time_in_millis() <= 0:
                 self.counts.deadline_stops[kind] += 1  # whether the faults are on or not: Lambda's timeout
+                if kind == "checkpoint" and job_id:  # the step ran; its checkpoint write never started
+                    self._note_checkpoint(job_id, request, "timed_out")
                 raise ChaosCrash(f"past the invocation's deadline at the {kind} call of {job_id}: stopped")
             if not self.enabled:
                 return

@@ -88,7 +88,8 @@ class StepsCheck:
     would have stopped that invocation first; the emulator cannot): reported, not a gate. `reruns`:
     runs of a step before its checkpoint landed, after its first (at-least-once per step), by the
     cause that ended the run before (`reruns_by_cause`: it raised, or its checkpoint write crashed
-    before, was throttled past its tries, or was refused); `reruns_unexplained` has none: must be 0.
+    before, was throttled past its tries, was refused, or was stopped at its invocation's deadline:
+    `timed_out`); `reruns_unexplained` has none: must be 0.
     `records`: step jobs whose record is not true (`record_mismatches` of them, before the redrive and
     after)."""
 
@@ -446,7 +447,8 @@ def combine(
                 s["reruns_unexplained"] == 0,
                 s["reruns_unexplained"],
                 f"0: each of the {s['reruns']} re-runs of a step before its checkpoint landed follows a run "
-                "that raised or a checkpoint write that crashed, failed or was refused",
+                "that raised or a checkpoint write that crashed, failed, was refused or was stopped at its "
+                "invocation's deadline",
             ),
             "step_records_true": Gate(
                 s["record_mismatches"] == 0,

@@ -919,7 +919,8 @@ class Soak:
         """Every run of every step against the checkpoint writes before it (`chaos.steps`): a run
         after its checkpoint landed (in the table, or seen to land) is a step run again, the gate;
         every other run but a step's first must follow an earlier run that raised, or a write of its
-        checkpoint that did not land (crashed before, throttled past its tries, refused)."""
+        checkpoint that did not land (crashed before, throttled past its tries, refused, stopped at its
+        invocation's deadline: Lambda's timeout)."""
         check = StepsCheck(jobs=len(self.step_jobs), steps=sum(j.steps for j in self.step_jobs))
         check.one_per_invocation = sum(1 for j in self.step_jobs if j.one_per_invocation)
         check.records = self.steps_before + final

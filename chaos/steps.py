@@ -6,7 +6,8 @@ its checkpoint was in the table (read there, consistently, on the soak's own unf
 whether the soak had seen its checkpoint write land (`note_checkpoint`, told by the fault injector's
 after-call hook on the worker's client). A step whose checkpoint landed must never run again; a step
 whose checkpoint did not land may run again (at-least-once per step), and every such re-run must have
-a cause the soak saw: the step raised, or its checkpoint write crashed, failed or was refused.
+a cause the soak saw: the step raised, or its checkpoint write crashed, failed, was refused or was
+stopped at its invocation's deadline (Lambda's timeout, which the emulator applies at the next call).
 
 Half the jobs run one step per invocation (`one_per_invocation`: each step declares a budget as long
 as an invocation can hold, so the next step never fits and the job continues in a fresh invocation,
@@ -86,7 +87,8 @@ class StepLedger:
     #: (job id, step) -> its runs, in order.
     executions: dict[tuple[str, str], list[Execution]] = field(default_factory=dict)
     #: (job id, step) -> (seq, outcome) of each write of its checkpoint: landed, crashed_before,
-    #: crashed_after (it landed, then the invocation crashed), throttled, refused (its condition failed).
+    #: crashed_after (it landed, then the invocation crashed), throttled, refused (its condition failed),
+    #: timed_out (the invocation's deadline had passed when the write was to start).
     writes: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=dict)
     #: Job id -> park writes that landed (the record's `suspensions` counts these).
     parks: Counter[str] = field(default_factory=Counter)

@@ -1,0 +1,75 @@
+"""The chaos soak's fault injector tells the step ledger why a step's checkpoint did not land, so that
+every re-run of a step before its checkpoint has a cause the soak saw (`step_reruns_explained`).
+
+A step job's invocation is stopped at its first worker call past its deadline (Lambda's timeout, which
+the emulator applies at the next call): when that call is the step's checkpoint write, the step ran
+and its checkpoint never started. A loaded machine (CI, `make test` on 2 cores) meets this; the soak
+once counted that re-run as unexplained.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from chaos.faults import ChaosCrash, FaultInjector
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.checkpoints: list[tuple[str, str, str]] = []
+        self.parks: list[str] = []
+
+    def note_checkpoint(self, job_id: str, name: str, outcome: str) -> None:
+        self.checkpoints.append((job_id, name, outcome))
+
+    def note_park(self, job_id: str) -> None:
+        self.parks.append(job_id)
+
+
+class Context:
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def checkpoint_call(job_id: str, step: str) -> dict[str, Any]:
+    request = {
+        "TableName": "jobs",
+        "Key": {"id": {"S": job_id}},
+        "UpdateExpression": "SET #step = :step",
+        "ExpressionAttributeNames": {"#step": f"step:{step}"},
+        "ExpressionAttributeValues": {":step": {"M": {}}},
+    }
+    return {"body": json.dumps(request).encode()}
+
+
+def injector(observer: Observer) -> FaultInjector:
+    faults = FaultInjector(
+        seed=1, crash_rate=0.0, throttle_rates={}, force_throttle_after=10**9, observer=observer
+    )
+    faults.enabled = False  # the deadline applies whether the faults are on or not
+    return faults
+
+
+def test_a_checkpoint_write_past_the_deadline_is_stopped_and_told_as_timed_out():
+    observer = Observer()
+    faults = injector(observer)
+    stopped = pytest.raises(ChaosCrash, match="past the invocation's deadline at the checkpoint call")
+    with faults.invocation(1, Context(remaining_ms=0), deadline=True), stopped:
+        faults._before_call("dynamodb", "UpdateItem", checkpoint_call("job-1", "step-2"))
+    assert observer.checkpoints == [("job-1", "step-2", "timed_out")]
+    assert faults.counts.deadline_stops["checkpoint"] == 1
+
+
+def test_a_checkpoint_write_within_the_deadline_is_not_stopped_nor_told_before_it_answers():
+    observer = Observer()
+    faults = injector(observer)
+    with faults.invocation(1, Context(remaining_ms=500), deadline=True):
+        faults._before_call("dynamodb", "UpdateItem", checkpoint_call("job-1", "step-2"))
+        faults._after_call("dynamodb", 200)
+    assert observer.checkpoints == [("job-1", "step-2", "landed")]
