@@ -58,6 +58,7 @@ from chaos.steps import (
     STEP_ATTRIBUTE,
     STEPS,
     STEPS_MAX_ATTEMPTS,
+    rerun_cause,
     step_name,
     step_result,
     steps_ledger,
@@ -920,7 +921,8 @@ class Soak:
         after its checkpoint landed (in the table, or seen to land) is a step run again, the gate;
         every other run but a step's first must follow an earlier run that raised, or a write of its
         checkpoint that did not land (crashed before, throttled past its tries, refused, stopped at its
-        invocation's deadline: Lambda's timeout)."""
+        invocation's deadline: Lambda's timeout), or start after the deadline of the run before (its
+        invocation overran, and the job was taken over before that run reached its checkpoint write)."""
         check = StepsCheck(jobs=len(self.step_jobs), steps=sum(j.steps for j in self.step_jobs))
         check.one_per_invocation = sum(1 for j in self.step_jobs if j.one_per_invocation)
         check.records = self.steps_before + final
@@ -958,9 +960,7 @@ class Soak:
                 if n == 0:
                     continue
                 check.reruns += 1
-                before = runs[n - 1]
-                between = [o for seq, o in writes if before.seq < seq < run.seq and o not in LANDED]
-                cause = "raised" if before.raised else (between[-1] if between else "other")
+                cause = rerun_cause(runs[n - 1], run, writes)
                 causes[cause] += 1
                 if cause == "other":
                     check.reruns_unexplained_ids.append(f"{job_id} {name} run {n + 1}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,10 @@ class Execution:
     #: (the emulator cannot), so a run taken over meanwhile may have gone on.
     overran: bool
     raised: bool = False
+    #: When it started, and when its invocation's deadline was (wall clock; None outside Lambda): a run
+    #: that starts past the deadline of the run before took over an invocation Lambda would have stopped.
+    started: float = 0.0
+    deadline: float | None = None
 
 
 @dataclass
@@ -152,12 +157,23 @@ class StepLedger:
     def run_step(self, ctx: JobContext, name: str) -> str:
         job_id = ctx.job_id
         in_table = self._in_table(job_id, name)
-        overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
+        started = time.time()
+        remaining = ctx.remaining_seconds() if ctx.lambda_context is not None else None
+        overran = remaining is not None and remaining <= 0
+        deadline = started + remaining if remaining is not None else None
         with self._lock:
             key = (job_id, name)
             landed_before = any(o in LANDED for _, o in self.writes.get(key, []))
             runs = self.executions.setdefault(key, [])
-            execution = Execution(next(self._seq), ctx.attempt, in_table, landed_before, overran)
+            execution = Execution(
+                next(self._seq),
+                ctx.attempt,
+                in_table,
+                landed_before,
+                overran,
+                started=started,
+                deadline=deadline,
+            )
             runs.append(execution)
             planned = self.faults_on and key in self.raise_first
             drawn = self.faults_on and self._draw(job_id, name, len(runs)) < self.transient_rate
@@ -175,6 +191,23 @@ class StepLedger:
 
 #: Checkpoint write outcomes after which the checkpoint is in the table.
 LANDED = ("landed", "crashed_after")
+
+
+def rerun_cause(before: Execution, run: Execution, writes: list[tuple[int, str]]) -> str:
+    """Why a step ran again (`run`) after its run `before`, its checkpoint not landed: `raised` (that
+    run raised), the outcome of the last checkpoint write between them that did not land (`crashed_
+    before`, `throttled`, `refused`, `timed_out`), `timed_out` when `run` started past the deadline of
+    the invocation of `before` (taken over before that run reached its write), else `other`: a re-run
+    the soak cannot explain."""
+    if before.raised:
+        return "raised"
+    between = [o for seq, o in writes if before.seq < seq < run.seq and o not in LANDED]
+    if between:
+        return between[-1]
+    if before.deadline is not None and run.started >= before.deadline:
+        return "timed_out"
+    return "other"
+
 
 steps_ledger = StepLedger()
 

@@ -4,7 +4,9 @@ every re-run of a step before its checkpoint has a cause the soak saw (`step_rer
 A step job's invocation is stopped at its first worker call past its deadline (Lambda's timeout, which
 the emulator applies at the next call): when that call is the step's checkpoint write, the step ran
 and its checkpoint never started. A loaded machine (CI, `make test` on 2 cores) meets this; the soak
-once counted that re-run as unexplained.
+once counted that re-run as unexplained. A re-run that starts past the deadline of the run before it
+(the job taken over while that run went on, which Lambda would have stopped) is explained the same
+way (`chaos.steps.rerun_cause`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 
 from chaos.faults import ChaosCrash, FaultInjector
+from chaos.steps import Execution, rerun_cause
 
 
 class Observer:
@@ -73,3 +76,25 @@ def test_a_checkpoint_write_within_the_deadline_is_not_stopped_nor_told_before_i
         faults._before_call("dynamodb", "UpdateItem", checkpoint_call("job-1", "step-2"))
         faults._after_call("dynamodb", 200)
     assert observer.checkpoints == [("job-1", "step-2", "landed")]
+
+
+def run(seq: int, *, raised: bool = False, started: float = 0.0, deadline: float | None = None) -> Execution:
+    return Execution(seq, 1, False, False, False, raised=raised, started=started, deadline=deadline)
+
+
+@pytest.mark.parametrize(
+    ("before", "again", "writes", "cause"),
+    [
+        (run(1, raised=True), run(5), [], "raised"),
+        (run(1), run(5), [(2, "crashed_before")], "crashed_before"),
+        (run(1), run(5), [(2, "throttled"), (3, "refused")], "refused"),
+        (run(1), run(5), [(2, "timed_out")], "timed_out"),
+        # taken over: the run before had not reached its checkpoint write when its deadline passed
+        (run(1, started=10.0, deadline=13.0), run(5, started=14.0), [(6, "timed_out")], "timed_out"),
+        # a write after the re-run started explains nothing; nor does a deadline still ahead
+        (run(1, started=10.0, deadline=13.0), run(5, started=12.0), [(6, "timed_out")], "other"),
+        (run(1), run(5), [], "other"),
+    ],
+)
+def test_each_re_run_of_a_step_is_given_the_cause_the_soak_saw(before, again, writes, cause):
+    assert rerun_cause(before, again, writes) == cause
