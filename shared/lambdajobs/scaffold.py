@@ -217,6 +217,7 @@ jobs = "$jobs"
 # What your jobs import on Lambda besides lambdajobs (pip requirements, e.g. "httpx>=0.28,<1"):
 # synth builds them for Lambda's platform into a layer every job function gets, and locks their
 # versions in lambdajobs.lock (commit it). Boto3, Powertools and pydantic are there already.
+# Add each to [project] dependencies too (then `pip install -e .`): your tests import your jobs here.
 dependencies = []
 
 [tool.pytest.ini_options]

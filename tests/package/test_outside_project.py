@@ -271,7 +271,7 @@ def test_plain_pytest_runs_the_projects_tests(user):
 @pytest.fixture(scope="module")
 def synthesized(user) -> dict:
     """`lambdajobs synth` in the project folder: cdk.out and its template."""
-    run([str(user["venv"] / "bin" / "lambdajobs"), "synth"], user["project"], user["env"], timeout=300)
+    said = run([str(user["venv"] / "bin" / "lambdajobs"), "synth"], user["project"], user["env"], timeout=300)
     outdir = user["project"] / "cdk.out"
     template = json.loads((outdir / "acme.template.json").read_text())
     functions = {
@@ -280,7 +280,7 @@ def synthesized(user) -> dict:
         if fn["Type"] == "AWS::Lambda::Function"
         and "LAMBDAJOBS_JOB" in fn["Properties"]["Environment"]["Variables"]
     }
-    return {"outdir": outdir, "template": template, "functions": functions}
+    return {"outdir": outdir, "template": template, "functions": functions, "said": said.splitlines()}
 
 
 def asset_files(outdir: Path, key: str) -> set[str]:
@@ -349,6 +349,8 @@ def test_the_dependencies_are_a_layer_built_for_lambda_and_locked_beside_the_pro
     lock = (user["project"] / "lambdajobs.lock").read_text().splitlines()
     pins = [line.split(" --hash=sha256:") for line in lock if not line.startswith("#")]
     assert [pin for pin, _ in pins] == ["acme-speedups==2.0", "acme-text==1.0"]  # with each wheel's hash
+    # and synth said it wrote the lock, which the project commits
+    assert "locked the versions your functions ship in lambdajobs.lock: commit it" in synthesized["said"]
 
 
 @pytest.fixture(scope="module")
