@@ -103,7 +103,7 @@ def suppress(stack: LambdaJobs) -> None:
                 ],
                 apply_to_children=True,
             )
-        else:
+        elif worker.spec.record_mode != "light":  # a light job schedules no wake-up (`_wire`)
             NagSuppressions.add_resource_suppressions(
                 worker.function,
                 [

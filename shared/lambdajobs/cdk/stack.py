@@ -557,17 +557,20 @@ class LambdaJobs(Construct):
             # enqueue(..., run_at=...) beyond 15 minutes: a one-time schedule in the stack's group (its
             # own wake-ups, below, are in the group too).
             fn.add_to_role_policy(self._run_at_statement())
-        else:
-            # Any job may be durable (whether its code sleeps shows in no declaration): a sleep or a
-            # signal wait that wakes it more than 15 minutes on is a one-time schedule it creates, named
-            # `durable.wake_schedule_name`, in the one-time group: its own job's wake-ups only.
+        elif spec.record_mode != "light":
+            # Any job in the full record mode may be durable (whether its code sleeps shows in no
+            # declaration): a sleep or a signal wait that wakes it more than 15 minutes on is a one-time
+            # schedule it creates, named `durable.wake_schedule_name`, in the one-time group: its own
+            # job's wake-ups only. A light job has no durable state (its steps, sleeps and waits are
+            # dead at once: `light`), so it schedules none.
             fn.add_to_role_policy(self._wake_up_statement(spec.name))
-        # Either way the worker passes the one-time schedule role (which sends to the job queues) to
+        # A job that schedules passes the one-time schedule role (which sends to the job queues) to
         # Scheduler, and only to Scheduler. A durable job's checkpoints and parking are UpdateItems of
         # its own record (`JobWorker`'s table statement); the copy that wakes it within 15 minutes goes
         # to its own queue (`JobWorker._consume`). `lambdajobs.signal()` from a job: the same
         # UpdateItem, and SendMessage to the queue of a job it declares in `enqueues` (above), only.
-        fn.add_to_role_policy(self._pass_scheduler_role_statement())
+        if spec.enqueues or spec.record_mode != "light":
+            fn.add_to_role_policy(self._pass_scheduler_role_statement())
         if "bucket" in spec.uses:
             # Each job reads and writes under its own prefix of the data bucket, nothing else.
             fn.add_to_role_policy(
