@@ -283,6 +283,10 @@ class TestStack:
     start there instead) and `stack.clock` moves it: see `TestClock`. Without it the stack runs on the
     real clock (threads, benchmarks, anything that waits in real time).
 
+    `tracing=True` traces every job, as a stack deployed with `tracing=True`: its enqueues, workers and
+    workflow continuer (`LAMBDAJOBS_TRACING=1` on its functions with `processes=True`). A job's own
+    `@job(tracing=True)` needs no option.
+
     Attributes: `config` (a `StackConfig` with every resource known), `provisioned`.
     """
 
@@ -297,8 +301,12 @@ class TestStack:
         job_index: str | None = None,
         clock: bool | datetime = False,
         processes: bool = False,
+        tracing: bool = False,
     ) -> None:
         self.jobs = jobs
+        #: Trace every job, as a stack deployed with `tracing=True` (`StackConfig.tracing`: the stack's
+        #: producer, workers and continuer; `LAMBDAJOBS_TRACING=1` on its functions with `processes=True`).
+        self.tracing = tracing
         #: Each job's function in worker processes of its own, as on Lambda (`lambdajobs.local.functions`).
         self.processes = processes
         #: The execution environments, with `processes=True`.
@@ -310,7 +318,7 @@ class TestStack:
         self._specs = list(specs) if specs is not None else None
         self.stack = stack
         self.provisioned: Provisioned | None = None
-        self.config = StackConfig(stack=stack, jobs=jobs)
+        self.config = StackConfig(stack=stack, jobs=jobs, tracing=tracing)
         self._mock: Any = None
         self._saved_env: dict[str, str | None] = {}
         self._using: Any = None
@@ -389,7 +397,7 @@ class TestStack:
         else:
             self._mock = mock_aws()
             self._mock.start()
-            base = StackConfig(stack=self.stack, jobs=self.jobs)
+            base = StackConfig(stack=self.stack, jobs=self.jobs, tracing=self.tracing)
         aws.reset_clients()  # clients made before moto started would not be intercepted
         clear_manifest_cache()
         self.provisioned = provision(specs, stack=self.stack, config=base, job_index=self.job_index)
@@ -399,7 +407,11 @@ class TestStack:
 
             assert self.jobs is not None
             self.fleet, self._functions_dir = build_fleet(
-                specs, jobs=self.jobs, provisioned=self.provisioned, endpoint=str(base.endpoint_url)
+                specs,
+                jobs=self.jobs,
+                provisioned=self.provisioned,
+                endpoint=str(base.endpoint_url),
+                tracing=self.tracing,
             )
         self._using = using(self.config)
         self._using.__enter__()
@@ -428,6 +440,7 @@ class TestStack:
             endpoint_url=endpoint,
             access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            tracing=self.tracing,
         )
 
     def stop(self) -> None:

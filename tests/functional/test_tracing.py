@@ -435,3 +435,31 @@ def test_a_worker_without_tracing_imports_neither_the_tracing_module_nor_opentel
     on = probe(PROBE.replace("TRACED", "True"))
     assert on["state"] == "succeeded"
     assert "lambdajobs.runtime.tracing" in on["loaded"] and "opentelemetry.trace" in on["loaded"]
+
+
+def untraced_parent(payload: Part) -> None:
+    enqueue_many("untraced_child", [{"i": payload.i}])
+
+
+def untraced_child(payload: Part) -> int:
+    return payload.i
+
+
+def test_a_test_stack_with_tracing_on_traces_its_jobs_as_the_deployed_stack_would(spans):
+    from lambdajobs.runtime.spec import job
+    from lambdajobs.testing import TestStack, isolated_registry
+
+    # GIVEN jobs that do not ask for tracing, on a TestStack traced as a stack deployed with tracing=True
+    with isolated_registry():
+        specs = [job()(untraced_child).spec, job()(untraced_parent).spec]
+        with TestStack(specs=specs, stack="traced", tracing=True) as traced:
+            # WHEN the test enqueues in its span, and the jobs run
+            with producer_span() as checkout:
+                traced.enqueue("untraced_parent", {"i": 1})
+            traced.runner("untraced_parent").drain()
+            traced.runner("untraced_child").drain()
+    # THEN the parent's run links to the test's span, and the child's to the parent's
+    [run] = named(spans, "lambdajobs.run untraced_parent")
+    assert linked_to(run) == [ids(checkout)]
+    [child] = named(spans, "lambdajobs.run untraced_child")
+    assert linked_to(child) == [ids(run)]

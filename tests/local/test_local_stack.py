@@ -120,3 +120,10 @@ def test_lambdajobs_dev_on_a_busy_port_is_one_line():
         out.stderr.strip()
         == f"error: port {port} is in use (another `lambdajobs dev`?); pass --port 0 for any free port."
     )
+
+
+def test_a_traced_local_stack_tells_its_producers_to_trace_too():
+    from lambdajobs.runtime.settings import ENV_TRACING
+
+    assert LocalStack("tests.jobs", tracing=True).environment()[ENV_TRACING] == "1"
+    assert ENV_TRACING not in LocalStack("tests.jobs").environment()

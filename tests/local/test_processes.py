@@ -252,3 +252,24 @@ def test_a_stack_whose_folders_are_relative_runs_its_functions(tmp_path, monkeyp
         status = settled(enqueue("probe", {}, config=stack.config), stack.config)
         assert status.state == JobState.SUCCEEDED, status
         assert Path(status.result["path"][0]).is_absolute()
+
+
+def test_a_test_stack_with_tracing_on_sets_the_variable_on_every_function_as_synth_does():
+    from lambdajobs.local.stack import function_name
+    from lambdajobs.runtime.settings import ENV_TRACING
+    from lambdajobs.testing import TestStack
+
+    # GIVEN stacks in process mode, traced (as a stack deployed with tracing=True) and not
+    with (
+        isolated_registry(keep=True),
+        TestStack(JOBS, stack="ttrace", processes=True, tracing=True) as traced,
+    ):
+        assert traced.config.tracing  # its producer and runners' side
+        names = [function_name("ttrace", spec.name) for spec in traced.specs] + [
+            function_name("ttrace", "workflows")
+        ]
+        # THEN every job function and the continuer run with LAMBDAJOBS_TRACING=1
+        assert all(traced.fleet.function(n).environment.get(ENV_TRACING) == "1" for n in names)
+    with isolated_registry(keep=True), TestStack(JOBS, stack="tplain", processes=True) as plain:
+        name = function_name("tplain", plain.specs[0].name)
+        assert ENV_TRACING not in plain.fleet.function(name).environment

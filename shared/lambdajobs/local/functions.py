@@ -295,6 +295,10 @@ class Fleet:
         self._pools[function.name] = _Pool(function)
         return function
 
+    def function(self, name: str) -> LocalFunction:
+        """The function named `name`, as added (its environment, timeout, path)."""
+        return self._pools[name].function
+
     def stats(self, name: str) -> FunctionStats:
         return self._pools[name].stats
 

@@ -47,6 +47,7 @@ from lambdajobs.runtime.settings import (
     CONTINUER_TIMEOUT_SECONDS,
     ENV_JOBS,
     ENV_STACK,
+    ENV_TRACING,
     SERVICE_NAME,
     WORKER_HANDLER,
     queue_key,
@@ -95,6 +96,10 @@ class LocalStack:
     It needs `jobs` (the processes import your jobs package's modules from their assets). By default
     every job runs in threads of this process, on this process's imports.
 
+    `tracing=True` traces every job, as a stack deployed with `tracing=True`: its workers and
+    continuer, and its producers (`environment()` exports `LAMBDAJOBS_TRACING=1`). Spans are exported
+    where an OpenTelemetry SDK is set up: in this process for its threads.
+
     `state_dir` keeps the stack's state across restarts in `<state_dir>/state.json`: queued messages,
     the job table, the bucket and pending one-time schedules are restored by `start()` (unless
     `fresh`: then the old file is kept as `state.previous.json` and the stack starts empty), saved
@@ -118,8 +123,12 @@ class LocalStack:
         save_every_seconds: float = SAVE_EVERY_SECONDS,
         processes: bool = False,
         max_processes: int | None = None,
+        tracing: bool = False,
     ) -> None:
         self.jobs = jobs
+        #: Trace every job, as a stack deployed with `tracing=True` (`LAMBDAJOBS_TRACING=1` on every
+        #: function, and for the producers in `environment()`).
+        self.tracing = tracing
         #: Each function in worker processes of its own, from its staged asset (`lambdajobs.local.
         #: functions`); else every job runs in threads of this process (tests, `make demo`).
         self.processes, self.max_processes = processes, max_processes
@@ -173,6 +182,8 @@ class LocalStack:
         }
         if self.jobs:
             env[ENV_JOBS] = self.jobs
+        if self.tracing:
+            env[ENV_TRACING] = "1"
         return env
 
     def start(self) -> LocalStack:
@@ -218,6 +229,7 @@ class LocalStack:
             access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
             secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
             jobs=self.jobs,
+            tracing=self.tracing,
         )
         self.provisioned = provision(specs, stack=self.stack, config=base, job_index=self.job_index)
         self.config = self.provisioned.config(base)
@@ -361,6 +373,7 @@ class LocalStack:
             endpoint=self.endpoint,
             root=root,
             log_stream=self._log_stream,
+            tracing=self.tracing,
             max_processes=self.max_processes,
         )
         return fleet
@@ -524,11 +537,14 @@ def build_fleet(
     root: Path | None = None,
     log_stream: Any = None,
     max_processes: int | None = None,
+    tracing: bool = False,
 ) -> tuple[Fleet, Path]:
     """Stage each job's function and the continuer into `root` (default: a new temporary folder) as
     synth stages them, with your declared dependencies built for this machine and what Lambda
     provides linked beside them, each with its synthesized environment: the `Fleet` that runs them,
-    and the folder."""
+    and the folder. `tracing`: as a stack deployed with `tracing=True` (`LAMBDAJOBS_TRACING=1` on
+    every function)."""
+    traced = {ENV_TRACING: "1"} if tracing else {}
     import tempfile
 
     from lambdajobs.staging import dependencies as deps
@@ -558,7 +574,7 @@ def build_fleet(
                 name=function_name(stack, spec.name),
                 handler=WORKER_HANDLER,
                 path=function_path(asset, built.folder, provided, runtime_layer),
-                environment=worker_environment(spec, provisioned, jobs, modules),
+                environment={**worker_environment(spec, provisioned, jobs, modules), **traced},
                 timeout_seconds=spec.timeout_seconds,
                 memory_mb=spec.memory_mb,
                 max_environments=max_environments(
@@ -573,7 +589,7 @@ def build_fleet(
             name=function_name(stack, "workflows"),
             handler=CONTINUER_HANDLER,
             path=function_path(asset, None, provided),
-            environment=continuer_environment(provisioned),
+            environment={**continuer_environment(provisioned), **traced},
             timeout_seconds=CONTINUER_TIMEOUT_SECONDS,
             memory_mb=CONTINUER_MEMORY_MB,
             max_environments=CONTINUER_MAX_CONCURRENCY,
