@@ -194,25 +194,36 @@ def _dlq_entry(body: str, record: JobRecord | None) -> dict[str, Any]:
 
 
 def _log_lines(record: JobRecord) -> list[str]:
-    """The worker's JSON lines (Powertools Logger's shape) for a record's attempts."""
+    """The worker's JSON lines (Powertools Logger's shape) for a record's attempts, as it writes them:
+    a success writes none (a job's lines are kept and dropped when it succeeds: `logbuffer`); each
+    failed attempt ends with its outcome, "job failed; will retry" or, for a dead job's last,
+    "job failed for good"."""
     lines = []
-    for attempt in range(1, max(record.attempts, 1) + 1):
-        base = {
-            "level": "INFO",
-            "location": "run:1",
-            "timestamp": record.started_at,
-            "service": "lambdajobs",
-            "correlation_id": record.job_id,
-            "job": record.job,
-            "attempt": attempt,
-        }
-        lines.append(json.dumps({**base, "message": "job started"}))
-        last = attempt == max(record.attempts, 1)
-        if record.state is JobState.SUCCEEDED and last:
-            lines.append(json.dumps({**base, "message": "job succeeded", "timestamp": record.finished_at}))
-        elif record.error is not None:
-            error = {"level": "WARNING", "message": "job failed", "error": record.error}
-            lines.append(json.dumps({**base, **error, "timestamp": record.updated_at}))
+    attempts = max(record.attempts, 1)
+    for attempt in range(1, attempts + 1):
+        last = attempt == attempts
+        if record.error is None or (
+            last and record.state is not JobState.DEAD and record.state is not JobState.RETRYING
+        ):
+            continue  # a success (or a run still going) writes nothing
+        message = (
+            "job failed for good" if last and record.state is JobState.DEAD else "job failed; will retry"
+        )
+        lines.append(
+            json.dumps(
+                {
+                    "level": "WARNING",
+                    "location": "run:1",
+                    "timestamp": record.updated_at,
+                    "service": "lambdajobs",
+                    "correlation_id": record.job_id,
+                    "job": record.job,
+                    "attempt": attempt,
+                    "message": message,
+                    "error": record.error,
+                }
+            )
+        )
     return lines
 
 

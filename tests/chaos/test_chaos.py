@@ -243,8 +243,11 @@ def test_the_quick_soak_cancels_caps_and_debounces_among_its_faults(reports):
     # per seed: 4 cancelled before they run, 2 while they run, 12 keyed jobs, 3 bursts of 4
     assert (flow["cancelled_before"], flow["cancelled_running"]) == (4 * seeds, 2 * seeds), shown
     assert (flow["keyed_jobs"], flow["bursts"], flow["burst_size"]) == (12 * seeds, 3 * seeds, 4), shown
-    # every cancel happened: before a run (cancelled at once), and of a running job (asked to stop)
-    assert flow["cancel_missed"] == 0 and flow["cancel_outcomes"].get("cancelled") == 4 * seeds, shown
+    # every cancel happened: before a run (cancelled at once), and of a running job (asked to stop; or
+    # cancelled at once when, at that instant, it was between attempts: its run failed by a fault)
+    outcomes = flow["cancel_outcomes"]
+    assert flow["cancel_missed"] == 0 and sum(outcomes.values()) == 6 * seeds, shown
+    assert outcomes.get("cancelled", 0) >= 4 * seeds, shown
     assert flow["cancel_outcomes"].get("requested", 0) >= 1 and flow["stopped_at_check"] >= 1, shown
     assert flow["states"]["cancel_before"] == {"cancelled": 4 * seeds}, shown
     # a key's runs met its cap (the cap was exercised), and never went over it
