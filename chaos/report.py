@@ -137,7 +137,10 @@ class FlowCheck:
 
     Debounce: per burst, its enqueues' runs (run starts) and effects less those a crash before their
     completion explains; `bursts_ran_once`: bursts whose last enqueue ran once and no other ran
-    (must be all); `burst_seconds_max`: the longest burst's enqueues (must stay within the window)."""
+    (must be all); `burst_seconds_max`: the longest burst's enqueues, first to last (reported);
+    `burst_gap_seconds_max`: the longest wait between two enqueues of a burst, from one's return to the
+    next's (must stay within the window: each enqueue then falls within `seconds` of the one before,
+    which is what makes it a burst; a loaded machine may spread a whole burst past the window)."""
 
     cancelled_before: int = 0
     cancelled_running: int = 0
@@ -164,6 +167,7 @@ class FlowCheck:
     #: Earlier enqueues of a burst that ran after its last one had run (the key's item was gone).
     superseded_ran_after_last: int = 0
     burst_seconds_max: float = 0.0
+    burst_gap_seconds_max: float = 0.0
     debounce_seconds: int = 0
 
 
@@ -501,7 +505,14 @@ def _sum_flow(checks: list[FlowCheck]) -> dict[str, Any]:
     """The seeds' flow checks summed: counts added, lists joined (`SHOWN`), the cap's and the bursts'
     largest figures kept, per-state counts merged per flow."""
     total: dict[str, Any] = {}
-    largest = ("max_running_per_key", "burst_seconds_max", "cap", "burst_size", "debounce_seconds")
+    largest = (
+        "max_running_per_key",
+        "burst_seconds_max",
+        "burst_gap_seconds_max",
+        "cap",
+        "burst_size",
+        "debounce_seconds",
+    )
     for check in checks:
         for key, value in asdict(check).items():
             if isinstance(value, list):

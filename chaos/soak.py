@@ -30,6 +30,7 @@ The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real 
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
@@ -261,6 +262,8 @@ class Soak:
             if planned.flow == "debounced":
                 self.bursts.setdefault(planned.key, []).append(planned)
         self.burst_seconds: dict[str, float] = {}
+        #: Per burst, the longest wait between two of its enqueues (one's return to the next's).
+        self.burst_gaps: dict[str, float] = {}
         self._stop_cancelling = threading.Event()
 
     def run(self) -> SeedReport:
@@ -501,10 +504,14 @@ class Soak:
             enqueue(FLOW, payload, job_id=planned.job_id, config=self.harness)
         else:
             started = time.monotonic()
+            returned: list[float] = []
             for member in self.bursts[planned.key]:
                 debounce = Debounce(member.key, seconds=s.debounce_seconds)
                 enqueue(WORK, {}, job_id=member.job_id, debounce=debounce, config=self.harness)
-            self.burst_seconds[planned.key] = round(time.monotonic() - started, 3)
+                returned.append(time.monotonic())
+            self.burst_seconds[planned.key] = round(returned[-1] - started, 3)
+            gaps = [later - earlier for earlier, later in itertools.pairwise(returned)]
+            self.burst_gaps[planned.key] = round(max(gaps, default=0.0), 3)
 
     def _cancel(self, job_id: str) -> None:
         """Cancel a job, noting what `cancel` answered, when it was called and when it returned."""
@@ -844,6 +851,7 @@ class Soak:
         other enqueue of it started a run."""
         check.bursts = len(self.bursts)
         check.burst_seconds_max = max(self.burst_seconds.values(), default=0.0)
+        check.burst_gap_seconds_max = max(self.burst_gaps.values(), default=0.0)
         for key, members in sorted(self.bursts.items()):
             runs = {m.job_id: len(ledger.started.get(m.job_id, [])) for m in members}
             last = members[-1].job_id

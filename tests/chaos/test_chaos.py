@@ -253,8 +253,9 @@ def test_the_quick_soak_cancels_caps_and_debounces_among_its_faults(reports):
     # a key's runs met its cap (the cap was exercised), and never went over it
     assert flow["max_running_per_key"] == flow["cap"] == 2, shown
     assert flow["states"]["keyed"] == {"succeeded": 12 * seeds}, shown
-    # the bursts' enqueues took less than their window (`test_each_debounced_burst_ran_once`)
-    assert flow["burst_seconds_max"] < flow["debounce_seconds"], shown
+    # each enqueue of a burst came within the window of the one before (what makes it a burst; on a
+    # loaded machine a whole burst may take longer than the window: 3.3 s once)
+    assert 0 < flow["burst_gap_seconds_max"] < flow["debounce_seconds"], shown
     # the flow-control calls went through the faulted clients
     calls = reports["quick"]["faults"]["worker_calls"]
     missing = [kind for kind in FLOW_CALLS if not calls.get(kind)]
