@@ -138,9 +138,10 @@ class FlowCheck:
     Debounce: per burst, its enqueues' runs (run starts) and effects less those a crash before their
     completion explains; `bursts_ran_once`: bursts whose last enqueue ran once and no other ran
     (must be all); `burst_seconds_max`: the longest burst's enqueues, first to last (reported);
-    `burst_gap_seconds_max`: the longest wait between two enqueues of a burst, from one's return to the
-    next's (must stay within the window: each enqueue then falls within `seconds` of the one before,
-    which is what makes it a burst; a loaded machine may spread a whole burst past the window)."""
+    `burst_gap_seconds_max`: the longest span of two successive enqueues of a burst, from one's call
+    to the next's return (must stay within the window: each enqueue then falls within `seconds` of
+    the one before, which is what makes it a burst; a loaded machine may spread a whole burst past
+    the window)."""
 
     cancelled_before: int = 0
     cancelled_running: int = 0

@@ -30,7 +30,6 @@ The worker is the real one (`lambdajobs.runtime.worker.Worker`) behind the real 
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import threading
@@ -503,14 +502,17 @@ class Soak:
             payload = {"key": planned.key, "work_ms": s.keyed_work_ms}
             enqueue(FLOW, payload, job_id=planned.job_id, config=self.harness)
         else:
-            started = time.monotonic()
+            called: list[float] = []
             returned: list[float] = []
             for member in self.bursts[planned.key]:
                 debounce = Debounce(member.key, seconds=s.debounce_seconds)
+                called.append(time.monotonic())
                 enqueue(WORK, {}, job_id=member.job_id, debounce=debounce, config=self.harness)
                 returned.append(time.monotonic())
-            self.burst_seconds[planned.key] = round(returned[-1] - started, 3)
-            gaps = [later - earlier for earlier, later in itertools.pairwise(returned)]
+            self.burst_seconds[planned.key] = round(returned[-1] - called[0], 3)
+            # from one enqueue's call (its message's delay may start then) to the next's return (its
+            # claim of the key written by then): the most the two can be apart
+            gaps = [later - earlier for earlier, later in zip(called, returned[1:], strict=False)]
             self.burst_gaps[planned.key] = round(max(gaps, default=0.0), 3)
 
     def _cancel(self, job_id: str) -> None:
@@ -929,8 +931,8 @@ class Soak:
         after its checkpoint landed (in the table, or seen to land) is a step run again, the gate;
         every other run but a step's first must follow an earlier run that raised, or a write of its
         checkpoint that did not land (crashed before, throttled past its tries, refused, stopped at its
-        invocation's deadline: Lambda's timeout), or start after the deadline of the run before (its
-        invocation overran, and the job was taken over before that run reached its checkpoint write)."""
+        invocation's deadline: Lambda's timeout), told before it started or, for the run before's own
+        write, after (its invocation overran, and the job was taken over before that write)."""
         check = StepsCheck(jobs=len(self.step_jobs), steps=sum(j.steps for j in self.step_jobs))
         check.one_per_invocation = sum(1 for j in self.step_jobs if j.one_per_invocation)
         check.records = self.steps_before + final

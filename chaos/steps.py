@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,10 +71,11 @@ class Execution:
     #: (the emulator cannot), so a run taken over meanwhile may have gone on.
     overran: bool
     raised: bool = False
-    #: When it started, and when its invocation's deadline was (wall clock; None outside Lambda): a run
-    #: that starts past the deadline of the run before took over an invocation Lambda would have stopped.
-    started: float = 0.0
-    deadline: float | None = None
+    #: The thread it ran on: the worker writes a step's checkpoint on the thread that ran the step.
+    thread: int = 0
+    #: The outcomes of its own checkpoint writes (told on its thread after it started), whenever they
+    #: came: one may come after the step ran again elsewhere (its invocation overran and was taken over).
+    outcomes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -127,8 +127,14 @@ class StepLedger:
     # -- told by the fault injector (the worker's client) -------------------------------------------
 
     def note_checkpoint(self, job_id: str, name: str, outcome: str) -> None:
+        """A write of the step's checkpoint answered (or was stopped): in the order of everything, and
+        as the outcome of the run of that step last started on this thread (the run that wrote it)."""
+        thread = threading.get_ident()
         with self._lock:
             self.writes.setdefault((job_id, name), []).append((next(self._seq), outcome))
+            mine = [r for r in self.executions.get((job_id, name), []) if r.thread == thread]
+            if mine:
+                mine[-1].outcomes.append(outcome)
 
     def note_park(self, job_id: str) -> None:
         with self._lock:
@@ -157,10 +163,7 @@ class StepLedger:
     def run_step(self, ctx: JobContext, name: str) -> str:
         job_id = ctx.job_id
         in_table = self._in_table(job_id, name)
-        started = time.time()
-        remaining = ctx.remaining_seconds() if ctx.lambda_context is not None else None
-        overran = remaining is not None and remaining <= 0
-        deadline = started + remaining if remaining is not None else None
+        overran = ctx.lambda_context is not None and ctx.remaining_seconds() <= 0
         with self._lock:
             key = (job_id, name)
             landed_before = any(o in LANDED for _, o in self.writes.get(key, []))
@@ -171,8 +174,7 @@ class StepLedger:
                 in_table,
                 landed_before,
                 overran,
-                started=started,
-                deadline=deadline,
+                thread=threading.get_ident(),
             )
             runs.append(execution)
             planned = self.faults_on and key in self.raise_first
@@ -195,18 +197,18 @@ LANDED = ("landed", "crashed_after")
 
 def rerun_cause(before: Execution, run: Execution, writes: list[tuple[int, str]]) -> str:
     """Why a step ran again (`run`) after its run `before`, its checkpoint not landed: `raised` (that
-    run raised), the outcome of the last checkpoint write between them that did not land (`crashed_
-    before`, `throttled`, `refused`, `timed_out`), `timed_out` when `run` started past the deadline of
-    the invocation of `before` (taken over before that run reached its write), else `other`: a re-run
-    the soak cannot explain."""
+    run raised); else the outcome of the last checkpoint write between them that did not land
+    (`crashed_before`, `throttled`, `refused`, `timed_out`); else that of the last of `before`'s own
+    writes that did not land, told after `run` started (its invocation overran: the job was taken
+    over, and its write was stopped at the deadline or refused); else `other`: a re-run the soak
+    cannot explain (`before` neither raised nor wrote a checkpoint that failed)."""
     if before.raised:
         return "raised"
     between = [o for seq, o in writes if before.seq < seq < run.seq and o not in LANDED]
     if between:
         return between[-1]
-    if before.deadline is not None and run.started >= before.deadline:
-        return "timed_out"
-    return "other"
+    own = [o for o in before.outcomes if o not in LANDED]
+    return own[-1] if own else "other"
 
 
 steps_ledger = StepLedger()

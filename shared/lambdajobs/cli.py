@@ -509,11 +509,12 @@ def _cdk(
             for written in (template, *nested_template_files(template)):  # a nested stack's (Jobs2) too
                 shown = os.path.relpath(written)
                 console.print(f"wrote {shown}", highlight=False, soft_wrap=True, markup=False)
-        from lambdajobs.runtime.project import project_root
+        from lambdajobs.runtime.project import lambdajobs_root, project_root
         from lambdajobs.runtime.project import stacks_file as stacks_file_of
         from lambdajobs.staging.dependencies import LOCK_NAME
 
-        lock = (project_root(folder) or folder) / LOCK_NAME
+        # where synth writes it (`dependencies.declared`): beside the [tool.lambdajobs] pyproject.toml
+        lock = (lambdajobs_root(folder) or project_root(folder) or folder) / LOCK_NAME
         if lock.is_file() and lock.stat().st_mtime >= started:  # written when the declared ones change
             console.print(
                 f"locked the versions your functions ship in {os.path.relpath(lock)}: commit it",

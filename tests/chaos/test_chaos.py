@@ -246,7 +246,7 @@ def test_the_quick_soak_cancels_caps_and_debounces_among_its_faults(reports):
     # every cancel happened: before a run (cancelled at once), and of a running job (asked to stop; or
     # cancelled at once when, at that instant, it was between attempts: its run failed by a fault)
     outcomes = flow["cancel_outcomes"]
-    assert flow["cancel_missed"] == 0 and sum(outcomes.values()) == 6 * seeds, shown
+    assert flow["cancel_missed"] == 0 and set(outcomes) <= {"cancelled", "requested"}, shown
     assert outcomes.get("cancelled", 0) >= 4 * seeds, shown
     assert flow["cancel_outcomes"].get("requested", 0) >= 1 and flow["stopped_at_check"] >= 1, shown
     assert flow["states"]["cancel_before"] == {"cancelled": 4 * seeds}, shown

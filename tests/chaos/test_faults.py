@@ -4,14 +4,16 @@ every re-run of a step before its checkpoint has a cause the soak saw (`step_rer
 A step job's invocation is stopped at its first worker call past its deadline (Lambda's timeout, which
 the emulator applies at the next call): when that call is the step's checkpoint write, the step ran
 and its checkpoint never started. A loaded machine (CI, `make test` on 2 cores) meets this; the soak
-once counted that re-run as unexplained. A re-run that starts past the deadline of the run before it
-(the job taken over while that run went on, which Lambda would have stopped) is explained the same
-way (`chaos.steps.rerun_cause`).
+once counted that re-run as unexplained. A re-run that starts before the run before it reached its
+write (the job taken over while that run overran, which Lambda would have stopped) is explained by
+that write's outcome when it comes (`chaos.steps.rerun_cause`; a write is told on the thread of the
+run that made it).
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -78,8 +80,8 @@ def test_a_checkpoint_write_within_the_deadline_is_not_stopped_nor_told_before_i
     assert observer.checkpoints == [("job-1", "step-2", "landed")]
 
 
-def run(seq: int, *, raised: bool = False, started: float = 0.0, deadline: float | None = None) -> Execution:
-    return Execution(seq, 1, False, False, False, raised=raised, started=started, deadline=deadline)
+def run(seq: int, *, raised: bool = False, outcomes: tuple[str, ...] = ()) -> Execution:
+    return Execution(seq, 1, False, False, False, raised=raised, outcomes=list(outcomes))
 
 
 @pytest.mark.parametrize(
@@ -89,12 +91,29 @@ def run(seq: int, *, raised: bool = False, started: float = 0.0, deadline: float
         (run(1), run(5), [(2, "crashed_before")], "crashed_before"),
         (run(1), run(5), [(2, "throttled"), (3, "refused")], "refused"),
         (run(1), run(5), [(2, "timed_out")], "timed_out"),
-        # taken over: the run before had not reached its checkpoint write when its deadline passed
-        (run(1, started=10.0, deadline=13.0), run(5, started=14.0), [(6, "timed_out")], "timed_out"),
-        # a write after the re-run started explains nothing; nor does a deadline still ahead
-        (run(1, started=10.0, deadline=13.0), run(5, started=12.0), [(6, "timed_out")], "other"),
+        # taken over: the run before reached its write only after the re-run started, past its deadline
+        (run(1, outcomes=("timed_out",)), run(5), [(6, "timed_out")], "timed_out"),
+        (run(1, outcomes=("refused",)), run(5), [(6, "refused")], "refused"),
+        # a failed write after the re-run started that is not the run before's own explains nothing
+        (run(1), run(5), [(6, "timed_out")], "other"),
+        # nor does a write of its own that landed; nor nothing at all
+        (run(1, outcomes=("landed",)), run(5), [(6, "landed")], "other"),
         (run(1), run(5), [], "other"),
     ],
 )
 def test_each_re_run_of_a_step_is_given_the_cause_the_soak_saw(before, again, writes, cause):
     assert rerun_cause(before, again, writes) == cause
+
+
+def test_a_write_is_the_outcome_of_the_run_last_started_on_its_thread():
+    from chaos.steps import StepLedger
+
+    ledger = StepLedger()
+    key = ("job-1", "step-1")
+    here, elsewhere = run(1), run(2)
+    here.thread, elsewhere.thread = threading.get_ident(), -1
+    ledger.executions[key] = [here, elsewhere]
+    # WHEN this thread's run writes its checkpoint after the other thread's run started
+    ledger.note_checkpoint(*key, "timed_out")
+    # THEN it is this run's outcome, not the later run's
+    assert (here.outcomes, elsewhere.outcomes) == (["timed_out"], [])

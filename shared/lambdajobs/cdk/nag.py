@@ -90,14 +90,16 @@ def suppress(stack: LambdaJobs) -> None:
                 apply_to_children=True,
             )
         if worker.spec.enqueues:
+            light = worker.spec.record_mode == "light"  # never durable: no wake-ups of its own
+            wakes = "" if light else ", and schedules its own durable wake-ups"
             NagSuppressions.add_resource_suppressions(
                 worker.function,
                 [
                     NagPackSuppression(
                         id="AwsSolutions-IAM5",
                         reason=f"job {job} enqueues other jobs and may schedule them for later "
-                        f"(enqueue(..., run_at=...)), and schedules its own durable wake-ups: one-time "
-                        f"schedules are named per job id at run time, in the stack's one-time group only.",
+                        f"(enqueue(..., run_at=...)){wakes}: one-time schedules are named per job id "
+                        f"at run time, in the stack's one-time group only.",
                         applies_to=[one_time_schedules],
                     )
                 ],

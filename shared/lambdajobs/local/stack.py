@@ -154,7 +154,7 @@ class LocalStack:
         self.server: Any = None
         self.endpoint = ""
         self.provisioned: Provisioned | None = None
-        self.config = StackConfig(stack=stack, jobs=jobs)
+        self.config = StackConfig(stack=stack, jobs=jobs, tracing=tracing)
         self.mappings: dict[str, EventSourceMapping] = {}
         #: Each mapping's UUID in the server's Lambda (`lambdajobs.local.event_sources`), by its key.
         self.mapping_uuids: dict[str, str] = {}
