@@ -6,13 +6,12 @@ both, and cdk-nag finds nothing in a stack of both kinds."""
 
 from __future__ import annotations
 
-import sys
-import textwrap
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lambdajobs.testing import isolated_registry
 from tests.infra.test_schedules import _actions, _schedule_patterns, policy_statements
 
 JOBS = """
@@ -44,26 +43,19 @@ def relay(payload: Ping) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One stack of a small jobs package, with cdk-nag's rules on: its template, the stack, nag's errors."""
-    from aws_cdk import App
-    from aws_cdk.assertions import Template
-
-    from lambdajobs.cdk import LambdaJobsStack
-    from lambdajobs.cdk.nag import check_with_cdk_nag, nag_errors
+    from lambdajobs.cdk.nag import nag_errors
+    from tests.big_app import synthesize
 
     root = tmp_path_factory.mktemp("light")
     (root / "probe_light").mkdir()
     (root / "probe_light" / "__init__.py").write_text("")
-    (root / "probe_light" / "pings.py").write_text(textwrap.dedent(JOBS))
-    sys.path.insert(0, str(root))
-    try:
-        with isolated_registry():
-            app = App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
-            stack = LambdaJobsStack(app, "lightgrants", jobs="probe_light")
-            check_with_cdk_nag(app, stack.lambdajobs)
-            template = dict(Template.from_stack(stack).to_json())
-            return {"template": template, "stack": stack.lambdajobs, "nag": nag_errors(app.synth())}
-    finally:
-        sys.path.remove(str(root))
+    (root / "probe_light" / "pings.py").write_text(JOBS)
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    assembly, stack = synthesize(
+        root, "probe_light", stack="lightgrants", outdir=outdir, stacks_file=root / "stacks.json"
+    )
+    template = json.loads(Path(assembly.get_stack_by_name("lightgrants").template_full_path).read_text())
+    return {"template": template, "stack": stack.lambdajobs, "nag": nag_errors(assembly)}
 
 
 def grants(built: dict[str, Any], job: str) -> tuple[list[str], set[str]]:
