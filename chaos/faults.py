@@ -44,7 +44,8 @@ just before):
 - `checkpoint_fails`: step k's checkpoint write is throttled on every try the worker makes
   (`lambdajobs.runtime.aws.TRIES`): the attempt fails, and the step runs again in the next;
 - `before_park`, `after_park`, `park_fails`: the same around the job's first park once k of its
-  steps are checkpointed (a job running one step per invocation parks after each step but its last).
+  steps are checkpointed (a job running one step per invocation parks after each step but its last;
+  the soak plans k = 1, its first park, whichever step it follows).
 
 Every write of a checkpoint, and every park that landed, is told to the step ledger (`observer`) with
 its outcome (landed, crashed before or after, throttled, refused), whether faults are on or not: what
