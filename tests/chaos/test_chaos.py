@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "build" / "reports"
 MUTATION_ARGS = ["--seeds", "1", "--processes", "1"]
 #: The mutations of the job worker run 100 jobs without workflows (as before workflows) and without
-#: durable jobs; the workflow's with a small chord and the chain only; the durable jobs' with durable
+#: durable jobs; the workflow's with 30 bulk jobs (its workflows, with a small chord, and no more bulk
+#: jobs than it needs: no workflow finishes, whatever their number); the durable jobs' with durable
 #: jobs alone (`--jobs 0`): two for a run that does not replay (its job of one step per invocation
 #: continues for ever: a short settle), ten for a success that drops checkpoints (its jobs planned no
 #: fault, three of them, succeed in their first attempt, where the rewrite happens: with two, one of
@@ -45,7 +46,7 @@ MUTATION_ARGS = ["--seeds", "1", "--processes", "1"]
 NO_WORKFLOWS = ["--no-workflows"]
 PLAIN = ["--jobs", "100", "--step-jobs", "0", "--settle-timeout", "15"]
 MUTATION_SIZES = {
-    "no_workflow_tally": [*PLAIN, "--chord-members", "10"],
+    "no_workflow_tally": ["--jobs", "30", "--step-jobs", "0", "--settle-timeout", "15", "--chord-members", "10"],
     "no_step_replay": ["--jobs", "0", "--step-jobs", "2", "--settle-timeout", "5", *NO_WORKFLOWS],
     "success_drops_checkpoints": [
         "--jobs",

@@ -139,9 +139,14 @@ def test_cdk_nag_finds_nothing(many):
     assert nag_errors(many["assembly"]) == []
 
 
-def test_cfn_lint_finds_nothing_in_any_template(many):
+def test_cfn_lint_finds_nothing_in_the_root_template_or_a_nested_one(many):
+    # the root's template and the first nested stack's: every nested stack is written by the same
+    # construct from jobs of every kind (tests.big_app.kinds), so one holds every shape they hold; each
+    # template costs cfn-lint seconds of CPU
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
-    paths = [str(Path(many["assembly"].directory) / name) for name in many["templates"]]
+    nested = sorted(name for name in many["templates"] if name.endswith(".nested.template.json"))
+    assert nested and "many.template.json" in many["templates"]
+    paths = [str(Path(many["assembly"].directory) / name) for name in ("many.template.json", nested[0])]
     # W3005: CDK writes a DependsOn that a GetAtt already implies (harmless, not ours to change)
     out = subprocess.run(
         [str(cfn_lint), "--ignore-checks", "W3005", "--", *paths], capture_output=True, text=True
