@@ -46,7 +46,16 @@ MUTATION_ARGS = ["--seeds", "1", "--processes", "1"]
 NO_WORKFLOWS = ["--no-workflows"]
 PLAIN = ["--jobs", "100", "--step-jobs", "0", "--settle-timeout", "15"]
 MUTATION_SIZES = {
-    "no_workflow_tally": ["--jobs", "30", "--step-jobs", "0", "--settle-timeout", "15", "--chord-members", "10"],
+    "no_workflow_tally": [
+        "--jobs",
+        "30",
+        "--step-jobs",
+        "0",
+        "--settle-timeout",
+        "15",
+        "--chord-members",
+        "10",
+    ],
     "no_step_replay": ["--jobs", "0", "--step-jobs", "2", "--settle-timeout", "5", *NO_WORKFLOWS],
     "success_drops_checkpoints": [
         "--jobs",
