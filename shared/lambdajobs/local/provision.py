@@ -160,38 +160,64 @@ def _arn(sqs: Any, url: str) -> str:
     return arn
 
 
-def provision_queues(spec: JobSpec, stack: str, config: StackConfig) -> dict[str, JobQueues]:
+def provision_queues(
+    spec: JobSpec, stack: str, config: StackConfig, arn_prefix: list[str] | None = None
+) -> dict[str, JobQueues]:
     """Every queue of a job (its own, and one per priority level above its lowest), each with its DLQ,
-    by `queue_key`."""
-    made = [_provision_pair(spec, stack, level, config) for level in spec.levels]
+    by `queue_key`. `arn_prefix`: see `_queue_with_dlq`."""
+    made = [_provision_pair(spec, stack, level, config, arn_prefix) for level in spec.levels]
     return {q.key: q for q in made}
 
 
-def _provision_pair(spec: JobSpec, stack: str, level: str | None, config: StackConfig) -> JobQueues:
+def _provision_pair(
+    spec: JobSpec, stack: str, level: str | None, config: StackConfig, arn_prefix: list[str] | None
+) -> JobQueues:
     name = queue_name(stack, spec.name, level)
     url, arn, dlq_url, dlq_arn = _queue_with_dlq(
-        name, spec.visibility_timeout_seconds, spec.max_receive_count, config
+        name, spec.visibility_timeout_seconds, spec.max_receive_count, config, arn_prefix
     )  # its DLQ: dead_letter_queue_name, `<name>-dlq`
     return JobQueues(spec.name, url, arn, dlq_url, dlq_arn, level)
 
 
-def provision_workflow_queue(stack: str, config: StackConfig) -> dict[str, str]:
+def provision_workflow_queue(
+    stack: str, config: StackConfig, arn_prefix: list[str] | None = None
+) -> dict[str, str]:
     """The stack's workflow queue and its DLQ (the continuer's event source)."""
     url, arn, dlq_url, _ = _queue_with_dlq(
-        workflow_queue_name(stack), 6 * CONTINUER_TIMEOUT_SECONDS, WORKFLOW_MAX_RECEIVE_COUNT, config
+        workflow_queue_name(stack),
+        6 * CONTINUER_TIMEOUT_SECONDS,
+        WORKFLOW_MAX_RECEIVE_COUNT,
+        config,
+        arn_prefix,
     )
     return {"workflow_queue_url": url, "workflow_queue_arn": arn, "workflow_dlq_url": dlq_url}
 
 
 def _queue_with_dlq(
-    name: str, visibility_timeout: int, max_receive_count: int, config: StackConfig
+    name: str,
+    visibility_timeout: int,
+    max_receive_count: int,
+    config: StackConfig,
+    arn_prefix: list[str] | None = None,
 ) -> tuple[str, str, str, str]:
+    """A queue and its DLQ, the DLQ allowing redrive from the queue alone.
+
+    `arn_prefix` holds the ARN prefix of the connection's queues (`arn:<partition>:sqs:<region>:
+    <account>:`) once one queue's real ARN told it: every queue of one connection shares it, so a
+    caller that makes many pairs (`provision`) asks once, and each further pair takes two calls, not
+    five. Without it, each pair asks for its DLQ's ARN."""
     sqs = config.client("sqs")
-    dlq_url = sqs.create_queue(
-        QueueName=name + DLQ_SUFFIX,  # dead_letter_queue_name: queue_name refused a name too long
-        Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
-    )["QueueUrl"]
-    dlq_arn = _arn(sqs, dlq_url)
+    dlq_name = name + DLQ_SUFFIX  # dead_letter_queue_name: queue_name refused a name too long
+    prefix = arn_prefix[0] if arn_prefix else None
+    dlq_attributes = {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"}
+    if prefix is not None:  # the queue's ARN is known before it exists: allow it on the DLQ at once
+        dlq_attributes["RedriveAllowPolicy"] = _redrive_allow(prefix + name)
+    dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=dlq_attributes)["QueueUrl"]
+    if prefix is None:
+        prefix = _arn(sqs, dlq_url).removesuffix(dlq_name)
+        if arn_prefix is not None:
+            arn_prefix.append(prefix)
+    dlq_arn, arn = prefix + dlq_name, prefix + name
     url = sqs.create_queue(
         QueueName=name,
         Attributes={
@@ -203,14 +229,13 @@ def _queue_with_dlq(
             ),
         },
     )["QueueUrl"]
-    arn = _arn(sqs, url)
-    sqs.set_queue_attributes(
-        QueueUrl=dlq_url,
-        Attributes={
-            "RedriveAllowPolicy": json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [arn]})
-        },
-    )
+    if "RedriveAllowPolicy" not in dlq_attributes:
+        sqs.set_queue_attributes(QueueUrl=dlq_url, Attributes={"RedriveAllowPolicy": _redrive_allow(arn)})
     return url, arn, dlq_url, dlq_arn
+
+
+def _redrive_allow(source_arn: str) -> str:
+    return json.dumps({"redrivePermission": "byQueue", "sourceQueueArns": [source_arn]})
 
 
 def provision_table(name: str, config: StackConfig, *, job_index: str = "off") -> str:
@@ -244,25 +269,30 @@ def provision_table(name: str, config: StackConfig, *, job_index: str = "off") -
     return name
 
 
-def provision_scheduling(stack: str, config: StackConfig) -> dict[str, str]:
-    """Schedule groups, the Scheduler DLQ and the role one-time schedules send with."""
+def provision_scheduling(
+    stack: str, config: StackConfig, arn_prefix: list[str] | None = None
+) -> dict[str, str]:
+    """Schedule groups, the Scheduler DLQ and the role one-time schedules send with. `arn_prefix`:
+    see `_queue_with_dlq`."""
     sqs, scheduler = config.client("sqs"), config.client("scheduler")
+    dlq_name = scheduler_dead_letter_queue_name(stack)
     dlq_url = sqs.create_queue(
-        QueueName=scheduler_dead_letter_queue_name(stack),
+        QueueName=dlq_name,
         Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"},
     )["QueueUrl"]
+    dlq_arn = arn_prefix[0] + dlq_name if arn_prefix else _arn(sqs, dlq_url)
     cron_group, once_group = schedule_group_names(stack)
     for group in (cron_group, once_group):
         scheduler.create_schedule_group(Name=group)
     # The role one-time schedules send with. Only its ARN is needed here: emulated schedules never
     # assume it (moto's Scheduler does not fire; the local scheduler sends itself), and creating
     # IAM resources in moto is slow. The deployed stack creates the real, least-privilege role.
-    account = _arn(sqs, dlq_url).split(":")[4]
+    account = dlq_arn.split(":")[4]
     role_arn = f"arn:aws:iam::{account}:role/{stack}-one-time-schedules"
     return {
         "scheduler_role_arn": role_arn,
         "scheduler_dlq_url": dlq_url,
-        "scheduler_dlq_arn": _arn(sqs, dlq_url),
+        "scheduler_dlq_arn": dlq_arn,
         "cron_group": cron_group,
         "one_time_group": once_group,
     }
@@ -318,12 +348,15 @@ def provision(
     config = config or StackConfig(stack=stack)
     specs = list(specs)
     mode = job_index_mode(specs, job_index)
-    queues = {key: q for spec in specs for key, q in provision_queues(spec, stack, config).items()}
+    arn_prefix: list[str] = []  # learnt from the first queue made: the others need not ask
+    queues = {
+        key: q for spec in specs for key, q in provision_queues(spec, stack, config, arn_prefix).items()
+    }
     table = provision_table(f"{stack}-jobs", config, job_index=mode)
     bucket = f"{stack}-data".lower()
     config.client("s3").create_bucket(Bucket=bucket)
-    scheduling = provision_scheduling(stack, config)
-    workflows = provision_workflow_queue(stack, config)
+    scheduling = provision_scheduling(stack, config, arn_prefix)
+    workflows = provision_workflow_queue(stack, config, arn_prefix)
     for spec in specs:
         if spec.schedule is not None:
             provision_schedule(spec, queues[spec.name], scheduling, config)
