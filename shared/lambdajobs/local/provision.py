@@ -214,7 +214,7 @@ def _queue_with_dlq(
         dlq_attributes["RedriveAllowPolicy"] = _redrive_allow(prefix + name)
     dlq_url = sqs.create_queue(QueueName=dlq_name, Attributes=dlq_attributes)["QueueUrl"]
     if prefix is None:
-        prefix = _arn(sqs, dlq_url).removesuffix(dlq_name)
+        prefix = _arn(sqs, dlq_url).rsplit(":", 1)[0] + ":"
         if arn_prefix is not None:
             arn_prefix.append(prefix)
     dlq_arn, arn = prefix + dlq_name, prefix + name
