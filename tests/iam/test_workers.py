@@ -35,6 +35,46 @@ def test_send_email_succeeds_under_its_role(deployment, sender):
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "dynamodb:UpdateItem"} <= actions
 
 
+def test_send_email_that_misses_its_rate_limit_slot_gives_its_lock_back_and_runs_later(
+    deployment, sender, monkeypatch
+):
+    # GIVEN an email job whose first run would start after its rate-limit slot's allowance (a loaded
+    # machine once made one: the lock's write took longer than the allowance), injected by deciding
+    # that first run with a start-by already past
+    from lambdajobs.runtime import ratelimit
+    from lambdajobs.runtime.gates import Run
+
+    decided = {"runs": 0}
+    start_on = ratelimit._start_on
+
+    def first_start_too_late(slot, now_us, room, *, fresh=False):
+        decided["runs"] += 1
+        if decided["runs"] == 1:
+            return Run(start_by_us=now_us - 1)
+        return start_on(slot, now_us, room, fresh=fresh)
+
+    monkeypatch.setattr(ratelimit, "_start_on", first_start_too_late)
+    job_id = deployment.stack.enqueue(
+        "send_email", SendEmail(to="ada@example.com", subject="Hi", body="Hello")
+    )
+    # WHEN send_email's function takes it, with its role, and again once the copy is back
+    runner = deployment.runner("send_email")
+    runner.drain()
+    # THEN the first run did not start (no email): its record waits for a slot, no attempt spent
+    first = get_status(job_id)
+    assert sender.sent == [] and (first.state, first.attempts) == ("waiting", 0), first
+    deadline = time.monotonic() + 30
+    while get_status(job_id).state != "succeeded" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        runner.drain()
+    # AND the copy ran it once, on a fresh slot, its attempt unspent: every call under the role
+    assert sender.sent == ["ada@example.com"] and decided["runs"] == 2
+    status = get_status(job_id)
+    assert status.state == "succeeded" and status.attempts == 1
+    actions = {c.action for c in deployment.calls_by(deployment.worker("send_email"))}
+    assert {"sqs:SendMessage", "sqs:DeleteMessage", "dynamodb:UpdateItem"} <= actions, sorted(actions)
+
+
 def test_send_email_retries_after_its_backoff_not_the_visibility_timeout(deployment, sender, clock):
     # GIVEN a provider that times out once
     sender.failures = 1
