@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,6 +57,15 @@ class RoleRunner(JobRunner):
             stack, job, worker=Worker(job, config=config), source_config=config, priority=priority
         )
         self.config = config
+
+    def drain_until(self, done: Callable[[], bool], seconds: float = 30) -> None:
+        """Drain, then drain again every half second until `done()` (at most `seconds`): a copy handed
+        back (a rate-limit slot missed on a loaded machine) is delayed a second."""
+        self.drain()
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.5)
+            self.drain()
 
 
 class _DeliverAs:

@@ -4,7 +4,6 @@ only the stack's name (queues, table and scheduler settings come from the stack'
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 from handlers.emails import SendEmail
@@ -30,12 +29,8 @@ def test_producer_enqueues_and_reads_status(deployment, sender):
     # AND once send_email's worker ran them, the producer reads them succeeded (get_status, wait_for).
     # send_email is rate limited: on a loaded machine a job whose start comes too long after its slot
     # does not start then (the limit holds) and comes back a second later, so drain until all are done
-    runner, ids = deployment.runner("send_email"), [one, *batch.job_ids]
-    runner.drain()
-    deadline = time.monotonic() + 30
-    while not all(get_status(j, config=producer).done for j in ids) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        runner.drain()
+    ids = [one, *batch.job_ids]
+    deployment.runner("send_email").drain_until(lambda: all(get_status(j, config=producer).done for j in ids))
     assert wait_for(one, timeout_seconds=1, config=producer).state == "succeeded"
     assert {get_status(j, config=producer).state for j in batch.job_ids} == {"succeeded"}
     assert len(sender.sent) == 4
